@@ -1,0 +1,128 @@
+"""The ``pipecheck`` command: parse, build a config, call the core, print a report.
+
+Only this module prints. Every ``PipecheckError`` and every click usage error
+becomes one line on stderr and a non-zero exit code, in ``main``.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable, Sequence
+
+import click
+
+from pipecheck import config as config_mod
+from pipecheck import results
+from pipecheck.errors import PipecheckError
+
+EXIT_INTERRUPTED = 130
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--config PATH and repeated --set key=value."""
+    f = click.option(
+        "--set", "overrides", metavar="KEY=VALUE", multiple=True,
+        help="Override one config key, e.g. --set compute_ms=60 (repeatable). Keys are flat "
+             "and named exactly as in docs/config.md.",
+    )(f)
+    f = click.option(
+        "--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+        help="YAML config selecting a workload and its keys (e.g. configs/calibrated.yml). "
+             "Default: the built-in demo workload.",
+    )(f)
+    return f
+
+
+def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--json PATH and --force."""
+    f = click.option("--force", is_flag=True,
+                     help="Overwrite the --json (and --trace) output files if they exist.")(f)
+    f = click.option("--json", "json_path", type=click.Path(dir_okay=False),
+                     help="Write the versioned result record to this JSON file (atomically).")(f)
+    return f
+
+
+def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
+    file_values = config_mod.read_config_file(config_path) if config_path else None
+    return config_mod.resolve(file_values, overrides, source=config_path or "defaults")
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="pipecheck", prog_name="pipecheck")
+def cli() -> None:
+    """Is this JAX training run held back by its input pipeline, by compute, or by the
+    host forcing a sync with the device?
+
+    \b
+    pipecheck synthetic    target step time: train on a batch already on the devices
+    pipecheck dataloader   the Grain input pipeline alone, per worker count
+    pipecheck compare      both, tuned workers, real-data training and a verdict
+
+    Workloads are chosen with --config (YAML) and --set key=value; without them the
+    built-in demo transformer runs. Every command can write a versioned JSON result.
+    """
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@config_options
+@click.option("--steps", type=click.IntRange(min=2), default=None,
+              help="Training steps to time, the first (compile) step included; at least 2. "
+                   "[default: 40]")
+@output_options
+def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
+              json_path: str | None, force: bool) -> None:
+    """Measure the target step time: train on one batch that already sits on the devices.
+
+    Step time is the interval between consecutive host syncs on the *previous* step's
+    loss, so asynchronous dispatch cannot hide compute. The first step and any step that
+    compiled are reported apart from the steady state (median, p10, p90, IQR); every
+    compilation of the train step after the first is explained.
+    """
+    from pipecheck.report import format_synthetic
+    from pipecheck.synthetic import DEFAULT_STEPS, measure_synthetic
+
+    cfg = load_config(config_path, overrides)
+    results.check_writable(json_path, force)
+    result = measure_synthetic(cfg, steps or DEFAULT_STEPS)
+    click.echo(format_synthetic(result))
+    if json_path:
+        results.save(result, json_path, force)
+        click.echo(f"\nwrote {json_path}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code instead of raising."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="pipecheck",
+                 standalone_mode=False)
+    except PipecheckError as e:
+        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        return 0
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        click.echo(f"pipecheck: error: {_one_line(e.format_message())}{hint}", err=True)
+        return e.exit_code
+    except click.ClickException as e:
+        click.echo(f"pipecheck: error: {_one_line(e.format_message())}", err=True)
+        return e.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("pipecheck: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

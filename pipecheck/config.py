@@ -1,0 +1,169 @@
+"""Run configuration: a workload name plus flat, typed keys.
+
+A config is built from three layers, later ones winning: the workload's
+defaults, a YAML file (``--config PATH``), and ``--set key=value`` overrides.
+Keys are flat (``--set compute_ms=60``); each workload declares the keys it
+accepts, with a type, a default and a check, so a typo is an error, not a
+silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+from typing import Any, Callable, Mapping, Sequence
+
+import yaml
+
+from pipecheck.errors import ConfigError
+
+DEFAULT_WORKLOAD = "demo"
+
+
+@dataclasses.dataclass(frozen=True)
+class Key:
+    """One config key a workload accepts."""
+
+    name: str
+    type: type
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    minimum: float | None = None
+
+    def coerce(self, value: Any) -> Any:
+        """Convert ``value`` to this key's type and check it, or raise ConfigError."""
+        expected = self.type.__name__
+        if self.type is bool:
+            if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+                value = value.lower() in ("true", "yes", "1")
+            if not isinstance(value, bool):
+                raise ConfigError(f"{self.name} must be true or false, got {value!r}")
+        elif self.type in (int, float):
+            if isinstance(value, str):
+                try:
+                    value = yaml.safe_load(value)
+                except yaml.YAMLError:
+                    pass
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{self.name} must be a number ({expected}), got {value!r}")
+            if self.type is int:
+                if float(value) != int(value):
+                    raise ConfigError(f"{self.name} must be a whole number, got {value!r}")
+                value = int(value)
+            else:
+                value = float(value)
+        elif self.type is str:
+            if not isinstance(value, str):
+                value = str(value)
+        elif self.type is dict:
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{self.name} must be a mapping, got {value!r}")
+            value = dict(value)
+        if self.choices is not None and value not in self.choices:
+            allowed = " | ".join(str(c) for c in self.choices)
+            raise ConfigError(f"{self.name} must be one of {allowed}, got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise ConfigError(f"{self.name} must be >= {self.minimum:g}, got {value!r}")
+        return value
+
+
+COMMON_KEYS: tuple[Key, ...] = (
+    Key("batch_size", int, 32, "examples per global batch (split over devices)", minimum=1),
+    Key("devices", int, 1, "number of CPU devices to emulate (a Mesh over the 'data' axis)",
+        minimum=1),
+    Key("seed", int, 0, "seed for parameters, data order and shuffling", minimum=0),
+)
+
+
+def parse_set_option(item: str) -> tuple[str, str]:
+    """Split one ``--set key=value`` item."""
+    key, sep, value = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"--set expects key=value, got {item!r} (e.g. --set compute_ms=60)")
+    return key, value.strip()
+
+
+def read_config_file(path: str | pathlib.Path) -> dict[str, Any]:
+    """Read a YAML config file into a mapping, with one-line errors."""
+    p = pathlib.Path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {p}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {p} is not valid YAML{where}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """A validated configuration: the workload's name and its complete, typed keys."""
+
+    workload: str
+    values: Mapping[str, Any]
+    source: str = "defaults"
+    entry_points: Mapping[str, str] | None = None
+    """For user workloads: role -> "package.module:function"."""
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        workload: Any = dict(self.entry_points) if self.entry_points else self.workload
+        return {"workload": workload, **dict(self.values)}
+
+    def with_values(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, values={**self.values, **changes})
+
+
+def resolve(
+    file_values: Mapping[str, Any] | None = None,
+    overrides: Sequence[str] = (),
+    source: str = "defaults",
+    keys_for: Callable[[Any], Sequence[Key]] | None = None,
+) -> RunConfig:
+    """Merge defaults, file values and ``--set`` overrides into a validated RunConfig."""
+    from pipecheck.workloads import keys_for_workload, workload_label
+
+    keys_for = keys_for or keys_for_workload
+    raw: dict[str, Any] = dict(file_values or {})
+    parsed_overrides = [parse_set_option(item) for item in overrides]
+    for key, value in parsed_overrides:
+        if key == "workload":
+            raw["workload"] = value
+    workload = raw.pop("workload", DEFAULT_WORKLOAD)
+    known = {k.name: k for k in keys_for(workload)}
+    label = workload_label(workload)
+    values: dict[str, Any] = {name: k.default for name, k in known.items()}
+
+    def apply(key: str, value: Any, origin: str) -> None:
+        if key not in known:
+            names = ", ".join(sorted(known))
+            raise ConfigError(
+                f"unknown config key {key!r} ({origin}) for workload {label}; known keys: {names}"
+            )
+        values[key] = known[key].coerce(value)
+
+    for key, value in raw.items():
+        apply(str(key), value, "in config file")
+    for key, value in parsed_overrides:
+        if key != "workload":
+            apply(key, value, "in --set")
+    if isinstance(workload, Mapping):
+        return RunConfig("user", values, source, {str(k): str(v) for k, v in workload.items()})
+    return RunConfig(str(workload), values, source)

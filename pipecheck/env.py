@@ -1,0 +1,48 @@
+"""The environment a result was measured in (versions, backend, devices, host)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+from typing import Any
+
+ENV_KEYS_THAT_MATTER = ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def collect_env() -> dict[str, Any]:
+    """Versions, JAX backend and devices, host and Python. Initializes the JAX backend."""
+    import jax
+
+    devices = jax.devices()
+    return {
+        "pipecheck": _version("pipecheck"),
+        "jax": _version("jax"),
+        "jaxlib": _version("jaxlib"),
+        "grain": _version("grain"),
+        "tfds": _version("tensorflow-datasets"),
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": len(devices),
+        "host": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two environments, on the keys that move timings."""
+    out = []
+    for key in ENV_KEYS_THAT_MATTER + ("host", "cpu_count"):
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {a.get(key)} vs {b.get(key)}")
+    return out

@@ -1,0 +1,43 @@
+"""One error family for everything a user can get wrong.
+
+The CLI maps these to a one-line message and an exit code in one place
+(``pipecheck.cli.main``); library code raises them and never prints.
+"""
+
+from __future__ import annotations
+
+
+class PipecheckError(Exception):
+    """Base class: a problem the user can fix. ``str(err)`` is the whole message."""
+
+    exit_code = 1
+
+
+class ConfigError(PipecheckError):
+    """Unknown config key, bad value, unreadable config file, missing entry point."""
+
+    exit_code = 2
+
+
+class ResultFormatError(PipecheckError):
+    """A results file that is not a pipecheck record, or of an unknown format_version."""
+
+    exit_code = 2
+
+
+class OutputExistsError(PipecheckError):
+    """Refusing to overwrite an existing output file without --force."""
+
+    exit_code = 2
+
+
+class DataError(PipecheckError):
+    """A missing, incomplete or corrupt data set / data directory."""
+
+    exit_code = 3
+
+
+class PipelineError(PipecheckError):
+    """The input pipeline failed: a worker raised, or it stopped producing (timeout)."""
+
+    exit_code = 4

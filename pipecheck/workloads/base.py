@@ -1,0 +1,68 @@
+"""What a workload is: state, a jitted train step, the batch spec, and a data pipeline."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Sequence
+
+from pipecheck.config import RunConfig
+from pipecheck.timing import StepHook
+
+
+@dataclasses.dataclass
+class Workload:
+    """A training workload, built for one config on one Mesh.
+
+    ``train_step`` is jitted, ``(state, batch) -> (state, metrics)`` with a
+    scalar ``metrics["loss"]``. ``batch_spec`` gives the global shape, dtype and
+    sharding of every batch entry (ShapeDtypeStructs). ``host_batch`` returns
+    one batch as numpy arrays; ``dataset`` builds the Grain pipeline that yields
+    such batches (``workers``, ``threads`` as given).
+    """
+
+    name: str
+    config: RunConfig
+    mesh: Any
+    train_step: Any
+    train_step_name: str
+    init_state: Callable[[], Any]
+    batch_spec: Mapping[str, Any]
+    host_batch: Callable[[], Mapping[str, Any]]
+    dataset: Callable[..., Any] | None = None
+    hooks: Sequence[StepHook] = ()
+    prepare: Callable[["Workload", Any], None] | None = None
+    """Runs before the timed loop (e.g. AOT lowering); its compilations are counted."""
+    flops_per_step: float | None = None
+    """Known FLOPs of one step, when the compiler's cost analysis cannot see them."""
+    tokens_key: str | None = None
+    """Batch entry whose elements are tokens (for tokens/s)."""
+
+    @property
+    def batch_size(self) -> int:
+        first = next(iter(self.batch_spec.values()))
+        return int(first.shape[0])
+
+    @property
+    def tokens_per_batch(self) -> int | None:
+        if self.tokens_key is None:
+            return None
+        spec = self.batch_spec[self.tokens_key]
+        n = 1
+        for d in spec.shape:
+            n *= int(d)
+        return n
+
+    def put(self, host_batch: Mapping[str, Any]) -> Any:
+        """Move a host batch to the devices with the spec's sharding (as training does)."""
+        import jax
+
+        return {k: jax.device_put(v, self.batch_spec[k].sharding) for k, v in host_batch.items()}
+
+
+def spec_of(host_batch: Mapping[str, Any], sharding: Any) -> dict[str, Any]:
+    """ShapeDtypeStructs (with sharding) describing ``host_batch``."""
+    import jax
+
+    return {
+        k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in host_batch.items()
+    }

@@ -1,0 +1,181 @@
+"""The calibrated workload: every verdict on purpose.
+
+Compute: a chain of ``h = tanh(h @ w)`` matmuls whose length is calibrated at
+start-up so one step costs ``compute_ms`` (real XLA work, so dispatch stays
+asynchronous). Loading: each batch costs ``load_ms`` of sleeping (latency, as
+I/O: it overlaps across workers) plus ``cpu_ms`` of busy CPU work in the
+transform. ``host_sync=every_step`` makes the training loop read the loss of
+the step it just dispatched, the classic forced sync. ``aot_sharding_mismatch``
+lowers the step ahead of time with an unsharded batch spec, reproducing the
+double-compilation bug.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from pipecheck.config import COMMON_KEYS, Key, RunConfig
+from pipecheck.devices import batch_sharding, data_mesh, replicated
+from pipecheck.spans import SpanRecorder
+from pipecheck.workloads.base import Workload, spec_of
+
+KEYS: tuple[Key, ...] = (
+    *COMMON_KEYS,
+    Key("compute_ms", float, 50.0, "device compute per step, in ms (calibrated at start-up)",
+        minimum=0.1),
+    Key("load_ms", float, 0.0, "per-batch loading latency, in ms (sleeps, per worker)", minimum=0),
+    Key("cpu_ms", float, 0.0, "per-batch CPU work in the transform, in ms", minimum=0),
+    Key("host_sync", str, "none", "none | every_step: the loop calls float(loss) on the "
+        "step it just dispatched", choices=("none", "every_step")),
+    Key("aot_sharding_mismatch", bool, False, "lower the step AOT with an unsharded batch spec "
+        "(reproduces the double compilation)"),
+    Key("feature_dim", int, 256, "width of the matmul chain (and of each example)", minimum=8),
+)
+
+CALIBRATION_ITERS = (8, 72)
+"""Chain lengths timed at start-up; the slope between them is the cost of one matmul."""
+CALIBRATION_REPEATS = 5
+
+
+def _chain(w: Any, h: Any, iters: Any) -> Any:
+    import jax
+    import jax.numpy as jnp
+
+    return jax.lax.fori_loop(0, iters, lambda _, a: jnp.tanh(a @ w), h)
+
+
+def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One calibrated step: the matmul chain on the batch; the loss feeds back into w."""
+    import jax.numpy as jnp
+
+    h = _chain(state["w"], batch["x"], state["iters"])
+    loss = jnp.mean(h * h)
+    new_state = {"w": state["w"] - 1e-6 * loss, "iters": state["iters"], "step": state["step"] + 1}
+    return new_state, {"loss": loss}
+
+
+def calibrate_iters(
+    w: Any, x: Any, compute_ms: float, clock: Any = time.perf_counter
+) -> tuple[int, float]:
+    """Chain length that costs ``compute_ms`` on these arrays, and the measured s/iteration.
+
+    Uses a separately jitted chain (same shapes and sharding) so the train step
+    itself is not compiled here and its compilations stay countable.
+    """
+    import jax
+
+    burn = jax.jit(_chain)
+    times: dict[int, float] = {}
+    for n in CALIBRATION_ITERS:
+        burn(w, x, n).block_until_ready()  # compile + warm
+        samples = []
+        for _ in range(CALIBRATION_REPEATS):
+            t0 = clock()
+            burn(w, x, n).block_until_ready()
+            samples.append(clock() - t0)
+        times[n] = float(np.median(samples))
+    lo, hi = CALIBRATION_ITERS
+    per_iter = max((times[hi] - times[lo]) / (hi - lo), 1e-7)
+    overhead = max(times[lo] - lo * per_iter, 0.0)
+    iters = max(1, round((compute_ms / 1000.0 - overhead) / per_iter))
+    return iters, per_iter
+
+
+def log_current_loss(step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None:
+    """host_sync=every_step: the training loop logs the loss of the step it just dispatched."""
+    with recorder.span("log"):
+        loss = float(metrics["loss"])  # forced sync: waits for the step just dispatched
+    del loss
+
+
+class CalibratedBatches:
+    """Grain map: batch index -> one whole batch, costing load_ms of sleep + cpu_ms of CPU."""
+
+    def __init__(self, batch_size: int, feature_dim: int, load_ms: float, cpu_ms: float,
+                 seed: int) -> None:
+        self.batch_size = batch_size
+        self.feature_dim = feature_dim
+        self.load_ms = load_ms
+        self.cpu_ms = cpu_ms
+        self.seed = seed
+
+    def __call__(self, index: int) -> dict[str, np.ndarray]:
+        if self.load_ms > 0:
+            time.sleep(self.load_ms / 1000.0)
+        if self.cpu_ms > 0:
+            end = time.thread_time() + self.cpu_ms / 1000.0
+            acc = 0
+            while time.thread_time() < end:
+                acc += sum(range(200))
+        rng = np.random.default_rng((self.seed, int(index)))
+        x = rng.standard_normal((self.batch_size, self.feature_dim), dtype=np.float32)
+        return {"x": x}
+
+
+def make_dataset(config: RunConfig) -> Any:
+    """The calibrated input pipeline: an endless MapDataset of whole batches."""
+    import grain
+
+    batches = CalibratedBatches(config["batch_size"], config["feature_dim"], config["load_ms"],
+                                config["cpu_ms"], config["seed"])
+    return grain.MapDataset.range(1 << 30).map(batches)
+
+
+def build(config: RunConfig) -> Workload:
+    import jax
+    import jax.numpy as jnp
+
+    n_dev = config["devices"]
+    mesh = data_mesh(n_dev)
+    if config["batch_size"] % n_dev:
+        from pipecheck.errors import ConfigError
+
+        raise ConfigError(
+            f"batch_size={config['batch_size']} does not split over devices={n_dev}; "
+            "use a multiple of the device count"
+        )
+    dim = config["feature_dim"]
+    data_sharding = batch_sharding(mesh)
+    rep = replicated(mesh)
+    example = CalibratedBatches(config["batch_size"], dim, 0.0, 0.0, config["seed"])(0)
+    spec = spec_of(example, data_sharding)
+    rng = np.random.default_rng(config["seed"])
+    w_host = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    w = jax.device_put(w_host, rep)
+    x = jax.device_put(example["x"], data_sharding)
+    iters, per_iter = calibrate_iters(w, x, config["compute_ms"])
+    flops = 2.0 * config["batch_size"] * dim * dim * iters
+
+    def init_state() -> dict[str, Any]:
+        return {
+            "w": jax.device_put(w_host, rep),
+            "iters": jax.device_put(jnp.int32(iters), rep),
+            "step": jax.device_put(jnp.int32(0), rep),
+        }
+
+    def prepare(workload: Workload, state: Any) -> None:
+        if config["aot_sharding_mismatch"]:
+            # The bug, on purpose: the batch spec carries no sharding, so the
+            # executable compiled here does not match the sharded batch.
+            unsharded = {k: jax.ShapeDtypeStruct(v.shape, v.dtype) for k, v in spec.items()}
+            state_spec = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), state)
+            workload.train_step.lower(state_spec, unsharded).compile()
+
+    return Workload(
+        name="calibrated",
+        config=config,
+        mesh=mesh,
+        train_step=jax.jit(train_step, donate_argnums=()),
+        train_step_name="train_step",
+        init_state=init_state,
+        batch_spec=spec,
+        host_batch=lambda: example,
+        dataset=lambda: make_dataset(config),
+        hooks=(log_current_loss,) if config["host_sync"] == "every_step" else (),
+        prepare=prepare,
+        flops_per_step=flops,
+    )

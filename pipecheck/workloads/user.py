@@ -1,0 +1,130 @@
+"""User workloads: point pipecheck at your own code with entry points.
+
+    workload:
+      init: mypkg.train:init_state          # (config: dict) -> state pytree
+      train_step: mypkg.train:train_step    # (state, batch) -> (state, {"loss": ...})
+      dataset: mypkg.data:make_dataset      # (config: dict) -> grain MapDataset/IterDataset of batches
+      batch: mypkg.data:example_batch       # optional: (config: dict) -> one batch (numpy dict)
+    batch_size: 32
+    params: {hidden: 512}                   # passed to your functions in config["params"]
+
+Entry points are ``module:function`` (importable from the current directory)
+or ``path/to/file.py:function``. A train step that is not jitted yet is jitted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import pathlib
+import sys
+from typing import Any, Callable
+
+from pipecheck.config import Key, RunConfig
+from pipecheck.devices import batch_sharding, data_mesh, replicated
+from pipecheck.errors import ConfigError
+from pipecheck.workloads.base import Workload, spec_of
+
+KEYS: tuple[Key, ...] = (
+    Key("params", dict, {}, "free-form settings passed to your entry points as config['params']"),
+)
+ROLES_REQUIRED = ("init", "train_step")
+ROLES_OPTIONAL = ("dataset", "batch")
+
+
+def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
+    """Import ``module:function`` or ``file.py:function``; one-line errors."""
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(
+            f"workload.{role} = {spec!r} is not an entry point; write it as "
+            "'package.module:function' or 'path/to/file.py:function'"
+        )
+    try:
+        if module_name.endswith(".py"):
+            path = pathlib.Path(module_name)
+            if not path.exists():
+                raise ConfigError(f"workload.{role}: file {path} does not exist")
+            name = f"pipecheck_user_{path.stem}"
+            mod_spec = importlib.util.spec_from_file_location(name, path)
+            assert mod_spec is not None and mod_spec.loader is not None
+            module = importlib.util.module_from_spec(mod_spec)
+            sys.modules[name] = module
+            mod_spec.loader.exec_module(module)
+        else:
+            if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
+                sys.path.insert(0, str(pathlib.Path.cwd()))
+            module = importlib.import_module(module_name)
+    except ConfigError:
+        raise
+    except ImportError as e:
+        raise ConfigError(f"workload.{role}: cannot import {module_name!r} ({e})") from None
+    except Exception as e:
+        raise ConfigError(
+            f"workload.{role}: importing {module_name!r} failed: {type(e).__name__}: {e}"
+        ) from None
+    fn = getattr(module, attr, None)
+    if fn is None:
+        raise ConfigError(f"workload.{role}: module {module_name!r} has no attribute {attr!r}")
+    if not callable(fn):
+        raise ConfigError(f"workload.{role}: {spec!r} is not callable")
+    return fn  # type: ignore[no-any-return]
+
+
+def build(config: RunConfig) -> Workload:
+    import jax
+    import numpy as np
+
+    entries = dict(config.entry_points or {})
+    unknown = set(entries) - set(ROLES_REQUIRED) - set(ROLES_OPTIONAL)
+    if unknown:
+        raise ConfigError(
+            f"unknown workload entry point(s) {', '.join(sorted(unknown))}; known: "
+            f"{', '.join(ROLES_REQUIRED + ROLES_OPTIONAL)}"
+        )
+    for role in ROLES_REQUIRED:
+        if role not in entries:
+            raise ConfigError(f"workload.{role} is missing; user workloads need "
+                              f"{' and '.join(ROLES_REQUIRED)} entry points")
+    if "dataset" not in entries and "batch" not in entries:
+        raise ConfigError("a user workload needs workload.dataset or workload.batch "
+                          "(to know the batch's shapes)")
+    fns = {role: load_entry_point(spec, role) for role, spec in entries.items()}
+    user_config = config.to_dict()
+    n_dev = config["devices"]
+    mesh = data_mesh(n_dev)
+    if "batch" in fns:
+        example = dict(fns["batch"](user_config))
+    else:
+        from pipecheck.pipeline import build_iter_dataset
+
+        it = iter(build_iter_dataset(fns["dataset"](user_config), workers=0, threads=0))
+        example = dict(next(it))
+    example = {k: np.asarray(v) for k, v in example.items()}
+    for k, v in example.items():
+        if v.ndim == 0 or v.shape[0] % n_dev:
+            raise ConfigError(f"batch entry {k!r} with shape {v.shape} does not split over "
+                              f"devices={n_dev} along its first axis")
+    spec = spec_of(example, batch_sharding(mesh))
+    step = fns["train_step"]
+    jitted = step if hasattr(step, "lower") else jax.jit(step)
+    name = getattr(step, "__name__", None) or getattr(getattr(step, "__wrapped__", None),
+                                                      "__name__", "train_step")
+    rep = replicated(mesh)
+
+    def init_state() -> Any:
+        return jax.device_put(fns["init"](user_config), rep)
+
+    dataset = (lambda: fns["dataset"](user_config)) if "dataset" in fns else None
+    return Workload(
+        name="user",
+        config=config,
+        mesh=mesh,
+        train_step=jitted,
+        train_step_name=name,
+        init_state=init_state,
+        batch_spec=spec,
+        host_batch=lambda: example,
+        dataset=dataset,
+        tokens_key="tokens" if "tokens" in example else None,
+    )
