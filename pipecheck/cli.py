@@ -93,6 +93,22 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
         click.echo(f"\nwrote {json_path}")
 
 
+# --- dataloader command (issue 3) -------------------------------------------------------
+# --- end dataloader command --------------------------------------------------------------
+
+
+# --- compare command (issue 4) -----------------------------------------------------------
+# --- end compare command -----------------------------------------------------------------
+
+
+# --- plot command (issue 5) --------------------------------------------------------------
+# --- end plot command --------------------------------------------------------------------
+
+
+# --- diff and import commands (issue 6) --------------------------------------------------
+# --- end diff and import commands --------------------------------------------------------
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 

@@ -163,6 +163,16 @@ class Throughput(Record):
 
 _KINDS: dict[str, type] = {}
 
+KIND_MODULES = {
+    "synthetic": "pipecheck.results",
+    "dataloader": "pipecheck.dataloader",
+    "compare": "pipecheck.compare",
+    "monitor": "pipecheck.monitor",
+    "diff": "pipecheck.diff",
+    "imported": "pipecheck.maxtext",
+}
+"""Where each record kind is defined; ``load`` imports the module on demand."""
+
 
 def register_kind(cls: type[T]) -> type[T]:
     """Class decorator: make ``load`` understand files whose ``kind`` is ``cls.KIND``."""
@@ -201,10 +211,15 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
             f"{origin} has format_version {version!r}; this pipecheck reads version "
             f"{FORMAT_VERSION} (re-run the measurement with this version)"
         )
-    cls = _KINDS.get(data["kind"])
+    kind = data["kind"]
+    if kind not in _KINDS and kind in KIND_MODULES:
+        import importlib
+
+        importlib.import_module(KIND_MODULES[kind])
+    cls = _KINDS.get(kind)
     if cls is None:
         raise ResultFormatError(
-            f"{origin} has unknown kind {data['kind']!r}; known: {', '.join(sorted(_KINDS))}"
+            f"{origin} has unknown kind {kind!r}; known: {', '.join(sorted(KIND_MODULES))}"
         )
     try:
         return from_dict(cls, data)
