@@ -77,6 +77,9 @@ _DIFF_RE = re.compile(r"\*\s+at\s+(?P<arg>.+?),\s+now\s+(?P<now>.+?)\s+and befor
 _TYPE_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<shape>[^\]]*)\](?P<rest>.*)$")
 
 
+_WEAK_RE = re.compile(r"weak_type=(True|False)")
+
+
 def describe_difference(now: str, before: str) -> str:
     """Classify how two JAX abstract types differ: sharding, shape, dtype or weak type."""
     m_now, m_before = _TYPE_RE.match(now), _TYPE_RE.match(before)
@@ -86,11 +89,10 @@ def describe_difference(now: str, before: str) -> str:
         return "dtype"
     if m_now["shape"] != m_before["shape"]:
         return "shape"
-    rest_now, rest_before = m_now["rest"], m_before["rest"]
-    if ("weak_type" in rest_now) != ("weak_type" in rest_before) or "weak" in rest_now + rest_before:
-        if rest_now.replace(" ", "") != rest_before.replace(" ", "") and "{" not in rest_now + rest_before:
-            return "weak type"
-    if rest_now != rest_before:
+    weak_now, weak_before = _WEAK_RE.findall(now), _WEAK_RE.findall(before)
+    if weak_now != weak_before:
+        return "weak type"
+    if m_now["rest"] != m_before["rest"]:
         return "sharding"
     return "type"
 
@@ -117,7 +119,8 @@ def explanation_findings(messages: list[str], fun_label: str, compiles: int) -> 
             m = _DIFF_RE.search(line.strip())
             if not m:
                 continue
-            arg, now, before = m["arg"], m["now"], m["before"]
+            arg, now = m["arg"], m["now"]
+            before = re.sub(r"https?://\S+$", "", m["before"])
             what = describe_difference(now, before)
             if (arg, what) in seen:
                 continue

@@ -14,8 +14,10 @@ def ms(seconds: float | None) -> str:
     """Seconds as milliseconds with sensible precision; '-' when unknown."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
+    if abs(seconds) >= 1.0:
+        return f"{seconds:.2f} s"
     v = seconds * 1000.0
-    return f"{v:.1f} ms" if v >= 10 else f"{v:.2f} ms"
+    return f"{v:.1f} ms" if abs(v) >= 10 else f"{v:.2f} ms"
 
 
 def rate(value: float | None, unit: str) -> str:
@@ -75,7 +77,8 @@ def format_synthetic(result: SyntheticResult) -> str:
     if t.tokens_per_s is not None:
         rows.append(["tokens/s", rate(t.tokens_per_s, "tok/s")])
     if t.tflops_per_s is not None:
-        rows.append(["TFLOP/s", f"{t.tflops_per_s:.4f} ({t.flops_source})"])
+        source = f" ({t.flops_source})" if t.flops_source else ""
+        rows.append(["TFLOP/s", f"{t.tflops_per_s:.4f}{source}"])
     rows.append(["peak memory (compiled step)", nbytes(t.peak_memory_bytes)])
     env = result.env
     rows.append(["devices", f"{env.get('device_count')} x {env.get('device_kind')} "

@@ -59,7 +59,9 @@ def run_lagged_sync_loop(
     (``device_put``, when ``put`` is given), dispatch step N (``dispatch``;
     tagged ``compile`` when the step compiled), wait for step N-1's loss
     (``sync``) and close step N-1's interval, then run the hooks of step N.
-    After the loop the last step's loss closes the last interval.
+    After the loop the last step's loss closes the last interval, tagged
+    ``drain``: no next batch is fetched in it, so it would understate an
+    input-bound step and is kept out of the steady state.
     """
     if n_steps < 1:
         raise ValueError("n_steps must be >= 1")
@@ -91,11 +93,12 @@ def run_lagged_sync_loop(
         previous_loss = metrics[loss_key]
     with recorder.span("sync"):
         value = read_loss(previous_loss)
+    recorder.tag("drain")
     recorder.mark(value)
     return LoopOutcome(state=state, steps=list(recorder.steps))
 
 
-STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc")
+STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain")
 """Steps carrying any of these tags are reported apart from the steady state."""
 
 

@@ -1,0 +1,70 @@
+"""Bad input: one line on stderr, non-zero exit, no traceback (in-process, before JAX runs)."""
+
+import pytest
+
+from pipecheck.cli import main
+
+
+def one_line_error(capsys, argv, code):
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("pipecheck: error: ")
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_steps_zero(capsys):
+    err = one_line_error(capsys, ["synthetic", "--steps", "0"], 2)
+    assert "--steps" in err and "0 is not in the range" in err
+
+
+def test_unknown_config_key(capsys):
+    err = one_line_error(capsys, ["synthetic", "--set", "workload=calibrated",
+                                  "--set", "compute=60"], 2)
+    assert "unknown config key 'compute'" in err and "compute_ms" in err
+
+
+def test_bad_value(capsys):
+    err = one_line_error(capsys, ["synthetic", "--set", "workload=calibrated",
+                                  "--set", "compute_ms=fast"], 2)
+    assert "compute_ms must be a number" in err
+
+
+def test_missing_config_file(capsys):
+    err = one_line_error(capsys, ["synthetic", "--config", "/nonexistent/x.yml"], 2)
+    assert "does not exist" in err
+
+
+def test_missing_entry_point(capsys, tmp_path):
+    cfg = tmp_path / "user.yml"
+    cfg.write_text("workload:\n  init: nosuchmodule_xyz:init\n  train_step: nosuchmodule_xyz:step\n"
+                   "  batch: nosuchmodule_xyz:batch\n")
+    err = one_line_error(capsys, ["synthetic", "--config", str(cfg)], 2)
+    assert "cannot import 'nosuchmodule_xyz'" in err
+
+
+def test_entry_point_without_function(capsys, tmp_path):
+    mod = tmp_path / "mywl.py"
+    mod.write_text("def init(config):\n    return {}\n")
+    cfg = tmp_path / "user.yml"
+    cfg.write_text(f"workload:\n  init: {mod}:init\n  train_step: {mod}:step\n"
+                   f"  batch: {mod}:init\n")
+    err = one_line_error(capsys, ["synthetic", "--config", str(cfg)], 2)
+    assert "has no attribute 'step'" in err
+
+
+def test_existing_output_refused_before_running(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    out.write_text("{}")
+    err = one_line_error(capsys, ["synthetic", "--json", str(out)], 2)
+    assert "exists; pass --force" in err
+    assert out.read_text() == "{}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["synthetic", "--help"]])
+def test_help_explains_every_option(capsys, argv):
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    if argv == ["synthetic", "--help"]:
+        for opt in ("--config", "--set", "--steps", "--json", "--force"):
+            assert opt in out
