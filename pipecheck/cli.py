@@ -6,7 +6,6 @@ becomes one line on stderr and a non-zero exit code, in ``main``.
 
 from __future__ import annotations
 
-import functools
 import sys
 from typing import Any, Callable, Sequence
 

@@ -26,7 +26,7 @@ COMPILE_EVENTS = (
 _EXPLAIN_LOGGER = "jax._src.interpreters.partial_eval"
 
 _lock = threading.Lock()
-_active: list["CompileWatcher"] = []
+_active: list[CompileWatcher] = []
 _listener_installed = False
 
 
@@ -39,14 +39,14 @@ class CompileEvent:
     """Clock reading when the event was reported (the watcher's clock)."""
 
 
-def _listener(event: str, duration: float, **kwargs: Any) -> None:
+def _listener(event: str, duration_secs: float, **kwargs: Any) -> None:
     if event not in COMPILE_EVENTS:
         return
     fun_name = str(kwargs.get("fun_name", ""))
     with _lock:
         watchers = list(_active)
     for w in watchers:
-        w._on_event(event, fun_name, duration)
+        w._on_event(event, fun_name, duration_secs)
 
 
 def _install_listener() -> None:
@@ -56,12 +56,12 @@ def _install_listener() -> None:
             return
         import jax
 
-        jax.monitoring.register_event_duration_secs_listener(_listener)
+        jax.monitoring.register_event_duration_secs_listener(_listener)  # type: ignore[arg-type]
         _listener_installed = True
 
 
 class _ExplainHandler(logging.Handler):
-    def __init__(self, watcher: "CompileWatcher") -> None:
+    def __init__(self, watcher: CompileWatcher) -> None:
         super().__init__(level=logging.WARNING)
         self.watcher = watcher
 
@@ -73,7 +73,9 @@ def _matches(fun_name: str, name: str) -> bool:
     return fun_name in (name, f"jit({name})", f"pjit({name})")
 
 
-_DIFF_RE = re.compile(r"\*\s+at\s+(?P<arg>.+?),\s+now\s+(?P<now>.+?)\s+and before\s+(?P<before>.+?)$")
+_DIFF_RE = re.compile(
+    r"\*\s+at\s+(?P<arg>.+?),\s+now\s+(?P<now>.+?)\s+and before\s+(?P<before>.+?)$"
+)
 _TYPE_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<shape>[^\]]*)\](?P<rest>.*)$")
 
 
@@ -161,11 +163,11 @@ class CompileWatcher:
         self._saved_explain: bool | None = None
         self._saved_propagate = True
 
-    def __enter__(self) -> "CompileWatcher":
+    def __enter__(self) -> CompileWatcher:
         import jax
 
         _install_listener()
-        self._saved_explain = bool(jax.config.jax_explain_cache_misses)
+        self._saved_explain = bool(jax.config.jax_explain_cache_misses)  # type: ignore[attr-defined]
         jax.config.update("jax_explain_cache_misses", True)
         logger = logging.getLogger(_EXPLAIN_LOGGER)
         logger.addHandler(self._handler)

@@ -127,7 +127,7 @@ class RunConfig:
         workload: Any = dict(self.entry_points) if self.entry_points else self.workload
         return {"workload": workload, **dict(self.values)}
 
-    def with_values(self, **changes: Any) -> "RunConfig":
+    def with_values(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, values={**self.values, **changes})
 
 

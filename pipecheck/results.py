@@ -35,7 +35,7 @@ def _convert_in(tp: Any, value: Any) -> Any:
         return None
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        args = tuple(a for a in typing.get_args(tp) if a is not type(None))
         return _convert_in(args[0], value) if len(args) == 1 else value
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return from_dict(tp, value)
@@ -113,9 +113,10 @@ class Distribution(Record):
     samples_s: tuple[float, ...]
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> "Distribution":
+    def of(cls, samples: Sequence[float]) -> Distribution:
         s = stats.summarize(samples)
-        return cls(s.median, s.mean, s.p10, s.p90, s.p99, s.iqr, s.n, tuple(float(x) for x in samples))
+        raw = tuple(float(x) for x in samples)
+        return cls(s.median, s.mean, s.p10, s.p90, s.p99, s.iqr, s.n, raw)
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         return stats.median_ci(self.samples_s, confidence)
@@ -235,7 +236,9 @@ def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T:
     except FileNotFoundError:
         raise ResultFormatError(f"result file {p} does not exist") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ResultFormatError(f"{p} is not a readable JSON result file ({e.__class__.__name__})") from None
+        raise ResultFormatError(
+            f"{p} is not a readable JSON result file ({e.__class__.__name__})"
+        ) from None
     record = load_dict(data, origin=str(p))
     if expect is not None and not isinstance(record, expect):
         raise ResultFormatError(
@@ -250,9 +253,13 @@ def check_writable(path: str | os.PathLike[str] | None, force: bool) -> None:
         return
     p = pathlib.Path(path)
     if p.exists() and not force:
-        raise OutputExistsError(f"{p} exists; pass --force to overwrite it or choose another path")
+        raise OutputExistsError(
+            f"{p} exists; pass --force to overwrite it or choose another path"
+        )
     if not p.parent.exists():
-        raise OutputExistsError(f"directory {p.parent} does not exist; create it or choose another path")
+        raise OutputExistsError(
+            f"directory {p.parent} does not exist; create it or choose another path"
+        )
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bool) -> None:

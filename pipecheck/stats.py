@@ -160,7 +160,7 @@ def median_difference(
     return MedianDifference(diff, lo, hi, rel, p, significant)
 
 
-def mann_whitney_u_p(a: Sequence[float], b: Sequence[float]) -> float:
+def mann_whitney_u_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """Two-sided Mann-Whitney U test p-value (normal approximation, tie-corrected)."""
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)

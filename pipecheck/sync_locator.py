@@ -37,9 +37,8 @@ DEFAULT_INTERVAL_S = 0.003
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _WORKLOADS_DIR = os.path.join(_PKG_DIR, "workloads")
-_STDLIB_DIRS = tuple(
-    {os.path.abspath(p) for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])}
-)
+_PATHS = sysconfig.get_paths()
+_STDLIB_DIRS = tuple({os.path.abspath(_PATHS[k]) for k in ("stdlib", "platstdlib")})
 
 LIBRARY_MARKERS = (
     f"{os.sep}jax{os.sep}",
@@ -213,7 +212,7 @@ class SyncLocator:
             self.record(self.get_stack(self.thread_id), now - last)
             last = now
 
-    def __enter__(self) -> "SyncLocator":
+    def __enter__(self) -> SyncLocator:
         if self.thread_id is None:
             self.thread_id = threading.get_ident()
         self.started_at = self.clock()

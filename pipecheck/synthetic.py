@@ -30,7 +30,9 @@ from pipecheck.workloads.base import Workload
 DEFAULT_STEPS = 40
 
 
-def compiled_analysis(workload: Workload, state: Any, batch: Any) -> tuple[float | None, int | None]:
+def compiled_analysis(
+    workload: Workload, state: Any, batch: Any
+) -> tuple[float | None, int | None]:
     """FLOPs per step and peak memory from the compiled step (free after the first call)."""
     try:
         compiled = workload.train_step.lower(state, batch).compile()
@@ -83,7 +85,7 @@ def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list
     steady = steady_state(steps)
     samples = [s.time_s for s in steady]
     warnings = stats.quality_warnings(samples)
-    excluded = [s.step for s in steps[1:] if s not in steady]
+    excluded = [s.step for s in steps[1:] if s not in steady and s.tags != ("drain",)]
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} tagged step(s) kept out of the steady state: {shown}")

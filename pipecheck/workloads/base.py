@@ -30,7 +30,7 @@ class Workload:
     host_batch: Callable[[], Mapping[str, Any]]
     dataset: Callable[..., Any] | None = None
     hooks: Sequence[StepHook] = ()
-    prepare: Callable[["Workload", Any], None] | None = None
+    prepare: Callable[[Workload, Any], None] | None = None
     """Runs before the timed loop (e.g. AOT lowering); its compilations are counted."""
     flops_per_step: float | None = None
     """Known FLOPs of one step, when the compiler's cost analysis cannot see them."""

@@ -47,7 +47,7 @@ def _chain(w: Any, h: Any, iters: Any) -> Any:
     return jax.lax.fori_loop(0, iters, lambda _, a: jnp.tanh(a @ w), h)
 
 
-def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     """One calibrated step: the matmul chain on the batch; the loss feeds back into w."""
     import jax.numpy as jnp
 

@@ -3,7 +3,7 @@
     workload:
       init: mypkg.train:init_state          # (config: dict) -> state pytree
       train_step: mypkg.train:train_step    # (state, batch) -> (state, {"loss": ...})
-      dataset: mypkg.data:make_dataset      # (config: dict) -> grain MapDataset/IterDataset of batches
+      dataset: mypkg.data:make_dataset      # (config: dict) -> Grain dataset of batches
       batch: mypkg.data:example_batch       # optional: (config: dict) -> one batch (numpy dict)
     batch_size: 32
     params: {hidden: 512}                   # passed to your functions in config["params"]
@@ -108,8 +108,8 @@ def build(config: RunConfig) -> Workload:
     spec = spec_of(example, batch_sharding(mesh))
     step = fns["train_step"]
     jitted = step if hasattr(step, "lower") else jax.jit(step)
-    name = getattr(step, "__name__", None) or getattr(getattr(step, "__wrapped__", None),
-                                                      "__name__", "train_step")
+    name = str(getattr(step, "__name__", None)
+               or getattr(getattr(step, "__wrapped__", None), "__name__", "train_step"))
     rep = replicated(mesh)
 
     def init_state() -> Any:

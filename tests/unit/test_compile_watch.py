@@ -21,7 +21,8 @@ def test_sharding_difference_becomes_a_finding_naming_the_argument():
 
 
 def test_first_compilation_is_not_a_finding():
-    first = "TRACING CACHE MISS at x.py:1:1 (<module>):\n  never seen function:\n    train_step id=1"
+    first = ("TRACING CACHE MISS at x.py:1:1 (<module>):\n  never seen function:\n"
+             "    train_step id=1")
     assert explanation_findings([first], "jit(train_step)", 1) == []
 
 

@@ -76,4 +76,4 @@ def test_shipped_configs_load(tmp_path):
 
     for path in sorted(pathlib.Path(__file__).parents[2].joinpath("configs").glob("*.yml")):
         cfg = resolve(read_config_file(path))
-        assert cfg.workload in ("demo", "calibrated")
+        assert cfg.workload in ("demo", "calibrated", "user")
