@@ -73,13 +73,15 @@ def quality_warnings(samples: Sequence[float], what: str = "step time") -> list[
     return warnings
 
 
-def _block_resample_indices(n: int, block: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices for one moving-block bootstrap resample of a series of length ``n``."""
+def _block_resample_indices(
+    n: int, block: int, rng: np.random.Generator, resamples: int
+) -> np.ndarray:
+    """Index matrix (resamples x n) of moving-block bootstrap resamples of a length-n series."""
     block = max(1, min(block, n))
     n_blocks = math.ceil(n / block)
-    starts = rng.integers(0, n - block + 1, size=n_blocks)
-    idx = (starts[:, None] + np.arange(block)[None, :]).ravel()
-    return idx[:n]
+    starts = rng.integers(0, n - block + 1, size=(resamples, n_blocks))
+    idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(resamples, -1)
+    return idx[:, :n]
 
 
 def default_block_length(n: int) -> int:
@@ -106,9 +108,7 @@ def median_ci(
         return (float(arr[0]), float(arr[0]))
     rng = np.random.default_rng(seed)
     blk = block or default_block_length(arr.size)
-    meds = np.empty(resamples)
-    for i in range(resamples):
-        meds[i] = np.median(arr[_block_resample_indices(arr.size, blk, rng)])
+    meds = np.median(arr[_block_resample_indices(arr.size, blk, rng, resamples)], axis=1)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(meds, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
@@ -145,11 +145,9 @@ def median_difference(
         return MedianDifference(nan, nan, nan, nan, nan, False)
     rng = np.random.default_rng(seed)
     ba, bb = default_block_length(xa.size), default_block_length(xb.size)
-    diffs = np.empty(resamples)
-    for i in range(resamples):
-        ma = np.median(xa[_block_resample_indices(xa.size, ba, rng)])
-        mb = np.median(xb[_block_resample_indices(xb.size, bb, rng)])
-        diffs[i] = mb - ma
+    ma = np.median(xa[_block_resample_indices(xa.size, ba, rng, resamples)], axis=1)
+    mb = np.median(xb[_block_resample_indices(xb.size, bb, rng, resamples)], axis=1)
+    diffs = mb - ma
     alpha = (1.0 - confidence) / 2.0
     lo, hi = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
     med_a = float(np.median(xa))

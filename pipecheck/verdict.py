@@ -1,0 +1,135 @@
+"""The verdict: compute-bound, input-bound, forced-sync or inconclusive. A pure function.
+
+Inputs are three step-time estimates, each a median with a confidence interval
+(block bootstrap of the raw samples):
+
+- T, the target step time (compute alone, ``synthetic``), measured before and
+  after the real-data run so that a drift of the machine's speed cannot pass
+  for a slowdown;
+- D, the loader's time per batch at the chosen worker setting (``dataloader``);
+- R, the real-data step time.
+
+Decisions compare intervals, not single numbers, with the named margins below;
+a run whose numbers cannot separate the cases is ``inconclusive`` and says
+what to do. A compute-bound run measured twice must never be called
+forced-sync because of noise: that needs R's whole interval above the slower of
+T and D's intervals by ``FORCED_SYNC_MARGIN``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from pipecheck import stats
+
+COMPUTE_BOUND = "compute-bound"
+INPUT_BOUND = "input-bound"
+FORCED_SYNC = "forced-sync"
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (COMPUTE_BOUND, INPUT_BOUND, FORCED_SYNC, INCONCLUSIVE)
+
+FORCED_SYNC_MARGIN = 0.20
+"""R's lower bound must exceed the slower of T and D (upper bounds) by 20% to call forced-sync."""
+
+INPUT_BOUND_MARGIN = 0.10
+"""D must exceed T by 10%, with separated intervals, to call the run input-bound."""
+
+LOADER_HEADROOM = 0.90
+"""The tuner picks the smallest setting with D <= 0.9 T: 10% headroom for jitter."""
+
+MAX_RELATIVE_HALF_WIDTH = 0.25
+"""An estimate whose interval half-width exceeds 25% of its median is too noisy to decide on."""
+
+DRIFT_TOLERANCE = 0.15
+"""T before and T after the real-data run differing by more than 15% is reported as drift."""
+
+HARMLESS_SYNC_SHARE = 0.02
+"""User syncs costing less than 2% of wall time are not worth naming at all."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A median with its confidence interval, in seconds."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> "Estimate":
+        s = stats.summarize(samples)
+        lo, hi = stats.median_ci(samples)
+        return cls(s.median, lo, hi, s.n)
+
+    @property
+    def relative_half_width(self) -> float:
+        if not self.median or not math.isfinite(self.median):
+            return math.inf
+        return (self.high - self.low) / 2.0 / self.median
+
+    @property
+    def usable(self) -> bool:
+        return self.n >= 3 and math.isfinite(self.median) and self.median > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str
+    excess_over_bound: float
+    """R / max(T, D) - 1: how much slower real training is than its slower part."""
+
+
+def decide(target: Estimate, loader: Estimate, real: Estimate) -> Verdict:
+    """Classify a run from its target (T), loader (D) and real-data (R) step times."""
+    for name, e in (("target step time", target), ("loader batch time", loader),
+                    ("real-data step time", real)):
+        if not e.usable:
+            return Verdict(INCONCLUSIVE, f"too few {name} samples ({e.n}); run more steps",
+                           math.nan)
+    bound = max(target.median, loader.median)
+    bound_high = max(target.high, loader.high)
+    excess = real.median / bound - 1.0
+    if real.low > bound_high * (1.0 + FORCED_SYNC_MARGIN):
+        return Verdict(
+            FORCED_SYNC,
+            f"real-data steps ({real.median * 1e3:.1f} ms) are {100 * excess:.0f}% slower "
+            f"than the slower of compute ({target.median * 1e3:.1f} ms) and loading "
+            f"({loader.median * 1e3:.1f} ms): the host waits for the device somewhere",
+            excess,
+        )
+    noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
+             if e.relative_half_width > MAX_RELATIVE_HALF_WIDTH]
+    if noisy:
+        return Verdict(
+            INCONCLUSIVE,
+            f"the {', '.join(noisy)} measurements are too noisy to decide (confidence "
+            f"interval wider than +/-{100 * MAX_RELATIVE_HALF_WIDTH:.0f}% of the median); "
+            "run more steps (--steps, --batches) on a quieter machine",
+            excess,
+        )
+    if loader.median > target.median * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high:
+        return Verdict(
+            INPUT_BOUND,
+            f"the loader needs {loader.median * 1e3:.1f} ms per batch, more than the "
+            f"{target.median * 1e3:.1f} ms a step of compute takes; real-data steps take "
+            f"{real.median * 1e3:.1f} ms",
+            excess,
+        )
+    if loader.median <= target.median * (1.0 + INPUT_BOUND_MARGIN):
+        return Verdict(
+            COMPUTE_BOUND,
+            f"compute ({target.median * 1e3:.1f} ms/step) is the slower part; the loader "
+            f"gives a batch in {loader.median * 1e3:.1f} ms and real-data steps take "
+            f"{real.median * 1e3:.1f} ms",
+            excess,
+        )
+    return Verdict(
+        INCONCLUSIVE,
+        f"the loader ({loader.median * 1e3:.1f} ms) and compute ({target.median * 1e3:.1f} ms) "
+        "are too close to tell which bounds the run; run more batches and steps",
+        excess,
+    )

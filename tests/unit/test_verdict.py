@@ -1,0 +1,66 @@
+"""The verdict on hand-built estimates (no timing involved)."""
+
+import numpy as np
+
+from pipecheck.verdict import (
+    COMPUTE_BOUND,
+    FORCED_SYNC,
+    INCONCLUSIVE,
+    INPUT_BOUND,
+    Estimate,
+    decide,
+)
+
+
+def est(median_ms, spread_ms=1.0):
+    m = median_ms / 1e3
+    return Estimate(m, m - spread_ms / 1e3, m + spread_ms / 1e3, 40)
+
+
+def test_compute_bound():
+    v = decide(est(60), est(20), est(61))
+    assert v.verdict == COMPUTE_BOUND
+
+
+def test_input_bound():
+    v = decide(est(40), est(120), est(121))
+    assert v.verdict == INPUT_BOUND
+    assert "120.0 ms per batch" in v.reason
+
+
+def test_forced_sync_when_real_exceeds_both_clearly():
+    v = decide(est(40), est(30), est(70))
+    assert v.verdict == FORCED_SYNC
+    assert round(v.excess_over_bound, 2) == 0.75
+
+
+def test_forced_sync_needs_the_whole_interval_above_the_margin():
+    # 15% slower, but within the margin: not a forced sync
+    assert decide(est(40), est(30), est(46)).verdict == COMPUTE_BOUND
+    # 30% slower median but a wide interval reaching down to the bound: not forced-sync
+    wide = Estimate(0.052, 0.040, 0.064, 40)
+    assert decide(est(40), est(30), wide).verdict != FORCED_SYNC
+
+
+def test_noise_is_inconclusive_not_a_verdict():
+    noisy_target = Estimate(0.040, 0.020, 0.060, 40)
+    v = decide(noisy_target, est(60), est(62))
+    assert v.verdict == INCONCLUSIVE and "too noisy" in v.reason
+    assert decide(est(40), est(30), Estimate(0.04, 0.04, 0.04, 1)).verdict == INCONCLUSIVE
+
+
+def test_close_loader_and_compute_is_inconclusive():
+    v = decide(est(40, 4), est(46, 4), est(47, 4))
+    assert v.verdict == INCONCLUSIVE and "too close" in v.reason
+
+
+def test_repeated_compute_bound_runs_are_never_forced_sync():
+    # Simulated repeated runs of one compute-bound job on a noisy machine: T and R drawn
+    # from the same skewed distribution (occasional stalls), D well below.
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        base = rng.normal(0.060, 0.003, 40) + rng.exponential(0.004, 40)
+        real = rng.normal(0.060, 0.003, 40) + rng.exponential(0.004, 40)
+        loader = rng.normal(0.020, 0.002, 30)
+        v = decide(Estimate.of(base), Estimate.of(loader), Estimate.of(real))
+        assert v.verdict in (COMPUTE_BOUND, INCONCLUSIVE)
