@@ -97,6 +97,84 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
 
 
 # --- compare command (issue 4) -----------------------------------------------------------
+def _workers_list(value: str | None) -> list[int] | None:
+    if value is None:
+        return None
+    try:
+        out = [int(v) for v in value.split(",") if v.strip() != ""]
+    except ValueError:
+        raise click.BadParameter(f"expected a worker count or a comma-separated list such "
+                                 f"as 0,1,2,4, got {value!r}") from None
+    if not out or any(w < 0 for w in out):
+        raise click.BadParameter(f"worker counts must be >= 0, got {value!r}")
+    return out
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@config_options
+@click.option("--steps", type=click.IntRange(min=5), default=None,
+              help="Real-data training steps to time. [default: 60]")
+@click.option("--target-steps", type=click.IntRange(min=5), default=None,
+              help="Synthetic steps for the target step time T. [default: 30]")
+@click.option("--batches", type=click.IntRange(min=3), default=None,
+              help="Batches timed per loader setting, after the first. [default: 30]")
+@click.option("--workers", "workers_opt", metavar="N[,N...]", default=None,
+              help="Fix the Grain worker count, or give a list to choose from, instead of "
+                   "searching.")
+@click.option("--threads", type=click.IntRange(min=0), default=None,
+              help="Grain read threads per worker (ReadOptions.num_threads). [default: 1]")
+@click.option("--max-workers", type=click.IntRange(min=1), default=None,
+              help="Ceiling of the worker search; above the core count by default because "
+                   "latency-bound pipelines keep gaining past the cores. [default: 8]")
+@click.option("--synthetic", "synthetic_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the target step time from this `pipecheck synthetic --json` file.")
+@click.option("--dataloader", "dataloader_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the loader settings from this `pipecheck dataloader --json` file.")
+@click.option("--real", "real_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the real-data step times and sync sites from a pipecheck.Monitor run "
+                   "of your own loop (RUN.json).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              default=None, help="Stop if the pipeline produces no batch for this many "
+                                 "seconds. [default: 120]")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@output_options
+def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
+            target_steps: int | None, batches: int | None, workers_opt: str | None,
+            threads: int | None, max_workers: int | None, synthetic_file: str | None,
+            dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
+            quiet: bool, json_path: str | None, force: bool) -> None:
+    """Is the run input-bound, compute-bound, or held back by a forced host sync?
+
+    Measures the target step time T (as `synthetic`), searches the Grain worker count for
+    a loader time D below T (as `dataloader`), trains on real data with the chosen setting
+    (R, with a sampler locating the line that syncs), measures T again to catch machine
+    drift, and gives the verdict with the evidence and a recommendation.
+    """
+    from pipecheck import compare as compare_mod
+    from pipecheck.report_compare import format_compare
+
+    workers = _workers_list(workers_opt)
+    cfg = load_config(config_path, overrides)
+    results.check_writable(json_path, force)
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            click.echo(msg, err=True)
+
+    result = compare_mod.run_compare(
+        cfg,
+        steps=steps or compare_mod.DEFAULT_STEPS,
+        target_steps=target_steps or compare_mod.DEFAULT_TARGET_STEPS,
+        batches=batches or compare_mod.DEFAULT_BATCHES,
+        workers=workers, threads=threads,
+        max_workers=max_workers or compare_mod.DEFAULT_MAX_WORKERS,
+        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
+        timeout_s=timeout_s, progress=progress,
+    )
+    click.echo(format_compare(result))
+    if json_path:
+        results.save(result, json_path, force)
+        click.echo(f"\nwrote {json_path}")
 # --- end compare command -----------------------------------------------------------------
 
 

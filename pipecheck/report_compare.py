@@ -1,0 +1,68 @@
+"""The compare report: verdict, evidence, settings tried, host breakdown, findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from pipecheck.compare import CompareResult
+from pipecheck.report import findings_text, ms, warnings_text
+from pipecheck.results import Distribution
+from pipecheck.verdict import LOADER_HEADROOM
+
+
+def _ci(d: Distribution) -> str:
+    if d.n < 2:
+        return "-"
+    lo, hi = d.median_ci()
+    return f"{ms(lo)} .. {ms(hi)}"
+
+
+def format_compare(r: CompareResult) -> str:
+    chosen = next((s for s in r.loader if s.workers == r.chosen_workers
+                   and s.threads == r.chosen_threads), None)
+    loader_dist = chosen.batch_time if chosen is not None else Distribution.of([])
+    evidence = [
+        ["target step T (compute alone)", ms(r.target.median_s), _ci(r.target), r.target.n,
+         r.sources.get("target", "")],
+        [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)",
+         ms(loader_dist.median_s), _ci(loader_dist), loader_dist.n, r.sources.get("loader", "")],
+        ["real-data step R", ms(r.real.median_s), _ci(r.real), r.real.n,
+         r.sources.get("real", "")],
+    ]
+    goal = r.target_step_s * LOADER_HEADROOM
+    tried: list[list[Any]] = []
+    for s in r.loader:
+        mark = "<- chosen" if (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads) \
+            else ""
+        tried.append([s.workers, s.threads, ms(s.first_batch_s), ms(s.batch_time.median_s),
+                      ms(s.batch_time.p90_s), "yes" if s.batch_time.median_s <= goal else "no",
+                      mark])
+    total = sum(r.breakdown.values())
+    host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
+            for name, v in r.breakdown.items() if v > 0]
+    parts = [
+        f"pipecheck compare: {r.verdict.upper()}",
+        r.verdict_reason,
+        "",
+        tabulate(evidence, headers=["measurement", "median", "95% CI", "n", "source"],
+                 tablefmt="simple", disable_numparse=True),
+        "",
+        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of T; "
+        f"{r.tuning.get('stop_reason', '')}):",
+        tabulate(tried, headers=["workers", "threads", "first batch", "median", "p90",
+                                 "meets goal", ""], tablefmt="simple", disable_numparse=True),
+    ]
+    if r.tuning.get("scaling") not in (None, "unknown"):
+        parts.append(f"pipeline scaling: {r.tuning['scaling']}")
+    if host:
+        parts += ["", "host time per real-data step (steady state):",
+                  tabulate(host, headers=["span", "per step", "share"], tablefmt="simple",
+                           disable_numparse=True)]
+    if r.findings:
+        parts += ["", "findings:", findings_text(r.findings)]
+    parts += ["", f"recommendation: {r.recommendation}"]
+    if r.warnings:
+        parts += ["", warnings_text(r.warnings)]
+    return "\n".join(parts)
