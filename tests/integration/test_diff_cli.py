@@ -18,8 +18,8 @@ def calibrated_runs(tmp_path_factory):
     paths = []
     for compute_ms in (40, 60):
         out = d / f"calibrated_{compute_ms}.json"
-        r = run_cli("synthetic", "--set", "workload=calibrated", "--set", f"compute_ms={compute_ms}",
-                    "--steps", "30", "--json", str(out))
+        r = run_cli("synthetic", "--set", "workload=calibrated",
+                    "--set", f"compute_ms={compute_ms}", "--steps", "30", "--json", str(out))
         assert r.returncode == 0, r.stderr
         paths.append(out)
     return paths
