@@ -94,7 +94,7 @@ class CompareResult(Record):
     kind: str = "compare"
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "CompareResult":
+    def from_dict(cls, data: Mapping[str, Any]) -> CompareResult:
         from pipecheck.dataloader import LoaderSetting
 
         record = results.from_dict(cls, {**data, "loader": ()})

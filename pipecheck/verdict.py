@@ -59,7 +59,7 @@ class Estimate:
     n: int
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> "Estimate":
+    def of(cls, samples: Sequence[float]) -> Estimate:
         s = stats.summarize(samples)
         lo, hi = stats.median_ci(samples)
         return cls(s.median, lo, hi, s.n)
