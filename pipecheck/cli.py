@@ -59,6 +59,8 @@ def cli() -> None:
     pipecheck synthetic    target step time: train on a batch already on the devices
     pipecheck dataloader   the Grain input pipeline alone, per worker count
     pipecheck compare      both, tuned workers, real-data training and a verdict
+    pipecheck diff A B     two runs side by side (pipecheck JSON or MaxText logs)
+    pipecheck import LOG   a MaxText training log as a pipecheck record
 
     Workloads are chosen with --config (YAML) and --set key=value; without them the
     built-in demo transformer runs. Every command can write a versioned JSON result.
