@@ -72,8 +72,11 @@ def cli() -> None:
               help="Training steps to time, the first (compile) step included; at least 2. "
                    "[default: 40]")
 @output_options
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
+                   "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
 def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
-              json_path: str | None, force: bool) -> None:
+              json_path: str | None, force: bool, trace_path: str | None) -> None:
     """Measure the target step time: train on one batch that already sits on the devices.
 
     Step time is the interval between consecutive host syncs on the *previous* step's
@@ -82,15 +85,23 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     compilation of the train step after the first is explained.
     """
     from pipecheck.report import format_synthetic
-    from pipecheck.synthetic import DEFAULT_STEPS, measure_synthetic
+    from pipecheck.synthetic import DEFAULT_STEPS, synthetic_run
 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
-    result = measure_synthetic(cfg, steps or DEFAULT_STEPS)
+    results.check_writable(trace_path, force)
+    run = synthetic_run(cfg, steps or DEFAULT_STEPS)
+    result = run.result
     click.echo(format_synthetic(result))
     if json_path:
         results.save(result, json_path, force)
         click.echo(f"\nwrote {json_path}")
+    if trace_path:
+        from pipecheck.trace import write_recorder_trace
+
+        write_recorder_trace(trace_path, run.recorder, run.compile_events,
+                             "pipecheck synthetic", force)
+        click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
 
 
 # --- dataloader command (issue 3) -------------------------------------------------------
