@@ -192,18 +192,20 @@ class SyncLocator:
     def _live_stack(thread_id: int) -> list[FrameInfo]:
         return stack_of(sys._current_frames().get(thread_id))
 
-    def record(self, stack: Sequence[FrameInfo], dt: float) -> None:
-        """Charge ``dt`` seconds to the sync site of ``stack``, if it is waiting."""
+    def record(self, stack: Sequence[FrameInfo], dt: float) -> tuple[FrameInfo, bool] | None:
+        """Charge ``dt`` seconds to the sync site of ``stack``, if it is waiting; return
+        what ``classify`` found."""
         self.samples += 1
         found = classify(stack)
         if found is None:
-            return
+            return None
         site, internal = found
         key = (site.filename, site.lineno)
         self._info.setdefault(key, (site, internal))
         acc = self._sites.setdefault(key, [0.0, 0])
         acc[0] += dt
         acc[1] += 1
+        return found
 
     def _run(self) -> None:
         assert self.thread_id is not None
