@@ -96,12 +96,19 @@ def _us(t: float, origin: float) -> float:
     return round((t - origin) * 1e6, 3)
 
 
+def _slice(start: float, end: float, origin: float) -> tuple[float, float]:
+    """(ts, dur) in microseconds from rounded endpoints, so that adjacent slices share
+    their boundary exactly."""
+    ts = _us(start, origin)
+    return ts, round(max(0.0, _us(end, origin) - ts), 3)
+
+
 def _nest(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Sort one track's slices and clip any that overlap their enclosing slice's end."""
     events.sort(key=lambda e: (e["ts"], -e["dur"]))
     stack: list[float] = []
     for e in events:
-        while stack and e["ts"] >= stack[-1]:
+        while stack and e["ts"] >= stack[-1] - 1e-6:
             stack.pop()
         end = e["ts"] + e["dur"]
         if stack and end > stack[-1]:
@@ -129,24 +136,26 @@ def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> dict[st
     for k in range(len(marks) - 1):
         step = timeline.first_mark_index + k
         tags = list(timeline.step_tags.get(step, ()))
+        ts, dur = _slice(marks[k], marks[k + 1], o)
         by_track[TRACKS["steps"]].append({
             "ph": "X", "name": f"step {step}", "cat": "step", "pid": PID,
-            "tid": TRACKS["steps"], "ts": _us(marks[k], o),
-            "dur": round((marks[k + 1] - marks[k]) * 1e6, 3),
+            "tid": TRACKS["steps"], "ts": ts, "dur": dur,
             "args": {"step": step, "time_ms": round((marks[k + 1] - marks[k]) * 1e3, 3),
                      "tags": tags},
         })
     for s in timeline.spans:
         track = "data" if s.name in DATA_SPANS else "host"
+        ts, dur = _slice(s.start, s.end, o)
         by_track[TRACKS[track]].append({
             "ph": "X", "name": s.name, "cat": "span", "pid": PID, "tid": TRACKS[track],
-            "ts": _us(s.start, o), "dur": round(max(0.0, s.end - s.start) * 1e6, 3),
+            "ts": ts, "dur": dur,
             "args": {"depth": s.depth},
         })
     for c in timeline.compiles:
+        ts, dur = _slice(c.at - max(0.0, c.duration_s), c.at, o)
         by_track[TRACKS["compile"]].append({
             "ph": "X", "name": c.name, "cat": "compile", "pid": PID, "tid": TRACKS["compile"],
-            "ts": _us(c.at - c.duration_s, o), "dur": round(max(0.0, c.duration_s) * 1e6, 3),
+            "ts": ts, "dur": dur,
             "args": {"function": c.fun_name},
         })
     instants = [
