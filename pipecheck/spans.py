@@ -21,13 +21,12 @@ one cheap check per span.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import gc
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 from pipecheck.results import StepRecord
 
@@ -182,33 +181,14 @@ class SpanRecorder:
         self.marks_total += 1
         return t
 
-    @contextlib.contextmanager
-    def span(self, name: str, step_num: int | None = None) -> Iterator[None]:
-        """Time the body as span ``name``; nested spans record their depth.
+    def span(self, name: str, step_num: int | None = None) -> _SpanContext:
+        """Time the body (``with recorder.span(name):``) as span ``name``; nested spans
+        record their depth.
 
         While a JAX profiler captures, the body is also a ``TraceAnnotation(name)``, or a
         ``StepTraceAnnotation("train", step_num=...)`` when ``step_num`` is given.
         """
-        annotation: Any = None
-        if self.annotate:
-            prof = profiler()
-            if prof is not None and prof.enabled():
-                annotation = (prof.annotation(name) if step_num is None else
-                              prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=step_num))
-                annotation.__enter__()
-        depth = self._depth
-        self._depth += 1
-        t0 = self.clock()
-        try:
-            yield
-        finally:
-            t1 = self.clock()
-            self._depth = depth
-            s = Span(name, t0, t1, depth)
-            self._pending_spans.append(s)
-            self.raw_spans.append(s)
-            if annotation is not None:
-                annotation.__exit__(None, None, None)
+        return _SpanContext(self, name, step_num)
 
     def add_span(self, span: Span) -> None:
         """Record a span timed elsewhere (e.g. a garbage collection)."""
@@ -238,6 +218,42 @@ class SpanRecorder:
         self.raw_marks.append(t)
         self.marks_total += 1
         return record
+
+
+class _SpanContext:
+    """One timed span (a class, not a generator: this runs several times per step)."""
+
+    __slots__ = ("rec", "name", "step_num", "t0", "depth", "annotation")
+
+    def __init__(self, rec: SpanRecorder, name: str, step_num: int | None) -> None:
+        self.rec = rec
+        self.name = name
+        self.step_num = step_num
+        self.annotation: Any = None
+
+    def __enter__(self) -> None:
+        rec = self.rec
+        if rec.annotate:
+            prof = profiler()
+            if prof is not None and prof.enabled():
+                self.annotation = (
+                    prof.annotation(self.name) if self.step_num is None else
+                    prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=self.step_num))
+                self.annotation.__enter__()
+        self.depth = rec._depth
+        rec._depth += 1
+        self.t0 = rec.clock()
+
+    def __exit__(self, *exc: object) -> None:
+        rec = self.rec
+        t1 = rec.clock()
+        rec._depth = self.depth
+        s = Span(self.name, self.t0, t1, self.depth)
+        rec._pending_spans.append(s)
+        rec.raw_spans.append(s)
+        if self.annotation is not None:
+            self.annotation.__exit__(None, None, None)
+            self.annotation = None
 
 
 def close_interval(

@@ -84,7 +84,8 @@ def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list
     steady = steady_state(steps)
     samples = [s.time_s for s in steady]
     warnings = stats.quality_warnings(samples)
-    excluded = [s.step for s in steps[1:] if s not in steady]
+    kept = {s.step for s in steady}
+    excluded = [s.step for s in steps[1:] if s.step not in kept]
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} tagged step(s) kept out of the steady state: {shown}")
