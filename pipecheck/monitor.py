@@ -233,8 +233,9 @@ class Monitor:
         if self._watch_gc:
             self._stack.enter_context(GcSpans(self.recorder))
         if self._locate:
-            self._locator = self._stack.enter_context(
-                _LoopSyncLocator(self.recorder, self._interval, self.clock))
+            locator = _LoopSyncLocator(self.recorder, self._interval, self.clock)
+            self._stack.enter_context(locator)
+            self._locator = locator
         self.recorder.start()
 
     def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:

@@ -174,7 +174,7 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
              window: tuple[int, int] | None = None, force: bool = False) -> tuple[int, int]:
     """Render ``run_path``'s steps to a PNG at ``out_path``; return the Gantt window."""
     results.check_writable(out_path, force)
-    record = results.load(run_path)
+    record: Any = results.load(run_path)
     steps = steps_of(record, str(run_path))
     numbers = {s.step for s in steps}
     if window is None:
