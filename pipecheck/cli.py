@@ -73,8 +73,11 @@ def cli() -> None:
               help="Training steps to time, the first (compile) step included; at least 2. "
                    "[default: 40]")
 @output_options
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
+                   "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
 def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
-              json_path: str | None, force: bool) -> None:
+              json_path: str | None, force: bool, trace_path: str | None) -> None:
     """Measure the target step time: train on one batch that already sits on the devices.
 
     Step time is the interval between consecutive host syncs on the *previous* step's
@@ -83,15 +86,23 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     compilation of the train step after the first is explained.
     """
     from pipecheck.report import format_synthetic
-    from pipecheck.synthetic import DEFAULT_STEPS, measure_synthetic
+    from pipecheck.synthetic import DEFAULT_STEPS, synthetic_run
 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
-    result = measure_synthetic(cfg, steps or DEFAULT_STEPS)
+    results.check_writable(trace_path, force)
+    run = synthetic_run(cfg, steps or DEFAULT_STEPS)
+    result = run.result
     click.echo(format_synthetic(result))
     if json_path:
         results.save(result, json_path, force)
         click.echo(f"\nwrote {json_path}")
+    if trace_path:
+        from pipecheck.trace import write_recorder_trace
+
+        write_recorder_trace(trace_path, run.recorder, run.compile_events,
+                             "pipecheck synthetic", force)
+        click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
 
 
 # --- dataloader command (issue 3) -------------------------------------------------------
@@ -181,6 +192,39 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
 
 
 # --- plot command (issue 5) --------------------------------------------------------------
+def _parse_window(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        a, b = int(first), int(last)
+    except ValueError:
+        a, b = -1, -1
+    if not sep or a < 0 or b < a:
+        raise click.BadParameter(f"expected FIRST:LAST step numbers (e.g. 10:21), got {value!r}",
+                                 param_hint="--steps")
+    return a, b
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write (atomically).")
+@click.option("--steps", "window", metavar="FIRST:LAST",
+              help="Steps shown in the Gantt (inclusive). Default: 12 steps around the first "
+                   "checkpoint/eval/gc step.")
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
+    """Plot a run JSON (synthetic, monitor, compare ...): the step-time series with tagged
+    steps marked, and a Gantt of a window of steps. Needs matplotlib
+    (pip install 'pipecheck[plot]'). See docs/timeline.md.
+    """
+    from pipecheck.plot import plot_run
+
+    shown = plot_run(run_json, output, _parse_window(window), force)
+    click.echo(f"wrote {output} (Gantt of steps {shown[0]}-{shown[1]})")
+
+
 # --- end plot command --------------------------------------------------------------------
 
 

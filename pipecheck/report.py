@@ -85,6 +85,10 @@ def format_synthetic(result: SyntheticResult) -> str:
                             f"({env.get('backend')})"])
     parts = ["pipecheck synthetic: target step time (compute alone)",
              tabulate(rows, tablefmt="simple", disable_numparse=True)]
+    if result.steps:
+        from pipecheck.breakdown import breakdown_of_steps, format_breakdown
+
+        parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
     if c.findings:
         parts += ["", "findings:", findings_text(c.findings)]
     if result.warnings:

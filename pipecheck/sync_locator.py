@@ -22,6 +22,7 @@ it is tested without threads or timing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import os
 import re
@@ -29,8 +30,8 @@ import sys
 import sysconfig
 import threading
 import time
-from types import FrameType
-from typing import Callable, Sequence
+from types import CodeType, FrameType
+from typing import Any, Callable, Sequence
 
 DEFAULT_INTERVAL_S = 0.003
 """Sampling period: a few ms resolves syncs that cost a few percent of a 20 ms+ step."""
@@ -94,6 +95,7 @@ def _norm(path: str) -> str:
     return path.replace("\\", "/")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_library(filename: str) -> bool:
     path = os.path.abspath(filename)
     if any(m in path for m in LIBRARY_MARKERS):
@@ -103,6 +105,7 @@ def is_library(filename: str) -> bool:
     return path.startswith(_STDLIB_DIRS) or filename.startswith("<frozen")
 
 
+@functools.lru_cache(maxsize=4096)
 def is_internal(filename: str) -> bool:
     """pipecheck's machinery (not its workloads, which stand for user code)."""
     path = os.path.abspath(filename)
@@ -136,11 +139,16 @@ def classify(stack: Sequence[FrameInfo]) -> tuple[FrameInfo, bool] | None:
     return site, is_internal(site.filename)
 
 
+@functools.lru_cache(maxsize=512)
+def _positions(code: CodeType) -> list[Any]:
+    return list(code.co_positions())
+
+
 def current_expression(frame: FrameType) -> str:
     """Source text of the expression ``frame`` is executing (Python 3.11+ positions)."""
     code = frame.f_code
     try:
-        positions = list(code.co_positions())
+        positions = _positions(code)
         l0, l1, c0, c1 = positions[frame.f_lasti // 2]
     except (AttributeError, IndexError, ValueError):
         return linecache.getline(code.co_filename, frame.f_lineno).strip()
@@ -152,14 +160,23 @@ def current_expression(frame: FrameType) -> str:
     return line.strip()
 
 
-def stack_of(frame: FrameType | None, depth: int = 64) -> list[FrameInfo]:
-    """FrameInfo list, innermost first."""
+def stack_of(frame: FrameType | None, depth: int = 64,
+             full: bool = False) -> list[FrameInfo]:
+    """FrameInfo list, innermost first.
+
+    Unless ``full``, it stops at the first frame outside the libraries: ``classify`` never
+    looks further, and building fewer frames keeps each sample cheap (it holds the GIL).
+    """
     out: list[FrameInfo] = []
     first = True
     while frame is not None and len(out) < depth:
         code = frame.f_code
-        out.append(FrameInfo(code.co_filename, frame.f_lineno, code.co_name,
-                             current_expression(frame) if first else ""))
+        library = is_library(code.co_filename)
+        # the expression is only read for an innermost frame of user code (classify)
+        expr = current_expression(frame) if first and not library else ""
+        out.append(FrameInfo(code.co_filename, frame.f_lineno, code.co_name, expr))
+        if not library and not full:
+            break
         first = False
         frame = frame.f_back
     return out
@@ -191,18 +208,20 @@ class SyncLocator:
     def _live_stack(thread_id: int) -> list[FrameInfo]:
         return stack_of(sys._current_frames().get(thread_id))
 
-    def record(self, stack: Sequence[FrameInfo], dt: float) -> None:
-        """Charge ``dt`` seconds to the sync site of ``stack``, if it is waiting."""
+    def record(self, stack: Sequence[FrameInfo], dt: float) -> tuple[FrameInfo, bool] | None:
+        """Charge ``dt`` seconds to the sync site of ``stack``, if it is waiting; return
+        what ``classify`` found."""
         self.samples += 1
         found = classify(stack)
         if found is None:
-            return
+            return None
         site, internal = found
         key = (site.filename, site.lineno)
         self._info.setdefault(key, (site, internal))
         acc = self._sites.setdefault(key, [0.0, 0])
         acc[0] += dt
         acc[1] += 1
+        return found
 
     def _run(self) -> None:
         assert self.thread_id is not None

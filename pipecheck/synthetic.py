@@ -7,12 +7,13 @@ and any step that compiled are reported apart from the steady state.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from typing import Any, Callable, Sequence
 
 from pipecheck import stats
-from pipecheck.compile_watch import CompileWatcher
+from pipecheck.compile_watch import CompileEvent, CompileWatcher
 from pipecheck.config import RunConfig
 from pipecheck.env import collect_env
 from pipecheck.results import (
@@ -22,7 +23,7 @@ from pipecheck.results import (
     SyntheticResult,
     Throughput,
 )
-from pipecheck.spans import SpanRecorder
+from pipecheck.spans import GcSpans, SpanRecorder
 from pipecheck.timing import run_lagged_sync_loop, steady_state
 from pipecheck.workloads import build_workload
 from pipecheck.workloads.base import Workload
@@ -85,11 +86,21 @@ def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list
     steady = steady_state(steps)
     samples = [s.time_s for s in steady]
     warnings = stats.quality_warnings(samples)
-    excluded = [s.step for s in steps[1:] if s not in steady and s.tags != ("drain",)]
+    kept = {s.step for s in steady}
+    excluded = [s.step for s in steps[1:] if s.step not in kept and s.tags != ("drain",)]
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} tagged step(s) kept out of the steady state: {shown}")
     return Distribution.of(samples), warnings
+
+
+@dataclasses.dataclass
+class SyntheticRun:
+    """A synthetic result and the raw timeline behind it (for ``--trace``)."""
+
+    result: SyntheticResult
+    recorder: SpanRecorder
+    compile_events: list[CompileEvent]
 
 
 def measure_synthetic(
@@ -99,6 +110,16 @@ def measure_synthetic(
     workload: Workload | None = None,
 ) -> SyntheticResult:
     """Train ``steps`` steps on one on-device batch; return the target step time."""
+    return synthetic_run(config, steps, clock, workload).result
+
+
+def synthetic_run(
+    config: RunConfig,
+    steps: int = DEFAULT_STEPS,
+    clock: Callable[[], float] = time.perf_counter,
+    workload: Workload | None = None,
+) -> SyntheticRun:
+    """``measure_synthetic``, keeping the SpanRecorder and compile events of the run."""
     import jax
 
     workload = workload or build_workload(config)
@@ -110,10 +131,11 @@ def measure_synthetic(
     with CompileWatcher(workload.train_step_name, clock) as watcher:
         if workload.prepare is not None:
             workload.prepare(workload, state)
-        outcome = run_lagged_sync_loop(
-            workload.train_step, state, itertools.repeat(batch), steps, recorder,
-            hooks=workload.hooks, compiles=lambda: watcher.compiles,
-        )
+        with GcSpans(recorder):
+            outcome = run_lagged_sync_loop(
+                workload.train_step, state, itertools.repeat(batch), steps, recorder,
+                hooks=workload.hooks, compiles=lambda: watcher.compiles,
+            )
     step_time, warnings = steady_distribution(outcome.steps)
     flops, peak = compiled_analysis(workload, outcome.state, batch)
     compile_info = CompileInfo(
@@ -122,7 +144,7 @@ def measure_synthetic(
         train_step_compiles=watcher.compiles,
         findings=tuple(watcher.findings()),
     )
-    return SyntheticResult(
+    result = SyntheticResult(
         env=env,
         config=config.to_dict(),
         step_time=step_time,
@@ -131,3 +153,4 @@ def measure_synthetic(
         warnings=tuple(warnings),
         steps=tuple(outcome.steps),
     )
+    return SyntheticRun(result, recorder, [*watcher.events, *watcher.other_events])

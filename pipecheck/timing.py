@@ -62,6 +62,10 @@ def run_lagged_sync_loop(
     After the loop the last step's loss closes the last interval, tagged
     ``drain``: no next batch is fetched in it, so it would understate an
     input-bound step and is kept out of the steady state.
+
+    Because the hooks of step N run after step N-1's loss was observed (its metrics
+    flushed), a hook's cost (a checkpoint's blocking device-to-host copy) is charged to
+    step N, the step that ran it, and the step after it is not made to look fast.
     """
     if n_steps < 1:
         raise ValueError("n_steps must be >= 1")
@@ -80,7 +84,7 @@ def run_lagged_sync_loop(
             with recorder.span("device_put"):
                 batch = put(batch)
         compiled_before = compiles()
-        with recorder.span("dispatch"):
+        with recorder.span("dispatch", step_num=i):
             state, metrics = step_fn(state, batch)
         if compiles() != compiled_before:
             recorder.tag("compile")

@@ -7,19 +7,22 @@ I/O: it overlaps across workers) plus ``cpu_ms`` of busy CPU work in the
 transform. ``host_sync=every_step`` makes the training loop read the loss of
 the step it just dispatched, the classic forced sync. ``aot_sharding_mismatch``
 lowers the step ahead of time with an unsharded batch spec, reproducing the
-double-compilation bug.
+double-compilation bug. ``checkpoint_every``/``checkpoint_ms`` and
+``eval_every``/``eval_ms`` add host-blocking checkpoints and evals (step hooks
+that run after the previous step's loss was observed).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
 from pipecheck.devices import batch_sharding, data_mesh, replicated
 from pipecheck.spans import SpanRecorder
+from pipecheck.timing import StepHook
 from pipecheck.workloads.base import Workload, spec_of
 
 KEYS: tuple[Key, ...] = (
@@ -33,6 +36,14 @@ KEYS: tuple[Key, ...] = (
     Key("aot_sharding_mismatch", bool, False, "lower the step AOT with an unsharded batch spec "
         "(reproduces the double compilation)"),
     Key("feature_dim", int, 256, "width of the matmul chain (and of each example)", minimum=8),
+    Key("checkpoint_every", int, 0, "save the state every N steps (steps N, 2N, ...; "
+        "0: never)", minimum=0),
+    Key("checkpoint_ms", float, 200.0, "host-blocking cost of one checkpoint, in ms: "
+        "jax.device_get of the state, then sleep until this much has elapsed", minimum=0),
+    Key("eval_every", int, 0, "run an eval every N steps (steps N, 2N, ...; 0: never)",
+        minimum=0),
+    Key("eval_ms", float, 100.0, "host-blocking cost of one eval, in ms: wait for the state, "
+        "then sleep until this much has elapsed", minimum=0),
 )
 
 CALIBRATION_ITERS = (8, 72)
@@ -89,6 +100,68 @@ def log_current_loss(step: int, state: Any, metrics: Any, recorder: SpanRecorder
     with recorder.span("log"):
         loss = float(metrics["loss"])  # forced sync: waits for the step just dispatched
     del loss
+
+
+def blocking_hook(
+    kind: str,
+    every: int,
+    cost_ms: float,
+    wait: Callable[[Any], Any],
+    sleep: Callable[[float], None] = time.sleep,
+) -> StepHook:
+    """A StepHook that, on steps ``every``, ``2*every``, ..., blocks the host as a
+    checkpoint or eval does: ``wait(state)`` (a real device-to-host wait), then sleep
+    until ``cost_ms`` has elapsed, inside span ``kind``, tagging the step ``kind``.
+
+    The loop runs hooks after the previous step's loss was observed, so the cost is
+    charged to the step that ran it. ``wait`` and ``sleep`` are injectable for tests;
+    the hook reads the recorder's clock.
+    """
+    if every < 1:
+        raise ValueError("every must be >= 1")
+
+    def hook(step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None:
+        if step == 0 or step % every:
+            return
+        with recorder.span(kind):
+            recorder.tag(kind)
+            t0 = recorder.clock()
+            wait(state)
+            left = cost_ms / 1000.0 - (recorder.clock() - t0)
+            if left > 0:
+                sleep(left)
+
+    hook.__name__ = f"{kind}_hook"
+    hook.__qualname__ = hook.__name__
+    return hook
+
+
+def save_state(state: Any) -> Any:
+    """The checkpoint's blocking part: copy the whole state to the host."""
+    import jax
+
+    return jax.device_get(state)
+
+
+def wait_for_state(state: Any) -> Any:
+    """The eval's blocking part: the eval needs the updated parameters."""
+    import jax
+
+    return jax.block_until_ready(state)
+
+
+def hooks_for(config: RunConfig) -> tuple[StepHook, ...]:
+    """The calibrated workload's step hooks, in the order the loop runs them."""
+    hooks: list[StepHook] = []
+    if config["host_sync"] == "every_step":
+        hooks.append(log_current_loss)
+    if config["checkpoint_every"] > 0:
+        hooks.append(blocking_hook("checkpoint", config["checkpoint_every"],
+                                   config["checkpoint_ms"], save_state))
+    if config["eval_every"] > 0:
+        hooks.append(blocking_hook("eval", config["eval_every"], config["eval_ms"],
+                                   wait_for_state))
+    return tuple(hooks)
 
 
 class CalibratedBatches:
@@ -175,7 +248,7 @@ def build(config: RunConfig) -> Workload:
         batch_spec=spec,
         host_batch=lambda: example,
         dataset=lambda: make_dataset(config),
-        hooks=(log_current_loss,) if config["host_sync"] == "every_step" else (),
+        hooks=hooks_for(config),
         prepare=prepare,
         flops_per_step=flops,
     )

@@ -19,6 +19,18 @@ peak memory (compiled step)  1.0 KiB
 devices                      4 x cpu (cpu)
 ---------------------------  ----------------------------
 
+where the wall time went (2 steps, 1.250 s wall):
+category      seconds    share
+----------  ---------  -------
+compile       1.000 s    80.0%
+data wait     0.000 s     0.0%
+compute       0.150 s    12.0%
+sync stall    0.000 s     0.0%
+checkpoint    0.000 s     0.0%
+eval          0.000 s     0.0%
+gc            0.000 s     0.0%
+other         0.100 s     8.0%
+
 findings:
 - recompile [batch['x']]: twice
   fix: fix it
