@@ -117,12 +117,14 @@ def time_batches(
     put: Callable[[Any], Any] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     arm: Callable[[], None] = _no_arm,
+    on_first: Callable[[float], None] | None = None,
 ) -> BatchTiming:
     """Time the first batch (iterator creation included), then ``n_batches`` more.
 
     Between two clock readings the loop does exactly what a training loop does with a
     batch before using it: ``next()`` and, when given, ``put`` (device_put). ``arm``
-    (re)starts the stall timer before each ``next()``.
+    (re)starts the stall timer before each ``next()``. ``on_first`` (progress output) runs
+    after the first batch, outside every timed interval.
     """
     if n_batches < 1:
         raise ValueError("n_batches must be >= 1")
@@ -133,8 +135,10 @@ def time_batches(
     first = batch
     if put is not None:
         batch = put(batch)
+    first_s = clock() - t0
+    if on_first is not None:
+        on_first(first_s)
     prev = clock()
-    first_s = prev - t0
     samples: list[float] = []
     for _ in range(n_batches):
         arm()
@@ -393,6 +397,7 @@ def measure_setting(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
     stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
+    progress: Callable[[str], None] | None = None,
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns."""
     from pipecheck.pipeline import build_iter_dataset, grain_stage_summary
@@ -411,8 +416,11 @@ def measure_setting(
     try:
         with StallTimer(timeout_s) as timer:
             try:
-                timing = time_batches(open_iterator, n_batches, put=put, clock=clock,
-                                      arm=timer.arm)
+                timing = time_batches(
+                    open_iterator, n_batches, put=put, clock=clock, arm=timer.arm,
+                    on_first=None if progress is None else lambda s: progress(
+                        f"{label}: first batch after {s:.2f} s; timing {n_batches} batches"),
+                )
             finally:
                 timer.disarm()
         stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
@@ -483,6 +491,7 @@ def measure_dataloader(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
     parts: LoaderParts | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> DataloaderResult:
     """Measure the workload's input pipeline for every (workers, threads) setting."""
     from pipecheck.env import collect_env
@@ -494,7 +503,7 @@ def measure_dataloader(
     results = [
         measure_setting(parts.dataset, w, t, batches,
                         put=parts.put if device_put else None, tokens_key=parts.tokens_key,
-                        timeout_s=timeout_s, clock=clock)
+                        timeout_s=timeout_s, clock=clock, progress=progress)
         for w, t in settings_grid(workers, threads)
     ]
     return DataloaderResult(
