@@ -136,16 +136,35 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     median, p90 and p99 of the per-batch times, batches/s, examples/s and tokens/s without
     the first batch; and Grain's per-stage breakdown, naming the stage the pipeline waits on.
     """
-    from pipecheck.dataloader import measure_dataloader
+    import os
+
+    from pipecheck.dataloader import PipelineStallError, measure_dataloader
     from pipecheck.report_dataloader import format_dataloader
 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
-    result = measure_dataloader(
-        cfg, workers, threads, batches, device_put=not no_device_put,
-        timeout_s=timeout_s or None,
-        progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
-    )
+    try:
+        result = measure_dataloader(
+            cfg, workers, threads, batches, device_put=not no_device_put,
+            timeout_s=timeout_s or None,
+            progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
+        )
+    except PipelineStallError as e:
+        import threading
+
+        stuck = [t for t in threading.enumerate()
+                 if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+        if not stuck:
+            raise
+        # A transform stuck in a read thread would hold the interpreter's exit forever
+        # (it joins such threads): report, run multiprocessing's exit clean-up, leave.
+        import multiprocessing.util
+
+        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        multiprocessing.util._exit_function()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(e.exit_code)
     click.echo(format_dataloader(result))
     if json_path:
         results.save(result, json_path, force)

@@ -278,6 +278,14 @@ class PipelineStalled(BaseException):
     pipeline swallows it."""
 
 
+class PipelineStallError(PipelineError):
+    """The pipeline produced no batch within the timeout.
+
+    A transform stuck in a read thread cannot be stopped from Python, and the interpreter
+    joins those threads at exit: a command line tool should exit at once (``os._exit``)
+    after reporting this error. Worker processes are already stopped when it is raised."""
+
+
 class StallTimer:
     """``arm()`` (re)starts a SIGALRM timer of ``timeout_s``; firing raises PipelineStalled.
 
@@ -328,6 +336,23 @@ def stop_workers(keep: set[int], wait_s: float = WORKER_EXIT_WAIT_S) -> None:
         if p.is_alive():
             p.kill()
             p.join(1.0)
+
+
+def flush_shared_memory_unlinks(timeout_s: float = 5.0) -> None:
+    """Wait until Grain's background thread has unlinked the shared memory of batches that
+    were dropped (it deletes asynchronously; exiting first leaves them to the resource
+    tracker, which warns about "leaked shared_memory objects")."""
+    try:
+        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
+    except ImportError:  # pragma: no cover - Grain layout changed
+        return
+    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
+    if pool is None:
+        return
+    try:
+        pool.apply_async(int).get(timeout_s)  # FIFO: runs after every queued unlink
+    except Exception:  # noqa: BLE001 - best effort
+        pass
 
 
 def _close(iterator: Any) -> None:
@@ -412,43 +437,66 @@ def measure_setting(
         opened.append(it)
         return it
 
-    clean = False
+    def report_first(seconds: float) -> None:
+        if progress is not None:
+            progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
+
+    # Errors are turned into messages inside the except clauses but raised only after the
+    # clean-up: the original exception's traceback holds batches in shared memory, which
+    # must be released before the workers are gone (or they are reported as leaked).
+    error: BaseException | None = None
+    stalled = False
+    waits = 0
+    timing: BatchTiming | None = None
+    stages: tuple[Stage, ...] = ()
+    complete = False
     try:
         with StallTimer(timeout_s) as timer:
+
+            def arm() -> None:
+                nonlocal waits
+                waits += 1
+                timer.arm()
+
             try:
-                timing = time_batches(
-                    open_iterator, n_batches, put=put, clock=clock, arm=timer.arm,
-                    on_first=None if progress is None else lambda s: progress(
-                        f"{label}: first batch after {s:.2f} s; timing {n_batches} batches"),
-                )
+                timing = time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
+                                      on_first=report_first)
             finally:
                 timer.disarm()
         stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
                                           consumed=n_batches + 1, wait_s=stage_wait_s)
-        clean = True
     except PipelineStalled:
-        done = "the first batch" if not opened else "a batch"
-        raise PipelineError(
+        stalled = True
+        what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
+        error = PipelineStallError(
             f"the input pipeline ({label}) produced no batch for {timeout_s:g} s while waiting "
-            f"for {done}; it looks stuck (a hung read or transform). Raise --timeout if it is "
-            "only slow") from None
+            f"for {what}; it looks stuck (a hung read or transform). Raise --timeout if it is "
+            "only slow")
+    except KeyboardInterrupt:
+        error = KeyboardInterrupt()
     except PipecheckError as e:
-        raise type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}") from None
+        error = type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}")
     except StopIteration:
-        raise PipelineError(
-            f"the input pipeline ({label}) ran out of batches; repeat the dataset or ask for "
-            "fewer --batches") from None
+        error = PipelineError(
+            f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
+            "repeat the dataset or ask for fewer --batches")
     except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
-        raise PipelineError(
-            f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}") from None
-    finally:
-        if not clean:
-            stop_workers(before)  # a stuck or failed worker would make close() wait 25 s
-        for it in opened:
+        error = PipelineError(
+            f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}")
+    if stalled:
+        stop_workers(before)  # close() would wait 25 s for a stuck worker, then kill it
+    for it in opened:
+        try:
             _close(it)
-        stop_workers(before)
-        opened.clear()
-        gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
+        except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
+            pass
+    stop_workers(before)
+    opened.clear()
+    gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
+    flush_shared_memory_unlinks()
+    if error is not None:
+        raise error
+    assert timing is not None
 
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
