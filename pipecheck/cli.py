@@ -149,6 +149,8 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
             timeout_s=timeout_s or None,
             progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
         )
+    except KeyboardInterrupt:
+        raise click.exceptions.Abort() from None  # main() prints the one-line message
     except PipelineStallError as e:
         import threading
 
