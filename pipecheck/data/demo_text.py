@@ -116,7 +116,7 @@ def generate_documents(num_docs: int, seed: int) -> Iterator[str]:
         punct[ends] = "."
         para = ends & (rng.random(n) < PARAGRAPH_P)
         punct[para] = ".\n\n"
-        yield " ".join((words + punct).tolist()).replace("\n\n ", "\n\n")
+        yield " ".join((words + punct).tolist()).replace("\n\n ", "\n\n").rstrip()
 
 
 class PipecheckDemoText(tfds.core.GeneratorBasedBuilder):  # type: ignore[misc]
