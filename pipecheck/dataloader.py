@@ -34,6 +34,7 @@ from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 from pipecheck import stats
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, PipecheckError, PipelineError
+from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.results import FORMAT_VERSION, Distribution, Record, register_kind
 
 KIND = "dataloader"
@@ -42,6 +43,8 @@ DEFAULT_THREADS = 1
 DEFAULT_TIMEOUT_S = 120.0
 STAGE_SUMMARY_WAIT_S = 6.0
 """How long to wait, after timing, for the workers' stage reports to cover every batch."""
+BUFFER_WARNING_FACTOR = 4
+"""Warn when fewer timed batches than this many times what the workers buffer at start-up."""
 WORKER_EXIT_WAIT_S = 3.0
 """How long a terminated worker gets to exit before it is killed."""
 
@@ -501,6 +504,12 @@ def measure_setting(
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
     warnings = stats.quality_warnings(timing.samples, what="batch time")
+    buffered = workers * DEFAULT_PER_WORKER_BUFFER
+    if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
+        warnings.append(
+            f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
+            "are buffered while the first one is awaited and then arrive at once; time at "
+            f"least {BUFFER_WARNING_FACTOR * buffered} (--batches) for a steady-state median")
     if not complete:
         warnings.append("the workers' stage timings did not cover every batch in "
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
