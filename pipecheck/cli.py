@@ -163,7 +163,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
         import multiprocessing.util
 
         click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
-        multiprocessing.util._exit_function()
+        multiprocessing.util._exit_function()  # type: ignore[attr-defined]
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(e.exit_code)

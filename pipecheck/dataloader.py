@@ -304,7 +304,7 @@ class StallTimer:
     def _fire(self, signum: int, frame: Any) -> None:
         raise PipelineStalled()
 
-    def __enter__(self) -> "StallTimer":
+    def __enter__(self) -> StallTimer:
         if self.active:
             self._previous = signal.signal(signal.SIGALRM, self._fire)
         return self

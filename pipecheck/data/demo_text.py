@@ -169,7 +169,8 @@ def rebuild_hint(root: pathlib.Path) -> str:
     return f"delete it (rm -rf {root}) and run again to rebuild it"
 
 
-def ensure_corpus(num_docs: int, seed: int, data_dir: str = "", progress: bool = True) -> pathlib.Path:
+def ensure_corpus(num_docs: int, seed: int, data_dir: str = "",
+                  progress: bool = True) -> pathlib.Path:
     """Build the corpus unless a complete one exists; return its tfds data_dir."""
     root = corpus_dir(num_docs, seed, data_dir)
     if is_complete(root):
@@ -186,7 +187,8 @@ def ensure_corpus(num_docs: int, seed: int, data_dir: str = "", progress: bool =
             return root
         _build(root, num_docs, seed, progress)
     if not is_complete(root):
-        raise DataError(f"building the demo corpus in {root} did not complete; {rebuild_hint(root)}")
+        raise DataError(
+            f"building the demo corpus in {root} did not complete; {rebuild_hint(root)}")
     return root
 
 

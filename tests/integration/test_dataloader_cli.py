@@ -18,7 +18,6 @@ import uuid
 
 import psutil
 import pytest
-
 from tests_support import REPO, run_cli  # noqa: F401 - see conftest path set-up below
 
 HERE = pathlib.Path(__file__).resolve().parent

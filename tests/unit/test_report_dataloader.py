@@ -1,9 +1,11 @@
+# ruff: noqa: E501 - the expected report is wider than the code
 """The dataloader reporter: exact text for a hand-built result."""
 
 from __future__ import annotations
 
-from pipecheck.report_dataloader import format_dataloader
 from test_dataloader import make_result  # tests/unit is on sys.path (rootdir-relative import)
+
+from pipecheck.report_dataloader import format_dataloader
 
 EXPECTED = """\
 pipecheck dataloader: the input pipeline alone (workload demo, source demo; 4 batches timed after the first, with device_put)
