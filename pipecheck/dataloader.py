@@ -26,6 +26,7 @@ import dataclasses
 import gc
 import math
 import multiprocessing
+import re
 import signal
 import threading
 import time
@@ -208,15 +209,16 @@ def produced_batches(summary: Any) -> int:
     return 0
 
 
+_OBJECT_REPR = re.compile(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")
+
+
 def short_stage_name(name: str) -> str:
-    """Grain's node name without the source location (`` @ .../file.py:12``)."""
-    out = []
-    for part in name.split(" @ "):
-        out.append(part)
-    head = out[0]
-    if len(out) > 1 and head.count("(") > head.count(")"):
+    """Grain's node name without the source location (`` @ .../file.py:12``) and with
+    ``<pkg.mod.Class object at 0x...>`` shortened to ``Class``."""
+    head, sep, _ = name.partition(" @ ")
+    if sep and head.count("(") > head.count(")"):
         head += ")"
-    return head
+    return _OBJECT_REPR.sub(r"\1", head)
 
 
 def stages_from_summary(summary: Any) -> tuple[Stage, ...]:

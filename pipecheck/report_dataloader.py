@@ -36,7 +36,8 @@ def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
     for r in results:
         d = r.batch_time
         rows.append([
-            r.workers, r.threads, _seconds(r.first_batch_s), ms(d.median_s), ms(d.p90_s),
+            r.workers, r.threads, _seconds(r.first_batch_s), ms(d.mean_s), ms(d.median_s),
+            ms(d.p90_s),
             ms(d.p99_s), f"{r.batches_per_s:.1f}" if math.isfinite(r.batches_per_s) else "-",
             rate(r.examples_per_s, "ex/s"), rate(r.tokens_per_s, "tok/s"),
         ])
@@ -61,7 +62,7 @@ def format_dataloader(result: DataloaderResult) -> str:
         f"{result.batches} batches timed after the first, {put})",
         "",
         tabulate(setting_rows(result.results),
-                 headers=["workers", "threads", "first batch", "median", "p90", "p99",
+                 headers=["workers", "threads", "first batch", "mean", "median", "p90", "p99",
                           "batches/s", "examples/s", "tokens/s"],
                  tablefmt="simple", disable_numparse=True),
         "",

@@ -146,6 +146,9 @@ def test_short_stage_name():
     assert short_stage_name("MapMapDataset(transform=f @ .../x.py:4)") == \
         "MapMapDataset(transform=f)"
     assert short_stage_name("ShuffleMapDataset") == "ShuffleMapDataset"
+    assert short_stage_name(
+        "MapMapDataset(transform=<pipecheck.workloads.calibrated.CalibratedBatches object at "
+        "0x7f3a2c1d0e50> @ .../calibrated.py:98)") == "MapMapDataset(transform=CalibratedBatches)"
 
 
 def test_slowest_stage_ignores_stages_without_elements():
