@@ -106,6 +106,85 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
 
 
 # --- dataloader command (issue 3) -------------------------------------------------------
+def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    """Parse ``0,1,2,4`` into distinct non-negative ints, in order."""
+    out: list[int] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise click.BadParameter(
+                f"expected a number or a comma-separated list like 0,1,2,4, got {value!r}")
+        if int(item) not in out:
+            out.append(int(item))
+    return out
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@config_options
+@click.option("--workers", default="0", show_default=True, callback=_int_list,
+              metavar="N[,N...]",
+              help="Grain worker processes (mp_prefetch); a comma-separated list sweeps them, "
+                   "e.g. --workers 0,1,2,4. 0 loads in the main process, as a training loop "
+                   "without workers does.")
+@click.option("--threads", default="1", show_default=True, callback=_int_list,
+              metavar="N[,N...]",
+              help="Read threads per process (ReadOptions.num_threads); a list sweeps them.")
+@click.option("--batches", type=click.IntRange(min=1), default=50, show_default=True,
+              help="Batches to time after the first (the first batch is reported apart).")
+@click.option("--no-device-put", "no_device_put", is_flag=True,
+              help="Do not move each batch to the devices (by default it is put with the "
+                   "workload's sharding, as training does: that host work is loading cost).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=120.0,
+              show_default=True, metavar="SECONDS",
+              help="Stop with an error when the pipeline produces no batch for this long "
+                   "(0: wait forever).")
+@output_options
+def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int],
+               threads: list[int], batches: int, no_device_put: bool, timeout_s: float,
+               json_path: str | None, force: bool) -> None:
+    """Time the Grain input pipeline alone, per worker count (and read-thread count).
+
+    For each setting: the first batch (iterator creation, worker spawn) apart; then the
+    median, p90 and p99 of the per-batch times, batches/s, examples/s and tokens/s without
+    the first batch; and Grain's per-stage breakdown, naming the stage the pipeline waits on.
+    """
+    import os
+
+    from pipecheck.dataloader import PipelineStallError, measure_dataloader
+    from pipecheck.report_dataloader import format_dataloader
+
+    cfg = load_config(config_path, overrides)
+    results.check_writable(json_path, force)
+    try:
+        result = measure_dataloader(
+            cfg, workers, threads, batches, device_put=not no_device_put,
+            timeout_s=timeout_s or None,
+            progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
+        )
+    except KeyboardInterrupt:
+        raise click.exceptions.Abort() from None  # main() prints the one-line message
+    except PipelineStallError as e:
+        import threading
+
+        stuck = [t for t in threading.enumerate()
+                 if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+        if not stuck:
+            raise
+        # A transform stuck in a read thread would hold the interpreter's exit forever
+        # (it joins such threads): report, run multiprocessing's exit clean-up, leave.
+        import multiprocessing.util
+
+        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(e.exit_code)
+    click.echo(format_dataloader(result))
+    if json_path:
+        results.save(result, json_path, force)
+        click.echo(f"\nwrote {json_path}")
+
+
 # --- end dataloader command --------------------------------------------------------------
 
 

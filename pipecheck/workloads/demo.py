@@ -28,7 +28,13 @@ KEYS: tuple[Key, ...] = (
     Key("learning_rate", float, 3e-4, "AdamW learning rate", minimum=0),
     Key("num_docs", int, 4000, "documents in the generated demo corpus", minimum=10),
     Key("data_dir", str, "", "tfds data_dir for the demo corpus (default: "
-        "$PIPECHECK_DATA_DIR, else the user's cache dir)"),
+        "$PIPECHECK_DATA_DIR, else the user's cache dir); for source tfds:NAME, the "
+        "data_dir holding NAME (default: tfds's own)"),
+    Key("source", str, "demo", "where the text comes from: demo (generated corpus), "
+        "tfds:NAME (a tfds data set prepared under data_dir), or a path to ArrayRecord "
+        "file(s) whose records are UTF-8 text"),
+    Key("text_key", str, "text", "the feature holding the text, for tfds sources"),
+    Key("split", str, "train", "the split to read, for tfds sources"),
 )
 
 VOCAB_SIZE = 260
