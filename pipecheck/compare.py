@@ -75,7 +75,7 @@ class CompareResult(Record):
     chosen_workers: int
     chosen_threads: int
     loader_step_s: float
-    """Median batch time D at the chosen setting."""
+    """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in bursts)."""
     real_step_s: float
     real: Distribution
     verdict: str
@@ -186,17 +186,17 @@ def loader_findings(trials: Sequence[Any], chosen: Any, tuning: TuningOutcome,
                     target_s: float, verdict: Verdict) -> list[Finding]:
     findings = []
     first = trials[0]
-    if verdict.verdict == INPUT_BOUND or first.batch_time.median_s > target_s:
+    if verdict.verdict == INPUT_BOUND or loader_time(first) > target_s:
         if tuning.meets_target and chosen is not first:
             findings.append(Finding(
                 kind="input-bound",
-                message=(f"{first.workers} worker(s) give {_ms(first.batch_time.median_s)}/batch "
+                message=(f"{first.workers} worker(s) give {_ms(loader_time(first))}/batch "
                          f"against a {_ms(target_s)} target; {chosen.workers} workers give "
-                         f"{_ms(chosen.batch_time.median_s)}"),
+                         f"{_ms(loader_time(chosen))}"),
                 numbers={"target_s": target_s, "first_workers": float(first.workers),
-                         "first_batch_s": first.batch_time.median_s,
+                         "first_batch_s": loader_time(first),
                          "chosen_workers": float(chosen.workers),
-                         "chosen_batch_s": chosen.batch_time.median_s},
+                         "chosen_batch_s": loader_time(chosen)},
                 fix=f"use {chosen.workers} Grain workers "
                     f"(MultiprocessingOptions(num_workers={chosen.workers}))",
             ))
@@ -212,10 +212,10 @@ def loader_findings(trials: Sequence[Any], chosen: Any, tuning: TuningOutcome,
                 kind="input-bound",
                 message=(f"no worker count brings the loader below the {_ms(target_s)} target: "
                          f"the fastest, {chosen.workers} workers, gives "
-                         f"{_ms(chosen.batch_time.median_s)}/batch"
+                         f"{_ms(loader_time(chosen))}/batch"
                          + (f"; {nature}" if nature else "")),
                 numbers={"target_s": target_s, "chosen_workers": float(chosen.workers),
-                         "chosen_batch_s": chosen.batch_time.median_s},
+                         "chosen_batch_s": loader_time(chosen)},
                 fix=fix,
             ))
     slow = max(chosen.stages, key=lambda s: s.wait_ratio, default=None) \
@@ -241,8 +241,10 @@ def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence
         return ("the host waits for the device somewhere outside the loop's own sync; run your "
                 "loop under pipecheck.Monitor to locate it (pipecheck compare --real RUN.json)")
     if verdict.verdict == INPUT_BOUND:
-        if meets_target:
-            return f"use {chosen_workers} Grain workers: the loader then keeps up with compute"
+        if verdict.fixed_by_tuning or meets_target:
+            return (f"use {chosen_workers} Grain workers "
+                    f"(grain.MultiprocessingOptions(num_workers={chosen_workers})): the loader "
+                    "then keeps up with compute")
         return ("the input pipeline cannot keep up even at its fastest setting: preprocess "
                 "offline, cache, or simplify the transforms")
     if verdict.verdict == COMPUTE_BOUND:
@@ -355,8 +357,8 @@ def run_compare(
                                    tokens_key=parts.tokens_key, timeout_s=timeout_s,
                                    clock=clock, stage_wait_s=TUNING_STAGE_WAIT_S)
             measured[(w, t)] = s
-            progress(f"      D({w}) = {_ms(s.batch_time.median_s)} per batch")
-            return s.batch_time.median_s
+            progress(f"      D({w}) = {_ms(loader_time(s))} per batch")
+            return loader_time(s)
 
         tuning = tune(measure, target_s, max_workers=limit, cores=os.cpu_count() or 1,
                       threads=threads, fixed_workers=list(workers) if workers else None)
@@ -396,8 +398,10 @@ def run_compare(
             warnings.append(drift)
         target_samples += list(after.step_time.samples_s)
 
-    verdict = decide(Estimate.of(target_samples), Estimate.of(chosen.batch_time.samples_s),
-                     Estimate.of(real_samples))
+    baseline = settings[0] if settings and settings[0] is not chosen else None
+    verdict = decide(Estimate.of(target_samples), Estimate.of_mean(chosen.batch_time.samples_s),
+                     Estimate.of(real_samples),
+                     baseline=Estimate.of_mean(baseline.batch_time.samples_s) if baseline else None)
     real_dist = Distribution.of(real_samples)
     findings = list(syn.compile.findings) + list(real.compile_findings)
     findings += loader_findings(settings, chosen, tuning, Estimate.of(target_samples).median,
@@ -411,7 +415,7 @@ def run_compare(
         loader=tuple(settings),
         chosen_workers=chosen.workers,
         chosen_threads=chosen.threads,
-        loader_step_s=chosen.batch_time.median_s,
+        loader_step_s=loader_time(chosen),
         real_step_s=real_dist.median_s,
         real=real_dist,
         verdict=verdict.verdict,
@@ -430,10 +434,16 @@ def run_compare(
     )
 
 
+def loader_time(setting: Any) -> float:
+    """D: seconds per batch at a setting, the mean (1 / throughput). Workers deliver batches
+    in bursts, so the median inter-batch time understates what a batch costs."""
+    return float(setting.batch_time.mean_s)
+
+
 def _trial(setting: Any) -> Any:
     from pipecheck.tuner import Trial
 
-    return Trial(setting.workers, setting.threads, setting.batch_time.median_s)
+    return Trial(setting.workers, setting.threads, loader_time(setting))
 
 
 def config_mismatch(other: Mapping[str, Any], config: RunConfig, path: str) -> list[str]:

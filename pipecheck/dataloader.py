@@ -25,17 +25,25 @@ from __future__ import annotations
 import dataclasses
 import gc
 import math
-import multiprocessing
 import re
-import signal
-import threading
 import time
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 from pipecheck import stats
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, PipecheckError, PipelineError
-from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.pipeline import (
+    DEFAULT_PER_WORKER_BUFFER,
+    PipelineStalled,
+    PipelineStallError,
+    StallTimer,
+    flush_shared_memory_unlinks,
+    stop_workers,
+    worker_pids,
+)
+from pipecheck.pipeline import (
+    close_iterator as _close,
+)
 from pipecheck.results import FORMAT_VERSION, Distribution, Record, register_kind
 
 KIND = "dataloader"
@@ -46,8 +54,6 @@ STAGE_SUMMARY_WAIT_S = 6.0
 """How long to wait, after timing, for the workers' stage reports to cover every batch."""
 BUFFER_WARNING_FACTOR = 4
 """Warn when fewer timed batches than this many times what the workers buffer at start-up."""
-WORKER_EXIT_WAIT_S = 3.0
-"""How long a terminated worker gets to exit before it is killed."""
 
 
 # --- records ------------------------------------------------------------------------------
@@ -273,97 +279,6 @@ def collect_stages(
         if clock() >= deadline:
             return stages_from_summary(summary), False
         sleep(poll_s)
-
-
-# --- stall timeout and worker clean-up -------------------------------------------------------
-class PipelineStalled(BaseException):
-    """Raised in the main thread when no batch arrived for ``timeout_s``.
-
-    A BaseException (like KeyboardInterrupt) so that no ``except Exception`` inside the
-    pipeline swallows it."""
-
-
-class PipelineStallError(PipelineError):
-    """The pipeline produced no batch within the timeout.
-
-    A transform stuck in a read thread cannot be stopped from Python, and the interpreter
-    joins those threads at exit: a command line tool should exit at once (``os._exit``)
-    after reporting this error. Worker processes are already stopped when it is raised."""
-
-
-class StallTimer:
-    """``arm()`` (re)starts a SIGALRM timer of ``timeout_s``; firing raises PipelineStalled.
-
-    Only in the main thread (signals); elsewhere, or with ``timeout_s`` <= 0, it does nothing.
-    """
-
-    def __init__(self, timeout_s: float | None) -> None:
-        self.timeout_s = timeout_s or 0.0
-        self.active = (self.timeout_s > 0
-                       and threading.current_thread() is threading.main_thread())
-        self._previous: Any = None
-
-    def _fire(self, signum: int, frame: Any) -> None:
-        raise PipelineStalled()
-
-    def __enter__(self) -> StallTimer:
-        if self.active:
-            self._previous = signal.signal(signal.SIGALRM, self._fire)
-        return self
-
-    def arm(self) -> None:
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
-
-    def disarm(self) -> None:
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.active:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, self._previous)
-
-
-def worker_pids() -> set[int]:
-    """Pids of this process's live multiprocessing children (Grain's workers among them)."""
-    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
-
-
-def stop_workers(keep: set[int], wait_s: float = WORKER_EXIT_WAIT_S) -> None:
-    """Terminate (then kill) every multiprocessing child not in ``keep``."""
-    procs = [p for p in multiprocessing.active_children() if p.pid not in keep]
-    for p in procs:
-        p.terminate()
-    deadline = time.monotonic() + wait_s
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-            p.join(1.0)
-
-
-def flush_shared_memory_unlinks(timeout_s: float = 5.0) -> None:
-    """Wait until Grain's background thread has unlinked the shared memory of batches that
-    were dropped (it deletes asynchronously; exiting first leaves them to the resource
-    tracker, which warns about "leaked shared_memory objects")."""
-    try:
-        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
-    except ImportError:  # pragma: no cover - Grain layout changed
-        return
-    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
-    if pool is None:
-        return
-    try:
-        pool.apply_async(int).get(timeout_s)  # FIFO: runs after every queued unlink
-    except Exception:  # noqa: BLE001 - best effort
-        pass
-
-
-def _close(iterator: Any) -> None:
-    close = getattr(iterator, "close", None)
-    if close is not None:
-        close()
 
 
 def _one_line(e: BaseException) -> str:

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import multiprocessing
+import signal
+import threading
+import time
 from typing import Any, Callable, Iterator
+
+from pipecheck.errors import PipecheckError, PipelineError
+
+WORKER_EXIT_WAIT_S = 3.0
+"""How long a terminated worker gets to exit before it is killed."""
 
 DEFAULT_PER_WORKER_BUFFER = 2
 """Batches each worker may hold ready (MultiprocessingOptions.per_worker_buffer_size)."""
@@ -100,3 +111,159 @@ def grain_stage_summary(iterator: Any) -> Any:
     from grain._src.python.dataset import dataset as grain_dataset
 
     return grain_dataset.get_execution_summary(iterator)
+
+
+# --- stall timeout and worker clean-up -------------------------------------------------------
+class PipelineStalled(BaseException):
+    """Raised in the main thread when no batch arrived for ``timeout_s``.
+
+    A BaseException (like KeyboardInterrupt) so that no ``except Exception`` inside the
+    pipeline swallows it."""
+
+
+class PipelineStallError(PipelineError):
+    """The pipeline produced no batch within the timeout.
+
+    A transform stuck in a read thread cannot be stopped from Python, and the interpreter
+    joins those threads at exit: a command line tool should exit at once (``os._exit``)
+    after reporting this error. Worker processes are already stopped when it is raised."""
+
+
+class StallTimer:
+    """``arm()`` (re)starts a SIGALRM timer of ``timeout_s``; firing raises PipelineStalled.
+
+    Only in the main thread (signals); elsewhere, or with ``timeout_s`` <= 0, it does nothing.
+    """
+
+    def __init__(self, timeout_s: float | None) -> None:
+        self.timeout_s = timeout_s or 0.0
+        self.active = (self.timeout_s > 0
+                       and threading.current_thread() is threading.main_thread())
+        self._previous: Any = None
+
+    def _fire(self, signum: int, frame: Any) -> None:
+        raise PipelineStalled()
+
+    def __enter__(self) -> StallTimer:
+        if self.active:
+            self._previous = signal.signal(signal.SIGALRM, self._fire)
+        return self
+
+    def arm(self) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, self.timeout_s)
+
+    def disarm(self) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.active:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, self._previous)
+
+
+def worker_pids() -> set[int]:
+    """Pids of this process's live multiprocessing children (Grain's workers among them)."""
+    return {p.pid for p in multiprocessing.active_children() if p.pid is not None}
+
+
+def stop_workers(keep: set[int], wait_s: float = WORKER_EXIT_WAIT_S) -> None:
+    """Terminate (then kill) every multiprocessing child not in ``keep``."""
+    procs = [p for p in multiprocessing.active_children() if p.pid not in keep]
+    for p in procs:
+        p.terminate()
+    deadline = time.monotonic() + wait_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def flush_shared_memory_unlinks(timeout_s: float = 5.0) -> None:
+    """Wait until Grain's background thread has unlinked the shared memory of batches that
+    were dropped (it deletes asynchronously; exiting first leaves them to the resource
+    tracker, which warns about "leaked shared_memory objects")."""
+    try:
+        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
+    except ImportError:  # pragma: no cover - Grain layout changed
+        return
+    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
+    if pool is None:
+        return
+    try:
+        pool.apply_async(int).get(timeout_s)  # FIFO: runs after every queued unlink
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def close_iterator(iterator: Any) -> None:
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        close()
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+@contextlib.contextmanager
+def open_batches(dataset: Any, workers: int, threads: int, *,
+                 timeout_s: float | None = None) -> Iterator[Iterator[Any]]:
+    """The pipeline's batches for a training loop, cleaned up whatever happens.
+
+    Every ``next()`` is guarded by the stall timer (``timeout_s``; main thread only). A
+    failure inside the pipeline (a worker's exception, a stall, running out) becomes one
+    PipelineError naming the setting; errors raised by the loop's own code pass through
+    unchanged. On exit the iterator is closed and every worker process it started is
+    stopped, also on Ctrl-C.
+    """
+    label = f"workers={workers}, threads={threads}"
+    before = worker_pids()
+    it = iter(build_iter_dataset(dataset, workers, threads))
+    failure: list[BaseException] = []
+
+    def guarded(timer: StallTimer) -> Iterator[Any]:
+        n = 0
+        while True:
+            timer.arm()
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            except PipelineStalled:
+                failure.append(PipelineStallError(
+                    f"the input pipeline ({label}) produced no batch for {timeout_s:g} s "
+                    f"after {n} batches; it looks stuck. Raise --timeout if it is only slow"))
+                raise
+            except PipecheckError as e:
+                failure.append(type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}"))
+                raise
+            except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
+                failure.append(PipelineError(
+                    f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}"))
+                raise
+            finally:
+                timer.disarm()
+            n += 1
+            yield batch
+
+    try:
+        with StallTimer(timeout_s) as timer:
+            yield guarded(timer)
+    except BaseException:
+        if not failure:
+            raise
+    finally:
+        if failure:
+            stop_workers(before)  # close() would wait for a stuck or failed worker
+        try:
+            close_iterator(it)
+        except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
+            pass
+        stop_workers(before)
+        gc.collect()
+        flush_shared_memory_unlinks()
+    if failure:
+        raise failure[0] from None

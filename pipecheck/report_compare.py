@@ -6,16 +6,17 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pipecheck.compare import CompareResult
+from pipecheck import stats
+from pipecheck.compare import CompareResult, loader_time
 from pipecheck.report import findings_text, ms, warnings_text
 from pipecheck.results import Distribution
 from pipecheck.verdict import LOADER_HEADROOM
 
 
-def _ci(d: Distribution) -> str:
+def _ci(d: Distribution, statistic: str = "median") -> str:
     if d.n < 2:
         return "-"
-    lo, hi = d.median_ci()
+    lo, hi = stats.bootstrap_ci(d.samples_s, statistic)
     return f"{ms(lo)} .. {ms(hi)}"
 
 
@@ -24,11 +25,12 @@ def format_compare(r: CompareResult) -> str:
                    and s.threads == r.chosen_threads), None)
     loader_dist = chosen.batch_time if chosen is not None else Distribution.of([])
     evidence = [
-        ["target step T (compute alone)", ms(r.target.median_s), _ci(r.target), r.target.n,
-         r.sources.get("target", "")],
-        [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)",
-         ms(loader_dist.median_s), _ci(loader_dist), loader_dist.n, r.sources.get("loader", "")],
-        ["real-data step R", ms(r.real.median_s), _ci(r.real), r.real.n,
+        ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(r.target),
+         r.target.n, r.sources.get("target", "")],
+        [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
+         ms(loader_dist.mean_s), _ci(loader_dist, "mean"), loader_dist.n,
+         r.sources.get("loader", "")],
+        ["real-data step R", "median", ms(r.real.median_s), _ci(r.real), r.real.n,
          r.sources.get("real", "")],
     ]
     goal = r.target_step_s * LOADER_HEADROOM
@@ -36,9 +38,9 @@ def format_compare(r: CompareResult) -> str:
     for s in r.loader:
         mark = "<- chosen" if (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads) \
             else ""
-        tried.append([s.workers, s.threads, ms(s.first_batch_s), ms(s.batch_time.median_s),
-                      ms(s.batch_time.p90_s), "yes" if s.batch_time.median_s <= goal else "no",
-                      mark])
+        tried.append([s.workers, s.threads, ms(s.first_batch_s), ms(loader_time(s)),
+                      ms(s.batch_time.median_s), ms(s.batch_time.p90_s),
+                      "yes" if loader_time(s) <= goal else "no", mark])
     total = sum(r.breakdown.values())
     host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
             for name, v in r.breakdown.items() if v > 0]
@@ -46,13 +48,14 @@ def format_compare(r: CompareResult) -> str:
         f"pipecheck compare: {r.verdict.upper()}",
         r.verdict_reason,
         "",
-        tabulate(evidence, headers=["measurement", "median", "95% CI", "n", "source"],
+        tabulate(evidence, headers=["measurement", "statistic", "value", "95% CI", "n", "source"],
                  tablefmt="simple", disable_numparse=True),
         "",
         f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of T; "
         f"{r.tuning.get('stop_reason', '')}):",
-        tabulate(tried, headers=["workers", "threads", "first batch", "median", "p90",
-                                 "meets goal", ""], tablefmt="simple", disable_numparse=True),
+        tabulate(tried, headers=["workers", "threads", "first batch", "mean/batch", "median",
+                                 "p90", "meets goal", ""],
+                 tablefmt="simple", disable_numparse=True),
     ]
     if r.tuning.get("scaling") not in (None, "unknown"):
         parts.append(f"pipeline scaling: {r.tuning['scaling']}")

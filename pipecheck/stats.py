@@ -89,14 +89,15 @@ def default_block_length(n: int) -> int:
     return max(1, round(n ** (1.0 / 3.0)))
 
 
-def median_ci(
+def bootstrap_ci(
     samples: Sequence[float],
+    statistic: str = "median",
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     block: int | None = None,
 ) -> tuple[float, float]:
-    """Moving-block bootstrap confidence interval of the median.
+    """Moving-block bootstrap confidence interval of the median (or the mean).
 
     Blocks keep neighbouring steps together, so autocorrelated step times
     (a slow phase lasting several steps) do not give a falsely narrow interval.
@@ -106,12 +107,26 @@ def median_ci(
         return (math.nan, math.nan)
     if arr.size == 1:
         return (float(arr[0]), float(arr[0]))
+    if statistic not in ("median", "mean"):
+        raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
     rng = np.random.default_rng(seed)
     blk = block or default_block_length(arr.size)
-    meds = np.median(arr[_block_resample_indices(arr.size, blk, rng, resamples)], axis=1)
+    resampled = arr[_block_resample_indices(arr.size, blk, rng, resamples)]
+    values = np.median(resampled, axis=1) if statistic == "median" else resampled.mean(axis=1)
     alpha = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(meds, [alpha, 1.0 - alpha])
+    lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
+
+
+def median_ci(
+    samples: Sequence[float],
+    confidence: float = 0.95,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    block: int | None = None,
+) -> tuple[float, float]:
+    """Moving-block bootstrap confidence interval of the median."""
+    return bootstrap_ci(samples, "median", confidence, resamples, seed, block)
 
 
 @dataclasses.dataclass(frozen=True)

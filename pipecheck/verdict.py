@@ -6,7 +6,8 @@ Inputs are three step-time estimates, each a median with a confidence interval
 - T, the target step time (compute alone, ``synthetic``), measured before and
   after the real-data run so that a drift of the machine's speed cannot pass
   for a slowdown;
-- D, the loader's time per batch at the chosen worker setting (``dataloader``);
+- D, the loader's time per batch at the chosen worker setting (``dataloader``): the
+  *mean* batch time, the inverse of its throughput, since workers deliver in bursts;
 - R, the real-data step time.
 
 Decisions compare intervals, not single numbers, with the named margins below;
@@ -60,9 +61,19 @@ class Estimate:
 
     @classmethod
     def of(cls, samples: Sequence[float]) -> Estimate:
+        """The median and its interval: for step times, where one stall must not count."""
         s = stats.summarize(samples)
         lo, hi = stats.median_ci(samples)
         return cls(s.median, lo, hi, s.n)
+
+    @classmethod
+    def of_mean(cls, samples: Sequence[float]) -> Estimate:
+        """The mean and its interval: for batch arrival times. Workers deliver batches in
+        bursts (several at once, then a wait), so the median understates the time per
+        batch; the mean is the inverse of the loader's throughput."""
+        s = stats.summarize(samples)
+        lo, hi = stats.bootstrap_ci(samples, "mean")
+        return cls(s.mean, lo, hi, s.n)
 
     @property
     def relative_half_width(self) -> float:
@@ -81,10 +92,20 @@ class Verdict:
     reason: str
     excess_over_bound: float
     """R / max(T, D) - 1: how much slower real training is than its slower part."""
+    fixed_by_tuning: bool = False
+    """Input-bound at the baseline setting, and the chosen setting keeps up with compute."""
 
 
-def decide(target: Estimate, loader: Estimate, real: Estimate) -> Verdict:
-    """Classify a run from its target (T), loader (D) and real-data (R) step times."""
+def _clearly_slower(loader: Estimate, target: Estimate) -> bool:
+    return loader.median > target.median * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high
+
+
+def decide(target: Estimate, loader: Estimate, real: Estimate,
+           baseline: Estimate | None = None) -> Verdict:
+    """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
+    (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
+    clearly slower than T and the chosen setting is not, the run is input-bound and the
+    chosen setting fixes it."""
     for name, e in (("target step time", target), ("loader batch time", loader),
                     ("real-data step time", real)):
         if not e.usable:
@@ -111,7 +132,7 @@ def decide(target: Estimate, loader: Estimate, real: Estimate) -> Verdict:
             "run more steps (--steps, --batches) on a quieter machine",
             excess,
         )
-    if loader.median > target.median * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high:
+    if _clearly_slower(loader, target):
         return Verdict(
             INPUT_BOUND,
             f"the loader needs {loader.median * 1e3:.1f} ms per batch, more than the "
@@ -120,6 +141,16 @@ def decide(target: Estimate, loader: Estimate, real: Estimate) -> Verdict:
             excess,
         )
     if loader.median <= target.median * (1.0 + INPUT_BOUND_MARGIN):
+        if baseline is not None and baseline.usable and _clearly_slower(baseline, target):
+            return Verdict(
+                INPUT_BOUND,
+                f"input-bound as loaded at first ({baseline.median * 1e3:.1f} ms per batch "
+                f"against {target.median * 1e3:.1f} ms of compute); the chosen setting gives "
+                f"{loader.median * 1e3:.1f} ms and real-data steps then take "
+                f"{real.median * 1e3:.1f} ms",
+                excess,
+                fixed_by_tuning=True,
+            )
         return Verdict(
             COMPUTE_BOUND,
             f"compute ({target.median * 1e3:.1f} ms/step) is the slower part; the loader "

@@ -28,6 +28,17 @@ def test_input_bound():
     assert "120.0 ms per batch" in v.reason
 
 
+def test_input_bound_fixed_by_tuning_names_the_baseline():
+    v = decide(est(40), est(30), est(41), baseline=est(120))
+    assert v.verdict == INPUT_BOUND and v.fixed_by_tuning
+    assert "120.0 ms per batch" in v.reason
+
+
+def test_fast_baseline_stays_compute_bound():
+    v = decide(est(40), est(10), est(41), baseline=est(10))
+    assert v.verdict == COMPUTE_BOUND and not v.fixed_by_tuning
+
+
 def test_forced_sync_when_real_exceeds_both_clearly():
     v = decide(est(40), est(30), est(70))
     assert v.verdict == FORCED_SYNC
