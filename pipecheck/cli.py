@@ -138,10 +138,13 @@ def _int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[in
               show_default=True, metavar="SECONDS",
               help="Stop with an error when the pipeline produces no batch for this long "
                    "(0: wait forever).")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON: one track per setting, one slice per "
+                   "batch (open in ui.perfetto.dev or chrome://tracing).")
 @output_options
 def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int],
                threads: list[int], batches: int, no_device_put: bool, timeout_s: float,
-               json_path: str | None, force: bool) -> None:
+               trace_path: str | None, json_path: str | None, force: bool) -> None:
     """Time the Grain input pipeline alone, per worker count (and read-thread count).
 
     For each setting: the first batch (iterator creation, worker spawn) apart; then the
@@ -155,6 +158,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
+    results.check_writable(trace_path, force)
     try:
         result = measure_dataloader(
             cfg, workers, threads, batches, device_put=not no_device_put,
@@ -183,25 +187,17 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     if json_path:
         results.save(result, json_path, force)
         click.echo(f"\nwrote {json_path}")
+    if trace_path:
+        from pipecheck.trace import dataloader_trace, write_trace
+
+        write_trace(trace_path, dataloader_trace(result), force)
+        click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
 
 
 # --- end dataloader command --------------------------------------------------------------
 
 
 # --- compare command (issue 4) -----------------------------------------------------------
-def _workers_list(value: str | None) -> list[int] | None:
-    if value is None:
-        return None
-    try:
-        out = [int(v) for v in value.split(",") if v.strip() != ""]
-    except ValueError:
-        raise click.BadParameter(f"expected a worker count or a comma-separated list such "
-                                 f"as 0,1,2,4, got {value!r}") from None
-    if not out or any(w < 0 for w in out):
-        raise click.BadParameter(f"worker counts must be >= 0, got {value!r}")
-    return out
-
-
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
 @click.option("--steps", type=click.IntRange(min=5), default=None,
@@ -211,6 +207,8 @@ def _workers_list(value: str | None) -> list[int] | None:
 @click.option("--batches", type=click.IntRange(min=3), default=None,
               help="Batches timed per loader setting, after the first. [default: 30]")
 @click.option("--workers", "workers_opt", metavar="N[,N...]", default=None,
+              callback=lambda ctx, param, value: None if value is None
+              else _int_list(ctx, param, value),
               help="Fix the Grain worker count, or give a list to choose from, instead of "
                    "searching.")
 @click.option("--threads", type=click.IntRange(min=0), default=None,
@@ -229,12 +227,15 @@ def _workers_list(value: str | None) -> list[int] | None:
               default=None, help="Stop if the pipeline produces no batch for this many "
                                  "seconds. [default: 120]")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON of the real-data run (open in "
+                   "ui.perfetto.dev or chrome://tracing).")
 @output_options
 def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
-            target_steps: int | None, batches: int | None, workers_opt: str | None,
+            target_steps: int | None, batches: int | None, workers_opt: list[int] | None,
             threads: int | None, max_workers: int | None, synthetic_file: str | None,
             dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
-            quiet: bool, json_path: str | None, force: bool) -> None:
+            quiet: bool, trace_path: str | None, json_path: str | None, force: bool) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
 
     Measures the target step time T (as `synthetic`), searches the Grain worker count for
@@ -245,28 +246,38 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     from pipecheck import compare as compare_mod
     from pipecheck.report_compare import format_compare
 
-    workers = _workers_list(workers_opt)
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
+    results.check_writable(trace_path, force)
+    if trace_path and real_file:
+        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
+                               "writes its trace with mon.write_trace(PATH)")
 
     def progress(msg: str) -> None:
         if not quiet:
             click.echo(msg, err=True)
 
-    result = compare_mod.run_compare(
+    run = compare_mod.compare_run(
         cfg,
         steps=steps or compare_mod.DEFAULT_STEPS,
         target_steps=target_steps or compare_mod.DEFAULT_TARGET_STEPS,
         batches=batches or compare_mod.DEFAULT_BATCHES,
-        workers=workers, threads=threads,
+        workers=workers_opt, threads=threads,
         max_workers=max_workers or compare_mod.DEFAULT_MAX_WORKERS,
         synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
         timeout_s=timeout_s, progress=progress,
     )
+    result = run.result
     click.echo(format_compare(result))
     if json_path:
         results.save(result, json_path, force)
         click.echo(f"\nwrote {json_path}")
+    if trace_path and run.real.recorder is not None:
+        from pipecheck.trace import write_recorder_trace
+
+        write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
+                             process_name="pipecheck compare (real-data run)", force=force)
+        click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
 # --- end compare command -----------------------------------------------------------------
 
 

@@ -109,9 +109,29 @@ class RealRun:
     steps: tuple[StepRecord, ...]
     sync_sites: tuple[SyncSite, ...]
     compile_findings: tuple[Finding, ...] = ()
+    recorder: Any = None
+    """The SpanRecorder of pipecheck's real-data loop (None for a Monitor run)."""
+    compile_events: tuple[Any, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareRun:
+    """A compare result and the real-data run's raw timeline (for ``--trace``)."""
+
+    result: CompareResult
+    real: RealRun
 
 
 # --- pure parts ------------------------------------------------------------------------------
+def batches_for(workers: int, batches: int) -> int:
+    """Batches to time for a worker count: enough that the batches the workers buffer while
+    starting up (served instantly) cannot pass for the steady state."""
+    from pipecheck.dataloader import BUFFER_WARNING_FACTOR
+    from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+
+    return max(batches, BUFFER_WARNING_FACTOR * workers * DEFAULT_PER_WORKER_BUFFER)
+
+
 def warmup_steps(workers: int, per_worker_buffer: int) -> int:
     """Real-data steps served from the prefetch buffer filled during start-up: they would
     look faster than the steady state, so they are kept out of it."""
@@ -182,6 +202,32 @@ def sync_findings(sites: Sequence[SyncSite], n_steps: int, real_median_s: float,
     return findings
 
 
+def user_sync_share(sites: Sequence[SyncSite], n_steps: int, real_median_s: float) -> float:
+    """Share of a real-data step spent blocked in the user's syncs (pipecheck's own excluded)."""
+    if n_steps <= 0 or not real_median_s > 0:
+        return 0.0
+    return sum(s.seconds for s in sites if not s.internal) / n_steps / real_median_s
+
+
+def interference_finding(target_s: float, loader_s: float, real_s: float,
+                         workers: int) -> Finding:
+    """Real-data steps clearly slower than both parts, with no host sync to explain it."""
+    slower = real_s / max(target_s, loader_s) - 1.0
+    cause = (f"the {workers} loader worker(s) compete with compute for "
+             f"{os.cpu_count()} CPU core(s)" if workers else
+             "loading on the training process competes with compute for the CPU")
+    return Finding(
+        kind="interference",
+        message=(f"real-data steps ({_ms(real_s)}) are {100 * slower:.0f}% slower than the "
+                 f"slower of compute ({_ms(target_s)}) and loading ({_ms(loader_s)}), but the "
+                 f"sampler found no host sync that explains it: most likely {cause}"),
+        numbers={"target_s": target_s, "loader_s": loader_s, "real_s": real_s,
+                 "slowdown": slower},
+        fix="give the loader fewer CPU cycles (cheaper transforms, preprocessing offline) or "
+            "run it on other cores/hosts; on an accelerator host the CPU is usually idle",
+    )
+
+
 def loader_findings(trials: Sequence[Any], chosen: Any, tuning: TuningOutcome,
                     target_s: float, verdict: Verdict) -> list[Finding]:
     findings = []
@@ -204,14 +250,19 @@ def loader_findings(trials: Sequence[Any], chosen: Any, tuning: TuningOutcome,
             nature = {CPU_BOUND: "it is CPU-bound (stops scaling with workers)",
                       LATENCY_BOUND: "it is latency-bound (still scaling past the cores)"}.get(
                           tuning.scaling, "")
-            fix = ("preprocess offline (tokenize and pack once, store the result), cache, or "
-                   "make the transform cheaper" if tuning.scaling != LATENCY_BOUND else
-                   "raise --max-workers or the read threads; latency-bound pipelines keep "
-                   "gaining from parallel reads")
+            if tuning.reason.startswith("worker counts fixed"):
+                fix = ("let pipecheck search the worker count (leave out --workers), or "
+                       "preprocess offline")
+            elif tuning.scaling == LATENCY_BOUND:
+                fix = ("raise --max-workers or the read threads; latency-bound pipelines keep "
+                       "gaining from parallel reads")
+            else:
+                fix = ("preprocess offline (tokenize and pack once, store the result), cache, "
+                       "or make the transform cheaper")
             findings.append(Finding(
                 kind="input-bound",
                 message=(f"no worker count brings the loader below the {_ms(target_s)} target: "
-                         f"the fastest, {chosen.workers} workers, gives "
+                         f"the fastest, {chosen.workers} worker(s), gives "
                          f"{_ms(loader_time(chosen))}/batch"
                          + (f"; {nature}" if nature else "")),
                 numbers={"target_s": target_s, "chosen_workers": float(chosen.workers),
@@ -284,7 +335,12 @@ def ram_ceiling_workers(dataset: Any, max_workers: int) -> int | None:
         return None
 
 
-def run_compare(
+def run_compare(config: RunConfig, **kwargs: Any) -> CompareResult:
+    """``compare_run`` without the raw timeline."""
+    return compare_run(config, **kwargs).result
+
+
+def compare_run(
     config: RunConfig,
     *,
     steps: int = DEFAULT_STEPS,
@@ -299,7 +355,7 @@ def run_compare(
     timeout_s: float | None = None,
     progress: Callable[[str], None] = lambda msg: None,
     clock: Callable[[], float] = time.perf_counter,
-) -> CompareResult:
+) -> CompareRun:
     from pipecheck import dataloader as dl
     from pipecheck import synthetic
     from pipecheck.env import collect_env
@@ -352,8 +408,9 @@ def run_compare(
         measured: dict[tuple[int, int], Any] = {}
 
         def measure(w: int, t: int) -> float:
-            progress(f"[2/4] loader: {w} worker(s), {t} thread(s), {batches} batches")
-            s = dl.measure_setting(parts.dataset, w, t, batches, put=parts.put,
+            n = batches_for(w, batches)
+            progress(f"[2/4] loader: {w} worker(s), {t} thread(s), {n} batches")
+            s = dl.measure_setting(parts.dataset, w, t, n, put=parts.put,
                                    tokens_key=parts.tokens_key, timeout_s=timeout_s,
                                    clock=clock, stage_wait_s=TUNING_STAGE_WAIT_S)
             measured[(w, t)] = s
@@ -399,15 +456,22 @@ def run_compare(
         target_samples += list(after.step_time.samples_s)
 
     baseline = settings[0] if settings and settings[0] is not chosen else None
+    real_est = Estimate.of(real_samples)
     verdict = decide(Estimate.of(target_samples), Estimate.of_mean(chosen.batch_time.samples_s),
-                     Estimate.of(real_samples),
-                     baseline=Estimate.of_mean(baseline.batch_time.samples_s) if baseline else None)
+                     real_est,
+                     baseline=Estimate.of_mean(baseline.batch_time.samples_s) if baseline else None,
+                     sync_share=user_sync_share(real.sync_sites, len(real.steps),
+                                                real_est.median))
     real_dist = Distribution.of(real_samples)
     findings = list(syn.compile.findings) + list(real.compile_findings)
     findings += loader_findings(settings, chosen, tuning, Estimate.of(target_samples).median,
                                 verdict)
     findings += sync_findings(real.sync_sites, len(real.steps), real_dist.median_s, verdict)
-    return CompareResult(
+    if verdict.unexplained_slowdown:
+        findings.append(interference_finding(Estimate.of(target_samples).median,
+                                             loader_time(chosen), real_dist.median_s,
+                                             chosen.workers))
+    return CompareRun(result=CompareResult(
         env=env,
         config=config.to_dict(),
         target_step_s=Estimate.of(target_samples).median,
@@ -424,6 +488,7 @@ def run_compare(
         recommendation=recommendation_for(verdict, chosen.workers, findings,
                                           tuning.meets_target),
         tuning={"meets_target": tuning.meets_target, "scaling": tuning.scaling,
+                "target_s": target_s,
                 "stop_reason": tuning.reason, "headroom": LOADER_HEADROOM,
                 "settings_tried": len(tuning.trials)},
         breakdown=breakdown_of(real_steps),
@@ -431,7 +496,7 @@ def run_compare(
         sources=sources,
         steps=real_steps,
         warnings=tuple(warnings + list(syn.warnings)),
-    )
+    ), real=real)
 
 
 def loader_time(setting: Any) -> float:
@@ -472,8 +537,10 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
         outcome = run_lagged_sync_loop(
             workload.train_step, state, batches, steps, recorder, put=workload.put,
             hooks=workload.hooks, compiles=lambda: watcher.compiles)
-    findings = tuple(f for f in watcher.findings() if watcher.compiles > 1)
-    return RealRun(tuple(outcome.steps), tuple(locator.sites()), findings)
+    # Compiled again on real batches (the synthetic run compiled the step first): explain.
+    findings = tuple(watcher.findings()) if watcher.compiles else ()
+    return RealRun(tuple(outcome.steps), tuple(locator.sites()), findings, recorder,
+                   tuple(watcher.events))
 
 
 def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:

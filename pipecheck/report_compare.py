@@ -33,7 +33,8 @@ def format_compare(r: CompareResult) -> str:
         ["real-data step R", "median", ms(r.real.median_s), _ci(r.real), r.real.n,
          r.sources.get("real", "")],
     ]
-    goal = r.target_step_s * LOADER_HEADROOM
+    searched_with = float(r.tuning.get("target_s", r.target_step_s))
+    goal = searched_with * LOADER_HEADROOM
     tried: list[list[Any]] = []
     for s in r.loader:
         mark = "<- chosen" if (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads) \
@@ -51,7 +52,8 @@ def format_compare(r: CompareResult) -> str:
         tabulate(evidence, headers=["measurement", "statistic", "value", "95% CI", "n", "source"],
                  tablefmt="simple", disable_numparse=True),
         "",
-        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of T; "
+        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of the T "
+        f"measured before the search; "
         f"{r.tuning.get('stop_reason', '')}):",
         tabulate(tried, headers=["workers", "threads", "first batch", "mean/batch", "median",
                                  "p90", "meets goal", ""],

@@ -46,6 +46,10 @@ MAX_RELATIVE_HALF_WIDTH = 0.25
 DRIFT_TOLERANCE = 0.15
 """T before and T after the real-data run differing by more than 15% is reported as drift."""
 
+FORCED_SYNC_EVIDENCE = 0.10
+"""Calling forced-sync also needs the sync locator to find user syncs costing at least 10%
+of a real-data step; slower-than-both without them is interference (CPU contention)."""
+
 HARMLESS_SYNC_SHARE = 0.02
 """User syncs costing less than 2% of wall time are not worth naming at all."""
 
@@ -94,27 +98,45 @@ class Verdict:
     """R / max(T, D) - 1: how much slower real training is than its slower part."""
     fixed_by_tuning: bool = False
     """Input-bound at the baseline setting, and the chosen setting keeps up with compute."""
+    unexplained_slowdown: bool = False
+    """R is clearly above max(T, D) but no host sync explains it (e.g. CPU contention)."""
 
 
 def _clearly_slower(loader: Estimate, target: Estimate) -> bool:
     return loader.median > target.median * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high
 
 
+def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> bool:
+    """R's whole interval above the slower of T and D's intervals, by the margin."""
+    return real.low > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
+
+
 def decide(target: Estimate, loader: Estimate, real: Estimate,
-           baseline: Estimate | None = None) -> Verdict:
+           baseline: Estimate | None = None, sync_share: float | None = None) -> Verdict:
+    """Classify a run (see ``_decide``); flag a slowdown that no host sync explains."""
+    v = _decide(target, loader, real, baseline, sync_share)
+    usable = target.usable and loader.usable and real.usable
+    if v.verdict != FORCED_SYNC and usable and _slower_than_both(target, loader, real):
+        return dataclasses.replace(v, unexplained_slowdown=True)
+    return v
+
+
+def _decide(target: Estimate, loader: Estimate, real: Estimate,
+           baseline: Estimate | None = None, sync_share: float | None = None) -> Verdict:
     """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
     (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
     clearly slower than T and the chosen setting is not, the run is input-bound and the
-    chosen setting fixes it."""
+    chosen setting fixes it. ``sync_share`` is the share of a real-data step the sync
+    locator found blocked in the user's syncs (None: not located, e.g. no sampler ran)."""
     for name, e in (("target step time", target), ("loader batch time", loader),
                     ("real-data step time", real)):
         if not e.usable:
             return Verdict(INCONCLUSIVE, f"too few {name} samples ({e.n}); run more steps",
                            math.nan)
     bound = max(target.median, loader.median)
-    bound_high = max(target.high, loader.high)
     excess = real.median / bound - 1.0
-    if real.low > bound_high * (1.0 + FORCED_SYNC_MARGIN):
+    if _slower_than_both(target, loader, real) and (
+            sync_share is None or sync_share >= FORCED_SYNC_EVIDENCE):
         return Verdict(
             FORCED_SYNC,
             f"real-data steps ({real.median * 1e3:.1f} ms) are {100 * excess:.0f}% slower "

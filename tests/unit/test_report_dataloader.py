@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from test_dataloader import make_result  # tests/unit is on sys.path (rootdir-relative import)
-
 from pipecheck.report_dataloader import format_dataloader
+
+from .test_dataloader import make_result
 
 EXPECTED = """\
 pipecheck dataloader: the input pipeline alone (workload demo, source demo; 4 batches timed after the first, with device_put)

@@ -45,6 +45,14 @@ def test_forced_sync_when_real_exceeds_both_clearly():
     assert round(v.excess_over_bound, 2) == 0.75
 
 
+def test_slower_than_both_without_a_located_sync_is_not_forced_sync():
+    v = decide(est(40), est(30), est(60), baseline=est(120), sync_share=0.01)
+    assert v.verdict == INPUT_BOUND and v.fixed_by_tuning and v.unexplained_slowdown
+    v = decide(est(40), est(30), est(60), sync_share=0.4)
+    assert v.verdict == FORCED_SYNC and not v.unexplained_slowdown
+    assert not decide(est(40), est(30), est(41), sync_share=0.0).unexplained_slowdown
+
+
 def test_forced_sync_needs_the_whole_interval_above_the_margin():
     # 15% slower, but within the margin: not a forced sync
     assert decide(est(40), est(30), est(46)).verdict == COMPUTE_BOUND

@@ -1,0 +1,117 @@
+"""`pipecheck compare` scenarios on the calibrated workload: each verdict, on purpose.
+
+Each is a real run in a fresh process (real JAX, real Grain workers). Assertions are on
+verdicts, findings and orderings, never on absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+from ..conftest import REPO, run_cli
+
+CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
+USER_LOOP = REPO / "tests" / "data" / "user_workload_loop.py"
+
+
+def line_of(path: pathlib.Path, marker: str) -> int:
+    for i, line in enumerate(path.read_text().splitlines(), start=1):
+        if marker in line:
+            return i
+    raise AssertionError(f"{marker!r} not in {path}")
+
+
+def compare(tmp_path, *args, name="c"):
+    out = tmp_path / f"{name}.json"
+    proc = run_cli("compare", *args, "--json", str(out), timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(out.read_text()), proc
+
+
+def sets(**kv):
+    out = ["--set", "workload=calibrated"]
+    for k, v in kv.items():
+        out += ["--set", f"{k}={v}"]
+    return out
+
+
+def test_compute_bound(tmp_path):
+    data, proc = compare(tmp_path, *sets(compute_ms=60), "--steps", "40")
+    assert data["verdict"] == "compute-bound", data["verdict_reason"]
+    assert data["chosen_workers"] == 0  # a cheap loader needs no workers
+    assert data["loader_step_s"] < data["target_step_s"]
+    assert not [f for f in data["findings"] if f["kind"] in ("forced-sync", "input-bound")]
+    assert "pipecheck compare: COMPUTE-BOUND" in proc.stdout
+    assert "[3/4] real-data training" in proc.stderr  # progress on the terminal
+
+
+def test_input_bound_fixed_by_tuning(tmp_path):
+    data, proc = compare(tmp_path, *sets(compute_ms=40, load_ms=120), "--steps", "40")
+    assert data["verdict"] == "input-bound", data["verdict_reason"]
+    tried = {s["workers"]: s for s in data["loader"]}
+    first = data["loader"][0]
+    assert first["workers"] == 0 and first["batch_time"]["mean_s"] > data["target_step_s"]
+    assert data["chosen_workers"] >= 3  # 120 ms / 2 workers is still slower than 40 ms
+    assert data["chosen_workers"] in tried
+    assert data["loader_step_s"] < first["batch_time"]["mean_s"] / 2
+    assert data["tuning"]["meets_target"] is True
+    assert len(data["loader"]) <= 6  # adaptive: not every count up to --max-workers
+    finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
+    assert f"{data['chosen_workers']} workers give" in finding["message"]
+    assert str(data["chosen_workers"]) in data["recommendation"]
+
+
+def test_forced_sync_named_at_the_loops_line(tmp_path):
+    data, proc = compare(tmp_path, *sets(compute_ms=40, load_ms=30, host_sync="every_step"),
+                         "--workers", "0", "--threads", "0", "--steps", "40")
+    assert data["verdict"] == "forced-sync", data["verdict_reason"]
+    assert data["real_step_s"] > 1.2 * max(data["target_step_s"], data["loader_step_s"])
+    (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
+    line = line_of(CALIBRATED, 'loss = float(metrics["loss"])')
+    assert sync["location"] == f"{CALIBRATED}:{line}"
+    assert sync["numbers"]["share_of_step"] > 0.3
+    assert f"calibrated.py:{line}" in data["recommendation"]
+
+
+def test_sync_is_harmless_when_the_run_is_input_bound(tmp_path):
+    data, _ = compare(tmp_path, *sets(compute_ms=20, load_ms=80, host_sync="every_step"),
+                      "--workers", "1", "--steps", "30")
+    assert data["verdict"] == "input-bound", data["verdict_reason"]
+    kinds = [f["kind"] for f in data["findings"]]
+    assert "forced-sync" not in kinds
+    harmless = next(f for f in data["findings"] if f["kind"] == "harmless-sync")
+    assert harmless["location"].endswith(f"calibrated.py:{line_of(CALIBRATED, 'float(metrics')}")
+    assert "harmless" in harmless["message"]
+
+
+def test_default_demo_compare_prints_a_verdict(tmp_path):
+    proc = run_cli("compare", "--quiet", timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("pipecheck compare: ")
+    assert first.split(": ")[1].lower() in ("compute-bound", "input-bound", "forced-sync",
+                                            "inconclusive")
+    assert "recommendation:" in proc.stdout
+
+
+def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
+    run_json = tmp_path / "run.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    subprocess.run([sys.executable, str(USER_LOOP), str(run_json), "40"], check=True,
+                   env=env, cwd=tmp_path, timeout=300, capture_output=True)
+    cfg = tmp_path / "user.yml"
+    cfg.write_text(f"workload:\n  init: {USER_LOOP}:init\n  train_step: {USER_LOOP}:train_step\n"
+                   f"  dataset: {USER_LOOP}:dataset\nbatch_size: 64\n")
+    syn = tmp_path / "syn.json"
+    proc = run_cli("synthetic", "--config", str(cfg), "--steps", "30", "--json", str(syn))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data, _ = compare(tmp_path, "--config", str(cfg), "--real", str(run_json),
+                      "--synthetic", str(syn), "--workers", "0", "--threads", "0")
+    assert data["sources"] == {"target": str(syn), "loader": "measured", "real": str(run_json)}
+    assert data["verdict"] == "forced-sync", data["verdict_reason"]
+    (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
+    assert sync["location"] == f"{USER_LOOP}:{line_of(USER_LOOP, '# FORCED-SYNC')}"
