@@ -39,6 +39,7 @@ from pipecheck.verdict import (
     LOADER_HEADROOM,
     Estimate,
     Verdict,
+    burst_block,
     decide,
 )
 
@@ -457,9 +458,8 @@ def compare_run(
 
     baseline = settings[0] if settings and settings[0] is not chosen else None
     real_est = Estimate.of(real_samples)
-    verdict = decide(Estimate.of(target_samples), Estimate.of_mean(chosen.batch_time.samples_s),
-                     real_est,
-                     baseline=Estimate.of_mean(baseline.batch_time.samples_s) if baseline else None,
+    verdict = decide(Estimate.of(target_samples), loader_estimate(chosen), real_est,
+                     baseline=loader_estimate(baseline) if baseline else None,
                      sync_share=user_sync_share(real.sync_sites, len(real.steps),
                                                 real_est.median))
     real_dist = Distribution.of(real_samples)
@@ -503,6 +503,12 @@ def loader_time(setting: Any) -> float:
     """D: seconds per batch at a setting, the mean (1 / throughput). Workers deliver batches
     in bursts, so the median inter-batch time understates what a batch costs."""
     return float(setting.batch_time.mean_s)
+
+
+def loader_estimate(setting: Any) -> Estimate:
+    """D with its interval, bootstrapped in blocks of whole worker bursts."""
+    samples = setting.batch_time.samples_s
+    return Estimate.of_mean(samples, block=burst_block(setting.workers, len(samples)))
 
 
 def _trial(setting: Any) -> Any:

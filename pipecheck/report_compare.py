@@ -7,16 +7,16 @@ from typing import Any
 from tabulate import tabulate
 
 from pipecheck import stats
-from pipecheck.compare import CompareResult, loader_time
+from pipecheck.compare import CompareResult, loader_estimate, loader_time
 from pipecheck.report import findings_text, ms, warnings_text
 from pipecheck.results import Distribution
 from pipecheck.verdict import LOADER_HEADROOM
 
 
-def _ci(d: Distribution, statistic: str = "median") -> str:
+def _ci(d: Distribution) -> str:
     if d.n < 2:
         return "-"
-    lo, hi = stats.bootstrap_ci(d.samples_s, statistic)
+    lo, hi = stats.median_ci(d.samples_s)
     return f"{ms(lo)} .. {ms(hi)}"
 
 
@@ -24,11 +24,15 @@ def format_compare(r: CompareResult) -> str:
     chosen = next((s for s in r.loader if s.workers == r.chosen_workers
                    and s.threads == r.chosen_threads), None)
     loader_dist = chosen.batch_time if chosen is not None else Distribution.of([])
+    loader_ci = "-"
+    if chosen is not None and loader_dist.n >= 2:
+        est = loader_estimate(chosen)
+        loader_ci = f"{ms(est.low)} .. {ms(est.high)}"
     evidence = [
         ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(r.target),
          r.target.n, r.sources.get("target", "")],
         [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
-         ms(loader_dist.mean_s), _ci(loader_dist, "mean"), loader_dist.n,
+         ms(loader_dist.mean_s), loader_ci, loader_dist.n,
          r.sources.get("loader", "")],
         ["real-data step R", "median", ms(r.real.median_s), _ci(r.real), r.real.n,
          r.sources.get("real", "")],

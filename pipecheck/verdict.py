@@ -71,12 +71,13 @@ class Estimate:
         return cls(s.median, lo, hi, s.n)
 
     @classmethod
-    def of_mean(cls, samples: Sequence[float]) -> Estimate:
+    def of_mean(cls, samples: Sequence[float], block: int | None = None) -> Estimate:
         """The mean and its interval: for batch arrival times. Workers deliver batches in
         bursts (several at once, then a wait), so the median understates the time per
-        batch; the mean is the inverse of the loader's throughput."""
+        batch; the mean is the inverse of the loader's throughput. ``block`` should span
+        whole bursts (see ``burst_block``), or the interval comes out too wide."""
         s = stats.summarize(samples)
-        lo, hi = stats.bootstrap_ci(samples, "mean")
+        lo, hi = stats.bootstrap_ci(samples, "mean", block=block)
         return cls(s.mean, lo, hi, s.n)
 
     @property
@@ -88,6 +89,12 @@ class Estimate:
     @property
     def usable(self) -> bool:
         return self.n >= 3 and math.isfinite(self.median) and self.median > 0
+
+
+def burst_block(workers: int, n: int) -> int:
+    """Bootstrap block length for batch times from ``workers`` workers: at least two burst
+    periods (W workers deliver W batches, then wait), so every block holds whole bursts."""
+    return max(stats.default_block_length(n), 2 * workers)
 
 
 @dataclasses.dataclass(frozen=True)
