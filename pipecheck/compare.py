@@ -556,9 +556,4 @@ def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
     run = results.load(path, expect=MonitorResult)
     if run.config:
         warnings += config_mismatch(run.config, config, path)
-    sites = tuple(
-        SyncSite(location=s.location, function=s.function, code=s.code, seconds=s.seconds,
-                 samples=s.samples, internal=s.internal)
-        for s in run.sync_sites
-    )
-    return RealRun(tuple(run.steps), sites)
+    return RealRun(tuple(run.steps), tuple(run.sync_sites))

@@ -23,7 +23,6 @@ timing logic is tested exactly with a fake clock.
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
 import re
 import time
@@ -37,12 +36,8 @@ from pipecheck.pipeline import (
     PipelineStalled,
     PipelineStallError,
     StallTimer,
-    flush_shared_memory_unlinks,
-    stop_workers,
+    release,
     worker_pids,
-)
-from pipecheck.pipeline import (
-    close_iterator as _close,
 )
 from pipecheck.results import FORMAT_VERSION, Distribution, Record, register_kind
 
@@ -403,17 +398,8 @@ def measure_setting(
     except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
         error = PipelineError(
             f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}")
-    if stalled:
-        stop_workers(before)  # close() would wait 25 s for a stuck worker, then kill it
-    for it in opened:
-        try:
-            _close(it)
-        except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
-            pass
-    stop_workers(before)
+    release(opened, before, failed=stalled)
     opened.clear()
-    gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
-    flush_shared_memory_unlinks()
     if error is not None:
         raise error
     assert timing is not None

@@ -65,18 +65,10 @@ class MonitorError(PipecheckError):
 
 
 @dataclasses.dataclass(frozen=True)
-class SyncSiteRecord(Record):
-    """A line that waited for the device, as found by the sync locator."""
+class SyncSiteRecord(SyncSite):
+    """A line that waited for the device, as found by the sync locator, with its share."""
 
-    location: str
-    """``file:line``."""
-    function: str
-    code: str
-    seconds: float
-    samples: int
-    internal: bool
-    """True for pipecheck's own lagged sync (expected, not a problem)."""
-    share: float
+    share: float = 0.0
     """``seconds`` as a fraction of the run's wall time."""
 
     @classmethod

@@ -208,6 +208,25 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
+def release(iterators: list[Any], before: set[int], failed: bool) -> None:
+    """Close pipeline iterators and stop every worker started since ``before``.
+
+    After a failure or stall the workers are stopped first: ``close()`` would wait 25 s for
+    a stuck or failed worker. Shared memory is released before returning, so nothing is
+    reported as leaked at exit.
+    """
+    if failed:
+        stop_workers(before)
+    for it in iterators:
+        try:
+            close_iterator(it)
+        except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
+            pass
+    stop_workers(before)
+    gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
+    flush_shared_memory_unlinks()
+
+
 @contextlib.contextmanager
 def open_batches(dataset: Any, workers: int, threads: int, *,
                  timeout_s: float | None = None) -> Iterator[Iterator[Any]]:
@@ -256,14 +275,6 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
         if not failure:
             raise
     finally:
-        if failure:
-            stop_workers(before)  # close() would wait for a stuck or failed worker
-        try:
-            close_iterator(it)
-        except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
-            pass
-        stop_workers(before)
-        gc.collect()
-        flush_shared_memory_unlinks()
+        release([it], before, failed=bool(failure))
     if failure:
         raise failure[0] from None

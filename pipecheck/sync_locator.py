@@ -33,6 +33,8 @@ import time
 from types import CodeType, FrameType
 from typing import Any, Callable, Sequence
 
+from pipecheck.results import Record
+
 DEFAULT_INTERVAL_S = 0.003
 """Sampling period: a few ms resolves syncs that cost a few percent of a 20 ms+ step."""
 
@@ -79,7 +81,7 @@ class FrameInfo:
 
 
 @dataclasses.dataclass(frozen=True)
-class SyncSite:
+class SyncSite(Record):
     """A place that waited for the device, with the time found waiting there."""
 
     location: str
