@@ -1,11 +1,17 @@
 """Adaptive search for the Grain worker count. Pure logic over an injected measurement.
 
-The search grows the worker count (0, 1, 2, 4, 8, ...) until the loader is
-safely faster than the target step time (D <= LOADER_HEADROOM * T), a doubling
-stops paying (throughput gain below ``MIN_GAIN``), or the ceiling is reached
-(``max_workers``, and a RAM ceiling). Then it refines between the last two
-counts by bisection to find the *smallest* count that meets the goal. If no
-count meets it, the fastest one is chosen and the run stays input-bound.
+Goal: the *smallest* worker count whose batch time D is safely below the target
+step time (D <= LOADER_HEADROOM * T), in few trials.
+
+1. 0 workers (loading in the training process), then 1: often enough already.
+2. Predict: a pipeline that scales perfectly needs ceil(D(1) / goal) workers.
+   Measure that count. If it misses, predict again from the rate it reached
+   (ceil(W * D(W) / goal)), until the goal is met, a step gains less than
+   ``MIN_GAIN`` (the pipeline stopped scaling), or the ceiling is reached
+   (``max_workers``, and a RAM ceiling).
+3. Refine: confirm that one worker fewer misses the goal (bisecting further down
+   if it does not). If no count met the goal, find the fewest workers within
+   ``MIN_GAIN`` of the fastest, and the run stays input-bound.
 
 Whether the pipeline keeps scaling past the core count tells its nature:
 latency-bound (I/O-like, sleeping) pipelines do, CPU-bound ones do not; the
@@ -22,6 +28,10 @@ from pipecheck.verdict import LOADER_HEADROOM
 
 MIN_GAIN = 0.10
 """A doubling of workers that improves batch time by less than 10% has stopped helping."""
+
+SCALING_EFFICIENCY_FLOOR = 0.5
+"""A count that reaches less than half of perfect scaling from one worker (D(1) / (W * D(W)))
+means the pipeline stopped scaling below it: the search looks no higher."""
 
 LATENCY_BOUND = "latency-bound"
 CPU_BOUND = "cpu-bound"
@@ -85,46 +95,74 @@ def tune(
     threads: int = 0,
     fixed_workers: Sequence[int] | None = None,
 ) -> TuningOutcome:
-    """Search worker counts with ``measure(workers, threads) -> median batch seconds``."""
+    """Search worker counts with ``measure(workers, threads) -> seconds per batch``."""
     trials: list[Trial] = []
     cache: dict[int, Trial] = {}
 
-    def trial(w: int) -> Trial:
+    def trial(w: int) -> float:
         if w not in cache:
             cache[w] = Trial(w, threads, float(measure(w, threads)))
             trials.append(cache[w])
-        return cache[w]
+        return cache[w].median_s
 
     goal = target_s * LOADER_HEADROOM
+
+    def smallest(ok: Callable[[float], bool], hi: int, confirm_first: bool) -> None:
+        """Lower ``hi`` (ok) towards the largest measured count that is not ok."""
+        lo = max((w for w in cache if w < hi and not ok(cache[w].median_s)), default=0)
+        first = confirm_first
+        while hi - lo > 1:
+            # A prediction is usually tight: confirm one fewer first, then bisect.
+            mid = hi - 1 if first else (lo + hi) // 2
+            first = False
+            if ok(trial(mid)):
+                hi = mid
+            else:
+                lo = mid
+
     if fixed_workers:
         for w in fixed_workers:
             trial(w)
         chosen, ok = choose(trials, target_s)
         return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores),
                              "worker counts fixed by --workers")
+
     stop_reason = f"reached the ceiling of {max_workers} workers"
-    previous: Trial | None = None
-    for w in worker_ladder(max_workers):
-        t = trial(w)
-        if t.median_s <= goal:
-            stop_reason = f"{w} workers meet the target with headroom"
-            break
-        if previous is not None and previous.workers > 0 and math.isfinite(t.median_s) and \
-                t.median_s > previous.median_s * (1 - MIN_GAIN):
-            stop_reason = (f"going from {previous.workers} to {w} workers gained less than "
-                           f"{100 * MIN_GAIN:.0f}%")
-            break
-        previous = t
-    # Refine: the smallest count between the last failing and the first meeting one.
-    meeting = [t for t in trials if t.median_s <= goal]
-    if meeting:
-        hi = min(t.workers for t in meeting)
-        lo = max((t.workers for t in trials if t.workers < hi and t.median_s > goal), default=hi)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if trial(mid).median_s <= goal:
-                hi = mid
-            else:
-                lo = mid
+    w = 0
+    met = trial(0) <= goal
+    if not met and max_workers >= 1:
+        w = 1
+        met = trial(1) <= goal
+        while not met and w < max_workers:
+            d = cache[w].median_s
+            if not math.isfinite(d):
+                break
+            nxt = min(max_workers, max(w + 1, math.ceil(w * d / goal)))
+            best_before = min(t.median_s for t in trials)
+            dn = trial(nxt)
+            met = dn <= goal
+            if not met and dn > best_before * (1 - MIN_GAIN):
+                stop_reason = (f"going from {w} to {nxt} workers gained less than "
+                               f"{100 * MIN_GAIN:.0f}%")
+                break
+            efficiency = cache[1].median_s / (nxt * dn) if dn > 0 else 1.0
+            if not met and efficiency < SCALING_EFFICIENCY_FLOOR:
+                stop_reason = (f"{nxt} workers reach only {100 * efficiency:.0f}% of perfect "
+                               "scaling: the pipeline stopped scaling below that")
+                break
+            w = nxt
+    if met:
+        hi = min(t.workers for t in trials if t.median_s <= goal)
+        smallest(lambda d: d <= goal, hi, confirm_first=True)
+        stop_reason = f"{min(t.workers for t in trials if t.median_s <= goal)} workers meet " \
+                      "the target with headroom"
+    elif trials:
+        fastest = min(t.median_s for t in trials)
+        near = min(t.workers for t in trials if t.median_s <= fastest * (1 + MIN_GAIN))
+        smallest(lambda d: d <= fastest * (1 + MIN_GAIN), near, confirm_first=False)
     chosen, ok = choose(trials, target_s)
+    if not ok:
+        fastest = min(t.median_s for t in trials)
+        chosen = min((t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)),
+                     key=lambda t: t.workers)
     return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), stop_reason)

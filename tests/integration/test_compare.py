@@ -12,6 +12,8 @@ import pathlib
 import subprocess
 import sys
 
+from pipecheck.tuner import worker_ladder
+
 from ..conftest import REPO, run_cli
 
 CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
@@ -59,7 +61,8 @@ def test_input_bound_fixed_by_tuning(tmp_path):
     assert data["chosen_workers"] in tried
     assert data["loader_step_s"] < first["batch_time"]["mean_s"] / 2
     assert data["tuning"]["meets_target"] is True
-    assert len(data["loader"]) <= 6  # adaptive: not every count up to --max-workers
+    # adaptive: the doubling ladder plus a bisection, never the sweep of all 9 counts 0..8
+    assert len(data["loader"]) <= len(worker_ladder(8)) + 2 < 9
     finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
     assert f"{data['chosen_workers']} workers give" in finding["message"]
     assert str(data["chosen_workers"]) in data["recommendation"]

@@ -30,16 +30,27 @@ def test_latency_bound_pipeline_gets_the_smallest_sufficient_count():
         return 0.120 / max(w, 1)
 
     out = tune(measure, target_s=0.040, max_workers=16, cores=2)
-    # 0.9 * 40 ms = 36 ms goal: 4 workers give 30 ms, 3 give 40 ms -> 4 is the smallest
+    # goal 36 ms: perfect scaling predicts ceil(120 / 36) = 4 (30 ms); 3 gives 40 ms
     assert out.chosen.workers == 4 and out.meets_target
-    assert calls == [0, 1, 2, 4, 3]
+    assert calls == [0, 1, 4, 3]
 
 
-def test_bisection_finds_the_smallest_between_doublings():
-    out = tune(latency_bound(0.600), target_s=0.100, max_workers=16, cores=2)
-    # goal 90 ms: 600/7 = 85.7 ms meets, 600/6 = 100 ms does not
-    assert out.chosen.workers == 7
-    assert [t.workers for t in out.trials] == [0, 1, 2, 4, 8, 6, 7]
+def test_prediction_needs_at_most_half_the_trials_of_a_sweep():
+    out = tune(latency_bound(0.120), target_s=0.030, max_workers=8, cores=2)
+    assert out.chosen.workers == 5  # 24 ms <= 27 ms; 4 workers give 30 ms
+    assert [t.workers for t in out.trials] == [0, 1, 5, 4]
+    assert len(out.trials) <= 9 / 2  # the sweep of 0..8 has 9
+
+
+def test_imperfect_scaling_is_predicted_again_from_the_rate_reached():
+    def measure(w, t):  # each worker adds only 70% of a perfect one past the first
+        return 0.120 / (1 + 0.7 * (max(w, 1) - 1))
+
+    out = tune(measure, target_s=0.030, max_workers=16, cores=2)
+    goal = 0.027
+    assert out.meets_target and measure(out.chosen.workers, 0) <= goal
+    assert measure(out.chosen.workers - 1, 0) > goal  # the smallest such count
+    assert len(out.trials) <= 6
 
 
 def test_cheap_loader_needs_no_workers():
@@ -50,10 +61,10 @@ def test_cheap_loader_needs_no_workers():
 def test_cpu_bound_pipeline_stops_at_the_plateau_and_stays_input_bound():
     out = tune(cpu_bound(0.200), target_s=0.040, max_workers=16, cores=2)
     assert not out.meets_target
-    assert out.chosen.workers == 2  # fastest; 4 workers are no faster
-    assert [t.workers for t in out.trials] == [0, 1, 2, 4]
+    assert out.chosen.workers == 2  # the fewest workers as fast as any
     assert out.scaling == CPU_BOUND
-    assert "gained less than 10%" in out.reason
+    assert "stopped scaling" in out.reason
+    assert [t.workers for t in out.trials] == [0, 1, 6, 3, 2]
 
 
 def test_latency_bound_scaling_is_noticed():
