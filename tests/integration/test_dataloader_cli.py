@@ -18,7 +18,8 @@ import uuid
 
 import psutil
 import pytest
-from tests_support import REPO, run_cli  # noqa: F401 - see conftest path set-up below
+
+from ..conftest import REPO, run_cli
 
 HERE = pathlib.Path(__file__).resolve().parent
 PYTHONPATH = os.pathsep.join([str(REPO), str(HERE)])
