@@ -37,6 +37,7 @@ from pipecheck.pipeline import (
     PipelineStallError,
     StallTimer,
     release,
+    shared_memory_names,
     worker_pids,
 )
 from pipecheck.results import FORMAT_VERSION, Distribution, Record, register_kind
@@ -344,6 +345,7 @@ def measure_setting(
 
     label = f"workers={workers}, threads={threads}"
     before = worker_pids()
+    shm_before = shared_memory_names()
     ds = build_iter_dataset(dataset, workers, threads, stage_timing=True)
     opened: list[Any] = []
 
@@ -398,7 +400,8 @@ def measure_setting(
     except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
         error = PipelineError(
             f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}")
-    release(opened, before, failed=stalled)
+    release(opened, before, failed=stalled,
+            shm_before=shm_before if error is not None else None)
     opened.clear()
     if error is not None:
         raise error

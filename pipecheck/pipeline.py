@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import gc
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -208,7 +209,44 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def release(iterators: list[Any], before: set[int], failed: bool) -> None:
+SHM_DIR = "/dev/shm"
+
+
+def shared_memory_names() -> set[str]:
+    """Names of Python shared-memory segments (``psm_*``) that exist now (Linux)."""
+    try:
+        return {n for n in os.listdir(SHM_DIR) if n.startswith("psm_")}
+    except OSError:
+        return set()
+
+
+def reclaim_shared_memory(existing_before: set[str]) -> int:
+    """Unlink segments created since ``existing_before`` that are still there.
+
+    After a worker raised, the batches it had already written to shared memory are never
+    received, so nobody unlinks them (the resource tracker would, at exit, with a
+    "leaked shared_memory objects" warning). Called only after the workers are stopped and
+    the iterators closed and flushed. Returns how many were reclaimed.
+    """
+    from multiprocessing import shared_memory
+
+    reclaimed = 0
+    for name in sorted(shared_memory_names() - existing_before):
+        try:
+            segment = shared_memory.SharedMemory(name=name)
+        except (FileNotFoundError, OSError):
+            continue
+        try:
+            segment.close()
+            segment.unlink()  # also unregisters it from the resource tracker
+            reclaimed += 1
+        except (FileNotFoundError, OSError):
+            pass
+    return reclaimed
+
+
+def release(iterators: list[Any], before: set[int], failed: bool,
+            shm_before: set[str] | None = None) -> None:
     """Close pipeline iterators and stop every worker started since ``before``.
 
     After a failure or stall the workers are stopped first: ``close()`` would wait 25 s for
@@ -222,9 +260,12 @@ def release(iterators: list[Any], before: set[int], failed: bool) -> None:
             close_iterator(it)
         except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
             pass
+    iterators.clear()  # the last references: their shared memory must be freed below
     stop_workers(before)
     gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
     flush_shared_memory_unlinks()
+    if shm_before is not None:
+        reclaim_shared_memory(shm_before)
 
 
 @contextlib.contextmanager
@@ -240,7 +281,8 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     """
     label = f"workers={workers}, threads={threads}"
     before = worker_pids()
-    it = iter(build_iter_dataset(dataset, workers, threads))
+    shm_before = shared_memory_names()
+    opened = [iter(build_iter_dataset(dataset, workers, threads))]
     failure: list[BaseException] = []
 
     def guarded(timer: StallTimer) -> Iterator[Any]:
@@ -248,7 +290,7 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
         while True:
             timer.arm()
             try:
-                batch = next(it)
+                batch = next(opened[0])
             except StopIteration:
                 return
             except PipelineStalled:
@@ -268,13 +310,18 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
             n += 1
             yield batch
 
+    batches: Any = None
     try:
         with StallTimer(timeout_s) as timer:
-            yield guarded(timer)
+            batches = guarded(timer)
+            yield batches
     except BaseException:
         if not failure:
             raise
     finally:
-        release([it], before, failed=bool(failure))
+        if batches is not None:
+            batches.close()  # its frame would keep the iterator (and shared memory) alive
+        release(opened, before, failed=bool(failure),
+                shm_before=shm_before if failure else None)
     if failure:
         raise failure[0] from None

@@ -118,3 +118,20 @@ def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
     assert data["verdict"] == "forced-sync", data["verdict_reason"]
     (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
     assert sync["location"] == f"{USER_LOOP}:{line_of(USER_LOOP, '# FORCED-SYNC')}"
+
+
+def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):
+    workload = sets(compute_ms=30, load_ms=60)
+    syn, dl = tmp_path / "syn.json", tmp_path / "dl.json"
+    proc = run_cli("synthetic", *workload, "--steps", "30", "--json", str(syn))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_cli("dataloader", *workload, "--workers", "0,1,4", "--batches", "32",
+                   "--json", str(dl))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data, _ = compare(tmp_path, *workload, "--synthetic", str(syn), "--dataloader", str(dl),
+                      "--steps", "30")
+    assert data["sources"]["target"] == str(syn) and data["sources"]["loader"] == str(dl)
+    assert [s["workers"] for s in data["loader"]] == [0, 1, 4]  # read, not measured again
+    # 60 ms per batch: 0 and 1 workers are slower than ~30 ms of compute, 4 give ~15 ms
+    assert data["chosen_workers"] == 4
+    assert data["verdict"] == "input-bound" and "4 Grain workers" in data["recommendation"]
