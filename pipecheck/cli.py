@@ -44,6 +44,14 @@ def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _distinct_outputs(*paths: str | None) -> None:
+    import os
+
+    given = [os.path.abspath(p) for p in paths if p]
+    if len(set(given)) != len(given):
+        raise click.UsageError("--json and --trace name the same file; give them different paths")
+
+
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
     file_values = config_mod.read_config_file(config_path) if config_path else None
     return config_mod.resolve(file_values, overrides, source=config_path or "defaults")
@@ -69,9 +77,9 @@ def cli() -> None:
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
-@click.option("--steps", type=click.IntRange(min=2), default=None,
-              help="Training steps to time, the first (compile) step included; at least 2. "
-                   "[default: 40]")
+@click.option("--steps", type=click.IntRange(min=3), default=None,
+              help="Training steps to time, the first (compile) and the last (drain) step "
+                   "included; at least 3. [default: 40]")
 @output_options
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
@@ -91,6 +99,7 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
     results.check_writable(trace_path, force)
+    _distinct_outputs(json_path, trace_path)
     run = synthetic_run(cfg, steps or DEFAULT_STEPS)
     result = run.result
     click.echo(format_synthetic(result))
@@ -151,14 +160,14 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     median, p90 and p99 of the per-batch times, batches/s, examples/s and tokens/s without
     the first batch; and Grain's per-stage breakdown, naming the stage the pipeline waits on.
     """
-    import os
 
-    from pipecheck.dataloader import PipelineStallError, measure_dataloader
+    from pipecheck.dataloader import measure_dataloader
     from pipecheck.report_dataloader import format_dataloader
 
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
     results.check_writable(trace_path, force)
+    _distinct_outputs(json_path, trace_path)
     try:
         result = measure_dataloader(
             cfg, workers, threads, batches, device_put=not no_device_put,
@@ -167,22 +176,6 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
         )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message
-    except PipelineStallError as e:
-        import threading
-
-        stuck = [t for t in threading.enumerate()
-                 if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-        if not stuck:
-            raise
-        # A transform stuck in a read thread would hold the interpreter's exit forever
-        # (it joins such threads): report, run multiprocessing's exit clean-up, leave.
-        import multiprocessing.util
-
-        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
-        multiprocessing.util._exit_function()  # type: ignore[attr-defined]
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(e.exit_code)
     click.echo(format_dataloader(result))
     if json_path:
         results.save(result, json_path, force)
@@ -223,9 +216,9 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
 @click.option("--real", "real_file", type=click.Path(exists=True, dir_okay=False),
               help="Take the real-data step times and sync sites from a pipecheck.Monitor run "
                    "of your own loop (RUN.json).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
-              default=None, help="Stop if the pipeline produces no batch for this many "
-                                 "seconds. [default: 120]")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
+              metavar="SECONDS", help="Stop if the pipeline produces no batch for this many "
+                                      "seconds (0: wait forever). [default: 120]")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the real-data run (open in "
@@ -249,6 +242,16 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     cfg = load_config(config_path, overrides)
     results.check_writable(json_path, force)
     results.check_writable(trace_path, force)
+    _distinct_outputs(json_path, trace_path)
+    ignored = [opt for opt, value, source in (
+        ("--workers", workers_opt, dataloader_file), ("--max-workers", max_workers,
+                                                      dataloader_file),
+        ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
+        ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file))
+        if value is not None and source]
+    if ignored:
+        raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
+                               "replaces that measurement (--dataloader, --synthetic, --real)")
     if trace_path and real_file:
         raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
                                "writes its trace with mon.write_trace(PATH)")
@@ -372,6 +375,23 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _exit_past_stuck_threads(code: int) -> None:
+    """After a stall, a transform stuck in a read thread would hold the interpreter's exit
+    forever (it joins such threads): run multiprocessing's exit clean-up and leave now."""
+    import multiprocessing.util
+    import os
+    import threading
+
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not stuck:
+        return
+    multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     try:
@@ -379,6 +399,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                  standalone_mode=False)
     except PipecheckError as e:
         click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        from pipecheck.pipeline import PipelineStallError
+
+        if isinstance(e, PipelineStallError):
+            _exit_past_stuck_threads(e.exit_code)
         return e.exit_code
     except click.exceptions.NoArgsIsHelpError as e:
         click.echo(e.ctx.get_help() if e.ctx else str(e))

@@ -112,7 +112,13 @@ class RealRun:
     compile_findings: tuple[Finding, ...] = ()
     recorder: Any = None
     """The SpanRecorder of pipecheck's real-data loop (None for a Monitor run)."""
+    total_steps: int = 0
+    """Steps the sync sites cover (a long Monitor run keeps only a window of ``steps``)."""
     compile_events: tuple[Any, ...] = ()
+
+    @property
+    def n_steps(self) -> int:
+        return self.total_steps or len(self.steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -376,6 +382,7 @@ def compare_run(
     if synthetic_file:
         syn = results.load(synthetic_file, expect=results.SyntheticResult)
         warnings += config_mismatch(syn.config, config, synthetic_file)
+        warnings += env_mismatch(syn.env, synthetic_file)
     else:
         progress(f"[1/4] target step time: {target_steps} synthetic steps")
         syn = synthetic.measure_synthetic(config, target_steps, clock=clock, workload=workload)
@@ -386,7 +393,13 @@ def compare_run(
     parts = None
     if dataloader_file:
         dres = results.load(dataloader_file, expect=dl.DataloaderResult)
+        if not dres.results:
+            from pipecheck.errors import ResultFormatError
+
+            raise ResultFormatError(f"{dataloader_file} holds no loader settings; re-run "
+                                    "pipecheck dataloader with --workers")
         warnings += config_mismatch(dres.config, config, dataloader_file)
+        warnings += env_mismatch(dres.env, dataloader_file)
         trials_by_key = {(s.workers, s.threads): s for s in dres.results}
         tuning_trials = [_trial(s) for s in dres.results]
         chosen_trial, meets = choose(tuning_trials, target_s)
@@ -460,13 +473,13 @@ def compare_run(
     real_est = Estimate.of(real_samples)
     verdict = decide(Estimate.of(target_samples), loader_estimate(chosen), real_est,
                      baseline=loader_estimate(baseline) if baseline else None,
-                     sync_share=user_sync_share(real.sync_sites, len(real.steps),
+                     sync_share=user_sync_share(real.sync_sites, real.n_steps,
                                                 real_est.median))
     real_dist = Distribution.of(real_samples)
     findings = list(syn.compile.findings) + list(real.compile_findings)
     findings += loader_findings(settings, chosen, tuning, Estimate.of(target_samples).median,
                                 verdict)
-    findings += sync_findings(real.sync_sites, len(real.steps), real_dist.median_s, verdict)
+    findings += sync_findings(real.sync_sites, real.n_steps, real_dist.median_s, verdict)
     if verdict.unexplained_slowdown:
         findings.append(interference_finding(Estimate.of(target_samples).median,
                                              loader_time(chosen), real_dist.median_s,
@@ -517,6 +530,17 @@ def _trial(setting: Any) -> Any:
     return Trial(setting.workers, setting.threads, loader_time(setting))
 
 
+def env_mismatch(other: Mapping[str, Any], path: str) -> list[str]:
+    """A warning when an input file was measured in another environment than this run."""
+    from pipecheck.env import collect_env, env_differences
+
+    diffs = env_differences(dict(other), collect_env())
+    if not diffs:
+        return []
+    return [f"{path} was measured in another environment ({'; '.join(diffs)}): its times "
+            "may not compare with this run's"]
+
+
 def config_mismatch(other: Mapping[str, Any], config: RunConfig, path: str) -> list[str]:
     mine = config.to_dict()
     diffs = sorted(k for k in set(mine) | set(other) if mine.get(k) != other.get(k))
@@ -546,7 +570,7 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
     # Compiled again on real batches (the synthetic run compiled the step first): explain.
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     return RealRun(tuple(outcome.steps), tuple(locator.sites()), findings, recorder,
-                   tuple(watcher.events))
+                   len(outcome.steps), tuple(watcher.events))
 
 
 def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
@@ -556,4 +580,5 @@ def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
     run = results.load(path, expect=MonitorResult)
     if run.config:
         warnings += config_mismatch(run.config, config, path)
-    return RealRun(tuple(run.steps), tuple(run.sync_sites))
+    warnings += env_mismatch(run.env, path)
+    return RealRun(tuple(run.steps), tuple(run.sync_sites), total_steps=run.total_steps)

@@ -35,6 +35,8 @@ TAG_CAUSES = {
     "checkpoint": maxtext.CAUSE_CHECKPOINT,
     "eval": "evaluation",
     "gc": "garbage collection",
+    "drain": "drain (last interval: no next batch fetched in it)",
+    "warmup": "warm-up (batches served from the prefetch buffer)",
 }
 """Cause of a pipecheck run's step kept out of the steady state, by its tag."""
 
@@ -203,6 +205,8 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
         if s.step in steady_ids:
             continue
         causes = [TAG_CAUSES[t] for t in s.tags if t in TAG_CAUSES]
+        if s.tags == ("drain",) or s.tags == ("warmup",):
+            continue  # kept apart by design, not an anomaly of the run
         if causes:
             cause, evidence = causes[0], f"tagged {', '.join(s.tags)} by pipecheck"
         else:

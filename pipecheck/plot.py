@@ -89,11 +89,12 @@ def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, floa
     t = 0.0
     for s in steps:
         intervals.append((s.step, t, s.time_s))
-        user = sorted(k for k in s.spans if k not in INTERVAL_ORDER and k != "other")
+        spans = getattr(s, "spans", None) or {}  # imported logs have step times only
+        user = sorted(k for k in spans if k not in INTERVAL_ORDER and k != "other")
         order = [*INTERVAL_ORDER[:3], *user, *INTERVAL_ORDER[3:], "other"]
         cursor = t
         for kind in order:
-            d = s.spans.get(kind, 0.0)
+            d = spans.get(kind, 0.0)
             if d > 0:
                 bars.append((kind, cursor, d))
                 cursor += d

@@ -32,7 +32,7 @@ T = TypeVar("T")
 def _convert_in(tp: Any, value: Any) -> Any:
     """Convert a JSON value into ``tp`` (dataclass, tuple[...], Optional, dict, scalar)."""
     if value is None:
-        return None
+        return math.nan if tp is float else None  # non-finite floats are written as null
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = tuple(a for a in typing.get_args(tp) if a is not type(None))
@@ -213,6 +213,8 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
             f"{FORMAT_VERSION} (re-run the measurement with this version)"
         )
     kind = data["kind"]
+    if not isinstance(kind, str):
+        raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")
     if kind not in _KINDS and kind in KIND_MODULES:
         import importlib
 

@@ -102,7 +102,7 @@ def run_lagged_sync_loop(
     return LoopOutcome(state=state, steps=list(recorder.steps))
 
 
-STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain")
+STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
 """Steps carrying any of these tags are reported apart from the steady state."""
 
 

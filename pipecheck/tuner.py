@@ -78,12 +78,17 @@ def _scaling(trials: Sequence[Trial], cores: int) -> str:
 
 
 def choose(trials: Sequence[Trial], target_s: float) -> tuple[Trial, bool]:
-    """Smallest worker count meeting the goal; else the fastest setting."""
+    """The fewest workers meeting the goal; else the fastest setting, where settings within
+    ``MIN_GAIN`` of the fastest count as equally fast (the fewest workers among them)."""
+    if not trials:
+        raise ValueError("no loader settings to choose from")
     goal = target_s * LOADER_HEADROOM
     meeting = [t for t in trials if t.median_s <= goal]
     if meeting:
         return min(meeting, key=lambda t: (t.workers, t.threads)), True
-    return min(trials, key=lambda t: (t.median_s, t.workers)), False
+    fastest = min(t.median_s for t in trials)
+    near = [t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)]
+    return min(near, key=lambda t: (t.workers, t.threads)), False
 
 
 def tune(
@@ -161,8 +166,4 @@ def tune(
         near = min(t.workers for t in trials if t.median_s <= fastest * (1 + MIN_GAIN))
         smallest(lambda d: d <= fastest * (1 + MIN_GAIN), near, confirm_first=False)
     chosen, ok = choose(trials, target_s)
-    if not ok:
-        fastest = min(t.median_s for t in trials)
-        chosen = min((t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)),
-                     key=lambda t: t.workers)
     return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), stop_reason)

@@ -123,9 +123,23 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     """Classify a run (see ``_decide``); flag a slowdown that no host sync explains."""
     v = _decide(target, loader, real, baseline, sync_share)
     usable = target.usable and loader.usable and real.usable
-    if v.verdict != FORCED_SYNC and usable and _slower_than_both(target, loader, real):
-        return dataclasses.replace(v, unexplained_slowdown=True)
-    return v
+    if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
+        return v
+    if v.verdict == COMPUTE_BOUND:
+        # Neither compute nor loading explains R, and no host sync was found: calling it
+        # compute-bound would send the user to speed up a step that is not the problem.
+        return Verdict(
+            INCONCLUSIVE,
+            f"real-data steps ({real.median * 1e3:.1f} ms) are {100 * v.excess_over_bound:.0f}% "
+            f"slower than compute ({target.median * 1e3:.1f} ms) and loading "
+            f"({loader.median * 1e3:.1f} ms), but the sampler found no host sync that explains "
+            "it: most likely loading competes with compute for the CPU. Try fewer loader "
+            "threads/workers or cheaper transforms, and run your loop under pipecheck.Monitor "
+            "to rule out a sync the sampler cannot see",
+            v.excess_over_bound,
+            unexplained_slowdown=True,
+        )
+    return dataclasses.replace(v, unexplained_slowdown=True)
 
 
 def _decide(target: Estimate, loader: Estimate, real: Estimate,

@@ -50,6 +50,10 @@ def test_slower_than_both_without_a_located_sync_is_not_forced_sync():
     assert v.verdict == INPUT_BOUND and v.fixed_by_tuning and v.unexplained_slowdown
     v = decide(est(40), est(30), est(60), sync_share=0.4)
     assert v.verdict == FORCED_SYNC and not v.unexplained_slowdown
+    # without tuning to credit, slower than both and no sync: not "compute-bound"
+    v = decide(est(50), est(20), est(80), sync_share=0.0)
+    assert v.verdict == INCONCLUSIVE and v.unexplained_slowdown
+    assert "competes with compute for the CPU" in v.reason
     assert not decide(est(40), est(30), est(41), sync_share=0.0).unexplained_slowdown
 
 
