@@ -373,14 +373,17 @@ def build_result(
     findings = list(compile_info.findings) if compile_info else []
     for s in sites:
         if not s.internal and s.share >= FORCED_SYNC_MIN_SHARE:
+            # The Monitor sees where the loop waits, not whether the wait costs time (an
+            # input-bound loop hides it): `pipecheck compare --real` judges that.
             findings.append(Finding(
-                kind="forced_sync",
+                kind="host-sync",
                 message=(f"the loop waits for the device at {s.location} ({s.code}): "
-                         f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time"),
+                         f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
+                         "`pipecheck compare --real` tells whether it costs step time"),
                 numbers={"seconds": s.seconds, "share": s.share},
                 location=s.location,
-                fix=("read values of the previous step instead (keep the step's metrics and "
-                     "convert them one step later), or do it every N steps"),
+                fix=("if it costs step time: read values of the previous step instead (keep the "
+                     "step's metrics and convert them one step later), or do it every N steps"),
             ))
     if recorder.dropped_steps:
         warnings.append(

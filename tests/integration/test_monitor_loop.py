@@ -44,7 +44,7 @@ def test_current_step_float_loss_is_a_user_sync_site(tmp_path: pathlib.Path) -> 
     assert top.location == f"{USER_LOOP}:{forced_sync_line()}"
     assert not top.internal and "float(metrics[\"loss\"])" in top.code
     assert top.share > 0.2
-    assert any(f.kind == "forced_sync" and f.location == top.location for f in res.findings)
+    assert any(f.kind == "host-sync" and f.location == top.location for f in res.findings)
     # the time goes to "sync stall", not to "compute" or "other"
     assert res.breakdown.share("sync stall") > res.breakdown.share("compute")
     assert res.breakdown.share("sync stall") > 0.2
