@@ -56,9 +56,9 @@ def format_compare(r: CompareResult) -> str:
         tabulate(evidence, headers=["measurement", "statistic", "value", "95% CI", "n", "source"],
                  tablefmt="simple", disable_numparse=True),
         "",
-        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of the T "
-        f"measured before the search; "
-        f"{r.tuning.get('stop_reason', '')}):",
+        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of T "
+        "as measured before the search)",
+        f"search: {r.tuning.get('stop_reason', '')}",
         tabulate(tried, headers=["workers", "threads", "first batch", "mean/batch", "median",
                                  "p90", "meets goal", ""],
                  tablefmt="simple", disable_numparse=True),

@@ -112,7 +112,8 @@ target step T (compute alone)    median       40.0 ms  40.0 ms .. 40.0 ms  20   
 loader D (4 workers, 1 threads)  mean         30.0 ms  30.0 ms .. 30.0 ms  10   measured
 real-data step R                 median       41.0 ms  41.0 ms .. 41.0 ms  20   measured
 
-loader settings tried (goal: D <= 36.0 ms, 90% of the T measured before the search; 4 workers meet the target with headroom):
+loader settings tried (goal: D <= 36.0 ms, 90% of T as measured before the search)
+search: 4 workers meet the target with headroom
 workers    threads    first batch    mean/batch    median    p90       meets goal
 ---------  ---------  -------------  ------------  --------  --------  ------------  ---------
 0          1          120.0 ms       120.0 ms      120.0 ms  120.0 ms  no
