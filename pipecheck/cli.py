@@ -208,7 +208,8 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
               help="Grain read threads per worker (ReadOptions.num_threads). [default: 1]")
 @click.option("--max-workers", type=click.IntRange(min=1), default=None,
               help="Ceiling of the worker search; above the core count by default because "
-                   "latency-bound pipelines keep gaining past the cores. [default: 8]")
+                   "latency-bound pipelines keep gaining past the cores. "
+                   "[default: max(8, 2 x cores)]")
 @click.option("--synthetic", "synthetic_file", type=click.Path(exists=True, dir_okay=False),
               help="Take the target step time from this `pipecheck synthetic --json` file.")
 @click.option("--dataloader", "dataloader_file", type=click.Path(exists=True, dir_okay=False),

@@ -54,19 +54,6 @@ class TuningOutcome:
     reason: str
 
 
-def worker_ladder(max_workers: int, start: int = 0) -> list[int]:
-    """0, 1, 2, 4, ... up to and including max_workers."""
-    ladder = [w for w in (0, 1) if start <= w <= max_workers]
-    w = 2
-    while w <= max_workers:
-        if w >= start:
-            ladder.append(w)
-        w *= 2
-    if max_workers not in ladder and max_workers >= start:
-        ladder.append(max_workers)
-    return ladder
-
-
 def _scaling(trials: Sequence[Trial], cores: int) -> str:
     by_w = {t.workers: t.median_s for t in trials}
     beyond = [w for w in by_w if w > cores]

@@ -1,6 +1,6 @@
 """The worker search against modelled pipelines (exact, no timing)."""
 
-from pipecheck.tuner import CPU_BOUND, LATENCY_BOUND, choose, tune, worker_ladder
+from pipecheck.tuner import CPU_BOUND, LATENCY_BOUND, choose, tune
 
 
 def latency_bound(load_s):
@@ -14,12 +14,6 @@ def cpu_bound(cost_s, cores=2):
     def measure(w, threads):
         return cost_s / min(max(w, 1), cores)
     return measure
-
-
-def test_ladder():
-    assert worker_ladder(8) == [0, 1, 2, 4, 8]
-    assert worker_ladder(6) == [0, 1, 2, 4, 6]
-    assert worker_ladder(1) == [0, 1]
 
 
 def test_latency_bound_pipeline_gets_the_smallest_sufficient_count():
