@@ -151,7 +151,8 @@ class PipecheckDemoText(tfds.core.GeneratorBasedBuilder):  # type: ignore[misc]
 
         docs = generate_documents(self._num_docs, self._seed)
         bar = tqdm(docs, total=self._num_docs, desc="pipecheck: generating the demo corpus",
-                   unit=" docs", file=sys.stderr, disable=not self._progress, leave=False)
+                   unit=" docs", file=sys.stderr, leave=False,
+                   disable=True if not self._progress else None)  # None: only on a terminal
         for i, text in enumerate(bar):
             yield i, {"text": text}
 

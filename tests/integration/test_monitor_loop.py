@@ -9,8 +9,6 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 from pipecheck import results
 from pipecheck.monitor import MonitorResult
 from pipecheck.spans import SPAN_KINDS
@@ -119,8 +117,7 @@ def test_xprof_capture_carries_pipecheck_steps(tmp_path: pathlib.Path) -> None:
         run_lagged_sync_loop(step, jax.numpy.zeros(4), iter(lambda: jax.numpy.ones(4), None),
                              5, rec, hooks=[hook])
     files = list(tmp_path.rglob("*.trace.json.gz"))
-    if not files:
-        pytest.skip("this jaxlib wrote no Chrome trace")
+    assert files, "jax.profiler.trace wrote no Chrome trace (it does on CPU with jax 0.10)"
     events = json.loads(gzip.decompress(files[0].read_bytes()))["traceEvents"]
     names = [e.get("name", "") for e in events]
     steps = sorted(int(e["args"]["step_num"]) for e in events

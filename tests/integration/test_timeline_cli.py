@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 
@@ -78,7 +79,9 @@ def test_plot_png_of_a_run(ckpt_run: dict[str, pathlib.Path], tmp_path: pathlib.
     assert "Gantt of steps 2-13" in r.stdout
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
-    shutil.copyfile(out, "/tmp/pipecheck_plot_review.png")  # for review
+    review_dir = os.environ.get("PIPECHECK_REVIEW_DIR")  # keep the PNG to look at in review
+    if review_dir:
+        shutil.copyfile(out, pathlib.Path(review_dir) / "pipecheck_plot_review.png")
     again = run_cli("plot", str(ckpt_run["json"]), "-o", str(out))
     assert again.returncode == 2 and "exists" in again.stderr
 
