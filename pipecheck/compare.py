@@ -410,8 +410,7 @@ def compare_run(
                                f"settings read from {dataloader_file}")
         settings = list(dres.results)
     else:
-        parts = dl.loader_parts(config) if workload is None else dl.LoaderParts(
-            workload.dataset() if workload.dataset else None, workload.put, workload.tokens_key)
+        parts = _loader_parts(dl, config, workload)
         if parts.dataset is None:
             from pipecheck.errors import ConfigError
 
@@ -420,12 +419,13 @@ def compare_run(
         ceiling = ram_ceiling_workers(parts.dataset, max_workers)
         limit = max_workers if ceiling is None else max(1, min(max_workers, ceiling))
         measured: dict[tuple[int, int], Any] = {}
+        source = parts
 
         def measure(w: int, t: int) -> float:
             n = batches_for(w, batches)
             progress(f"[2/4] loader: {w} worker(s), {t} thread(s), {n} batches")
-            s = dl.measure_setting(parts.dataset, w, t, n, put=parts.put,
-                                   tokens_key=parts.tokens_key, timeout_s=timeout_s,
+            s = dl.measure_setting(source.dataset, w, t, n, put=source.put,
+                                   tokens_key=source.tokens_key, timeout_s=timeout_s,
                                    clock=clock, stage_wait_s=TUNING_STAGE_WAIT_S)
             measured[(w, t)] = s
             progress(f"      D({w}) = {_ms(loader_time(s))} per batch")
@@ -446,6 +446,7 @@ def compare_run(
         warmup = 1
     else:
         assert workload is not None
+        parts = parts or _loader_parts(dl, config, workload)
         progress(f"[3/4] real-data training: {steps} steps with {chosen.workers} worker(s)")
         real = measure_real(workload, parts, chosen.workers, chosen.threads, steps, timeout_s,
                             clock)
@@ -516,6 +517,14 @@ def loader_time(setting: Any) -> float:
     """D: seconds per batch at a setting, the mean (1 / throughput). Workers deliver batches
     in bursts, so the median inter-batch time understates what a batch costs."""
     return float(setting.batch_time.mean_s)
+
+
+def _loader_parts(dl: Any, config: RunConfig, workload: Any) -> Any:
+    """The workload's dataset and device_put (from the built workload when there is one)."""
+    if workload is None:
+        return dl.loader_parts(config)
+    return dl.LoaderParts(workload.dataset() if workload.dataset else None, workload.put,
+                          workload.tokens_key)
 
 
 def loader_estimate(setting: Any) -> Estimate:

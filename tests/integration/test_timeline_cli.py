@@ -88,7 +88,7 @@ def test_plot_png_of_a_run(ckpt_run: dict[str, pathlib.Path], tmp_path: pathlib.
 
 def test_trace_and_plot_bad_input_are_one_line_errors(tmp_path: pathlib.Path) -> None:
     missing_dir = tmp_path / "nope" / "t.json"
-    r = run_cli("synthetic", "--set", "workload=calibrated", "--steps", "2",
+    r = run_cli("synthetic", "--set", "workload=calibrated", "--steps", "3",
                 "--trace", str(missing_dir))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "does not exist" in r.stderr
     assert not missing_dir.parent.exists()
