@@ -69,6 +69,7 @@ def cli() -> None:
     pipecheck compare      both, tuned workers, real-data training and a verdict
     pipecheck diff A B     two runs side by side (pipecheck JSON or MaxText logs)
     pipecheck import LOG   a MaxText training log as a pipecheck record
+    pipecheck plot RUN     step times with tagged steps, and a Gantt of a window
 
     Workloads are chosen with --config (YAML) and --set key=value; without them the
     built-in demo transformer runs. Every command can write a versioned JSON result.

@@ -61,7 +61,7 @@ def test_first_step_includes_the_compilation(tmp_path):
     data, _ = run_synthetic_json(tmp_path, "c60", "workload=calibrated", "compute_ms=60")
     c = data["compile"]
     assert c["train_step_compiles"] == 1 and c["compile_s"] > 0
-    assert data["steps"][0]["tags"][0] == "compile"
+    assert "compile" in data["steps"][0]["tags"]  # (a gc tag may come with it)
     assert c["first_step_s"] >= c["compile_s"]  # the first step includes the compilation
     assert c["first_step_s"] > 1.5 * data["step_time"]["median_s"]
     assert all("compile" not in s["tags"] for s in data["steps"][1:])
