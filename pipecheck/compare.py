@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import time
 from typing import Any, Callable, ClassVar, Mapping, Sequence
@@ -513,10 +514,21 @@ def compare_run(
     ), real=real)
 
 
+def steady_batch_samples(setting: Any) -> tuple[float, ...]:
+    """A setting's batch times without those its workers buffered while starting up (they
+    arrive at once and are not the steady state), when at least as many remain."""
+    from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+
+    samples = tuple(setting.batch_time.samples_s)
+    skip = setting.workers * DEFAULT_PER_WORKER_BUFFER
+    return samples[skip:] if len(samples) >= 2 * skip else samples
+
+
 def loader_time(setting: Any) -> float:
-    """D: seconds per batch at a setting, the mean (1 / throughput). Workers deliver batches
-    in bursts, so the median inter-batch time understates what a batch costs."""
-    return float(setting.batch_time.mean_s)
+    """D: seconds per batch at a setting, the mean (1 / throughput) of the steady batches.
+    Workers deliver batches in bursts, so the median understates what a batch costs."""
+    samples = steady_batch_samples(setting)
+    return sum(samples) / len(samples) if samples else math.nan
 
 
 def _loader_parts(dl: Any, config: RunConfig, workload: Any) -> Any:
@@ -529,7 +541,7 @@ def _loader_parts(dl: Any, config: RunConfig, workload: Any) -> Any:
 
 def loader_estimate(setting: Any) -> Estimate:
     """D with its interval, bootstrapped in blocks of whole worker bursts."""
-    samples = setting.batch_time.samples_s
+    samples = steady_batch_samples(setting)
     return Estimate.of_mean(samples, block=burst_block(setting.workers, len(samples)))
 
 

@@ -133,4 +133,5 @@ def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):
     assert [s["workers"] for s in data["loader"]] == [0, 1, 4]  # read, not measured again
     # 60 ms per batch: 0 and 1 workers are slower than ~30 ms of compute, 4 give ~15 ms
     assert data["chosen_workers"] == 4
-    assert data["verdict"] == "input-bound" and "4 Grain workers" in data["recommendation"]
+    assert data["verdict"] == "input-bound", data["verdict_reason"]
+    assert "4 Grain workers" in data["recommendation"]

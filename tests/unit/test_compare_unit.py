@@ -36,6 +36,21 @@ def test_warmup_steps_are_kept_out_of_the_steady_state():
     assert tagged[0].tags == () and tagged[4].tags == ("warmup",)
 
 
+def test_loader_time_leaves_out_the_start_up_buffer():
+    from pipecheck.compare import loader_time
+
+    # 2 workers buffer 4 batches while starting, which then arrive at once
+    samples = [0.0001] * 4 + [0.030] * 16
+    s = LoaderSetting(workers=2, threads=1, first_batch_s=1.0,
+                      batch_time=Distribution.of(samples), batches_per_s=0.0,
+                      examples_per_s=0.0)
+    assert loader_time(s) == pytest.approx(0.030)
+    short = LoaderSetting(workers=2, threads=1, first_batch_s=1.0,
+                          batch_time=Distribution.of(samples[:6]), batches_per_s=0.0,
+                          examples_per_s=0.0)
+    assert loader_time(short) == pytest.approx(sum(samples[:6]) / 6)  # too few to drop any
+
+
 def test_batches_cover_the_start_up_buffer():
     assert batches_for(0, 30) == 30
     assert batches_for(8, 30) == 64  # 4 x 8 workers x 2 buffered
