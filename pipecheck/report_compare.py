@@ -24,15 +24,15 @@ def format_compare(r: CompareResult) -> str:
     chosen = next((s for s in r.loader if s.workers == r.chosen_workers
                    and s.threads == r.chosen_threads), None)
     loader_dist = chosen.batch_time if chosen is not None else Distribution.of([])
-    loader_ci = "-"
+    loader_ci, loader_n = "-", 0
     if chosen is not None and loader_dist.n >= 2:
         est = loader_estimate(chosen)
-        loader_ci = f"{ms(est.low)} .. {ms(est.high)}"
+        loader_ci, loader_n = f"{ms(est.low)} .. {ms(est.high)}", est.n
     evidence = [
         ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(r.target),
          r.target.n, r.sources.get("target", "")],
         [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
-         ms(loader_dist.mean_s), loader_ci, loader_dist.n,
+         ms(loader_time(chosen)) if chosen is not None else "-", loader_ci, loader_n,
          r.sources.get("loader", "")],
         ["real-data step R", "median", ms(r.real.median_s), _ci(r.real), r.real.n,
          r.sources.get("real", "")],
