@@ -20,6 +20,7 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from pipecheck import results
 from pipecheck.config import RunConfig
+from pipecheck.dataloader import LoaderSetting
 from pipecheck.results import (
     FORMAT_VERSION,
     CompileInfo,
@@ -72,8 +73,8 @@ class CompareResult(Record):
     target_step_s: float
     """Median target step time T (before and after the real run, pooled)."""
     target: Distribution
-    loader: tuple[Any, ...]
-    """Every loader setting tried, in the order tried (dataloader LoaderSetting records)."""
+    loader: tuple[LoaderSetting, ...]
+    """Every loader setting tried, in the order tried."""
     chosen_workers: int
     chosen_threads: int
     loader_step_s: float
@@ -94,14 +95,6 @@ class CompareResult(Record):
     warnings: tuple[str, ...] = ()
     format_version: int = FORMAT_VERSION
     kind: str = "compare"
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CompareResult:
-        from pipecheck.dataloader import LoaderSetting
-
-        record = results.from_dict(cls, {**data, "loader": ()})
-        loader = tuple(LoaderSetting.from_dict(x) for x in data.get("loader", ()))
-        return dataclasses.replace(record, loader=loader)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,14 +152,8 @@ def breakdown_of(steps: Sequence[StepRecord]) -> dict[str, float]:
     steady = steady_state(steps)
     if not steady:
         return {}
-    out: dict[str, float] = {}
-    for name in BREAKDOWN_SPANS:
-        out[name] = sum(s.spans.get(name, 0.0) for s in steady) / len(steady)
-    for s in steady:
-        for name in s.spans:
-            if name not in out:
-                out[name] = sum(x.spans.get(name, 0.0) for x in steady) / len(steady)
-    return out
+    names = dict.fromkeys([*BREAKDOWN_SPANS, *(n for s in steady for n in s.spans)])
+    return {n: sum(s.spans.get(n, 0.0) for s in steady) / len(steady) for n in names}
 
 
 def _ms(s: float) -> str:
@@ -367,7 +354,8 @@ def compare_run(
     from pipecheck import dataloader as dl
     from pipecheck import synthetic
     from pipecheck.env import collect_env
-    from pipecheck.tuner import choose, tune
+    from pipecheck.tuner import outcome as tuning_outcome
+    from pipecheck.tuner import tune
     from pipecheck.workloads import build_workload
 
     timeout_s = dl.DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
@@ -402,13 +390,8 @@ def compare_run(
         warnings += config_mismatch(dres.config, config, dataloader_file)
         warnings += env_mismatch(dres.env, dataloader_file)
         trials_by_key = {(s.workers, s.threads): s for s in dres.results}
-        tuning_trials = [_trial(s) for s in dres.results]
-        chosen_trial, meets = choose(tuning_trials, target_s)
-        from pipecheck.tuner import _scaling
-
-        tuning = TuningOutcome(tuple(tuning_trials), chosen_trial, meets,
-                               _scaling(tuning_trials, os.cpu_count() or 1),
-                               f"settings read from {dataloader_file}")
+        tuning = tuning_outcome([_trial(s) for s in dres.results], target_s,
+                                os.cpu_count() or 1, f"settings read from {dataloader_file}")
         settings = list(dres.results)
     else:
         parts = _loader_parts(dl, config, workload)

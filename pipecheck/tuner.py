@@ -78,6 +78,12 @@ def choose(trials: Sequence[Trial], target_s: float) -> tuple[Trial, bool]:
     return min(near, key=lambda t: (t.workers, t.threads)), False
 
 
+def outcome(trials: Sequence[Trial], target_s: float, cores: int, reason: str) -> TuningOutcome:
+    """The choice, and the pipeline's scaling, from settings already measured."""
+    chosen, ok = choose(trials, target_s)
+    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), reason)
+
+
 def tune(
     measure: Callable[[int, int], float],
     target_s: float,
@@ -115,9 +121,7 @@ def tune(
     if fixed_workers:
         for w in fixed_workers:
             trial(w)
-        chosen, ok = choose(trials, target_s)
-        return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores),
-                             "worker counts fixed by --workers")
+        return outcome(trials, target_s, cores, "worker counts fixed by --workers")
 
     stop_reason = f"reached the ceiling of {max_workers} workers"
     w = 0
@@ -152,5 +156,4 @@ def tune(
         fastest = min(t.median_s for t in trials)
         near = min(t.workers for t in trials if t.median_s <= fastest * (1 + MIN_GAIN))
         smallest(lambda d: d <= fastest * (1 + MIN_GAIN), near, confirm_first=False)
-    chosen, ok = choose(trials, target_s)
-    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), stop_reason)
+    return outcome(trials, target_s, cores, stop_reason)

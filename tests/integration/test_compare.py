@@ -12,6 +12,8 @@ import pathlib
 import subprocess
 import sys
 
+from pipecheck.verdict import VERDICTS
+
 from ..conftest import REPO, run_cli
 
 CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
@@ -95,8 +97,7 @@ def test_default_demo_compare_prints_a_verdict(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     first = proc.stdout.splitlines()[0]
     assert first.startswith("pipecheck compare: ")
-    assert first.split(": ")[1].lower() in ("compute-bound", "input-bound", "forced-sync",
-                                            "inconclusive")
+    assert first.split(": ")[1].lower() in VERDICTS
     assert "recommendation:" in proc.stdout
 
 
