@@ -3,7 +3,7 @@
 1. bare:      ``for batch in iterator`` after the first batch, timed as a whole;
 2. tfds:      tfds.benchmark's measurement (``raw_benchmark``; ``tfds.benchmark`` itself
               only adds pandas tables on top) and its examples/sec "without the first";
-3. pipecheck: ``pipecheck.dataloader.measure_setting`` (per-batch clock reads, stall timer,
+3. pipecheck: ``pipecheck.measure.dataloader.measure_setting`` (per-batch clock reads, stall timer,
               Grain stage timing on), exactly what ``pipecheck dataloader`` runs.
 
 Every method opens a fresh iterator of the same pipeline (same workers and threads, no
@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 
 def bare_loop(dataset: Any, workers: int, threads: int, batches: int, batch_size: int) -> float:
-    from pipecheck.pipeline import build_iter_dataset
+    from pipecheck.measure.pipeline import build_iter_dataset
 
     it = iter(build_iter_dataset(dataset, workers, threads))
     try:
@@ -47,7 +47,7 @@ def tfds_benchmark(dataset: Any, workers: int, threads: int, batches: int,
     """tfds's figure (examples/s without the first) and the same run counted correctly."""
     from tensorflow_datasets.core.utils.benchmark import raw_benchmark
 
-    from pipecheck.pipeline import build_iter_dataset
+    from pipecheck.measure.pipeline import build_iter_dataset
 
     it = iter(build_iter_dataset(dataset, workers, threads))
     try:
@@ -61,7 +61,7 @@ def tfds_benchmark(dataset: Any, workers: int, threads: int, batches: int,
 
 def pipecheck_setting(dataset: Any, workers: int, threads: int, batches: int,
                       tokens_key: str | None) -> float:
-    from pipecheck.dataloader import measure_setting
+    from pipecheck.measure.dataloader import measure_setting
 
     result = measure_setting(dataset, workers, threads, batches, put=None,
                              tokens_key=tokens_key, timeout_s=120.0)
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from pipecheck import config
-    from pipecheck.dataloader import loader_parts
-    from pipecheck.pipeline import ensure_absl_flags_parsed
+    from pipecheck.measure.dataloader import loader_parts
+    from pipecheck.measure.pipeline import ensure_absl_flags_parsed
 
     ensure_absl_flags_parsed()
     cfg = config.resolve(None, [f"workload={args.workload}", *args.overrides])

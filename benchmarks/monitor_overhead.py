@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pipecheck.monitor import Monitor
-from pipecheck.spans import SpanRecorder
+from pipecheck.measure.monitor import Monitor
+from pipecheck.measure.spans import SpanRecorder
 
 ITERS = 120
 

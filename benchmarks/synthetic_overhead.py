@@ -17,11 +17,11 @@ import itertools
 import statistics
 import time
 
-from pipecheck import stats
-from pipecheck.compile_watch import CompileWatcher
+from pipecheck.analysis import stats
 from pipecheck.config import resolve
-from pipecheck.spans import SpanRecorder
-from pipecheck.timing import run_lagged_sync_loop
+from pipecheck.measure.compile_watch import CompileWatcher
+from pipecheck.measure.loop import run_lagged_sync_loop
+from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads import build_workload
 
 

@@ -22,11 +22,11 @@ import os
 import grain
 import psutil
 
+from pipecheck.analysis.tuner import Trial, choose, tune
 from pipecheck.compare import batches_for, loader_time
 from pipecheck.config import resolve
-from pipecheck.dataloader import measure_setting
-from pipecheck.pipeline import build_iter_dataset, ensure_absl_flags_parsed
-from pipecheck.tuner import Trial, choose, tune
+from pipecheck.measure.dataloader import measure_setting
+from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.workloads.calibrated import make_dataset
 
 

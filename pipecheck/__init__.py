@@ -7,13 +7,13 @@ __version__ = "0.1.0"
 __all__ = ["Monitor", "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pipecheck.monitor import Monitor
+    from pipecheck.measure.monitor import Monitor
 
 
 def __getattr__(name: str) -> Any:
     # Lazy: ``import pipecheck`` stays cheap and never imports JAX.
     if name == "Monitor":
-        from pipecheck.monitor import Monitor
+        from pipecheck.measure.monitor import Monitor
 
         return Monitor
     raise AttributeError(f"module 'pipecheck' has no attribute {name!r}")

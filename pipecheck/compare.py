@@ -16,23 +16,10 @@ import dataclasses
 import math
 import os
 import time
-from typing import Any, Callable, ClassVar, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from pipecheck import results
-from pipecheck.config import RunConfig
-from pipecheck.dataloader import LoaderSetting
-from pipecheck.results import (
-    FORMAT_VERSION,
-    CompileInfo,
-    Distribution,
-    Finding,
-    Record,
-    StepRecord,
-    register_kind,
-)
-from pipecheck.sync_locator import SyncSite
-from pipecheck.tuner import CPU_BOUND, LATENCY_BOUND, TuningOutcome
-from pipecheck.verdict import (
+from pipecheck.analysis.tuner import CPU_BOUND, LATENCY_BOUND, TuningOutcome
+from pipecheck.analysis.verdict import (
     COMPUTE_BOUND,
     DRIFT_TOLERANCE,
     FORCED_SYNC,
@@ -44,6 +31,11 @@ from pipecheck.verdict import (
     burst_block,
     decide,
 )
+from pipecheck.config import RunConfig
+from pipecheck.records import store
+from pipecheck.records.common import Distribution, Finding, StepRecord, SyncSite
+from pipecheck.records.compare import CompareResult
+from pipecheck.records.synthetic import SyntheticResult
 
 DEFAULT_STEPS = 60
 """Real-data training steps."""
@@ -62,39 +54,6 @@ BREAKDOWN_SPANS = ("data_wait", "device_put", "dispatch", "sync", "log", "checkp
                    "gc", "other")
 
 
-@register_kind
-@dataclasses.dataclass(frozen=True)
-class CompareResult(Record):
-    """``pipecheck compare``: the verdict with the evidence behind it."""
-
-    KIND: ClassVar[str] = "compare"
-    env: Mapping[str, Any]
-    config: Mapping[str, Any]
-    target_step_s: float
-    """Median target step time T (before and after the real run, pooled)."""
-    target: Distribution
-    loader: tuple[LoaderSetting, ...]
-    """Every loader setting tried, in the order tried."""
-    chosen_workers: int
-    chosen_threads: int
-    loader_step_s: float
-    """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in bursts)."""
-    real_step_s: float
-    real: Distribution
-    verdict: str
-    verdict_reason: str
-    findings: tuple[Finding, ...]
-    recommendation: str
-    tuning: Mapping[str, Any]
-    breakdown: Mapping[str, float]
-    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...)."""
-    compile: CompileInfo
-    sources: Mapping[str, str]
-    """Where T, D and R came from: "measured" or the file they were read from."""
-    steps: tuple[StepRecord, ...] = ()
-    warnings: tuple[str, ...] = ()
-    format_version: int = FORMAT_VERSION
-    kind: str = "compare"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,8 +86,8 @@ class CompareRun:
 def batches_for(workers: int, batches: int) -> int:
     """Batches to time for a worker count: enough that the batches the workers buffer while
     starting up (served instantly) cannot pass for the steady state."""
-    from pipecheck.dataloader import BUFFER_WARNING_FACTOR
-    from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+    from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR
+    from pipecheck.measure.pipeline import DEFAULT_PER_WORKER_BUFFER
 
     return max(batches, BUFFER_WARNING_FACTOR * workers * DEFAULT_PER_WORKER_BUFFER)
 
@@ -147,7 +106,7 @@ def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
 
 def breakdown_of(steps: Sequence[StepRecord]) -> dict[str, float]:
     """Mean seconds per steady-state step spent in each host span."""
-    from pipecheck.timing import steady_state
+    from pipecheck.measure.loop import steady_state
 
     steady = steady_state(steps)
     if not steady:
@@ -319,7 +278,7 @@ def ram_ceiling_workers(dataset: Any, max_workers: int) -> int | None:
         import grain
         import psutil
 
-        from pipecheck.pipeline import build_iter_dataset
+        from pipecheck.measure.pipeline import build_iter_dataset
 
         budget_mb = int(psutil.virtual_memory().available / 2**20 * RAM_BUDGET_FRACTION)
         cfg = grain.experimental.pick_performance_config(
@@ -351,11 +310,11 @@ def compare_run(
     progress: Callable[[str], None] = lambda msg: None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> CompareRun:
-    from pipecheck import dataloader as dl
-    from pipecheck import synthetic
-    from pipecheck.env import collect_env
-    from pipecheck.tuner import outcome as tuning_outcome
-    from pipecheck.tuner import tune
+    from pipecheck.analysis.tuner import outcome as tuning_outcome
+    from pipecheck.analysis.tuner import tune
+    from pipecheck.measure import dataloader as dl
+    from pipecheck.measure import synthetic
+    from pipecheck.records.env import collect_env
     from pipecheck.workloads import build_workload
 
     timeout_s = dl.DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s
@@ -369,7 +328,7 @@ def compare_run(
 
     # 1. target step time
     if synthetic_file:
-        syn = results.load(synthetic_file, expect=results.SyntheticResult)
+        syn = store.load(synthetic_file, expect=SyntheticResult)
         warnings += config_mismatch(syn.config, config, synthetic_file)
         warnings += env_mismatch(syn.env, synthetic_file)
     else:
@@ -381,7 +340,7 @@ def compare_run(
     # 2. loader: search or read
     parts = None
     if dataloader_file:
-        dres = results.load(dataloader_file, expect=dl.DataloaderResult)
+        dres = store.load(dataloader_file, expect=dl.DataloaderResult)
         if not dres.results:
             from pipecheck.errors import ResultFormatError
 
@@ -434,11 +393,11 @@ def compare_run(
         progress(f"[3/4] real-data training: {steps} steps with {chosen.workers} worker(s)")
         real = measure_real(workload, parts, chosen.workers, chosen.threads, steps, timeout_s,
                             clock)
-        from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+        from pipecheck.measure.pipeline import DEFAULT_PER_WORKER_BUFFER
 
         warmup = warmup_steps(chosen.workers, DEFAULT_PER_WORKER_BUFFER)
     real_steps = tag_warmup(real.steps, warmup)
-    from pipecheck.timing import steady_state
+    from pipecheck.measure.loop import steady_state
 
     real_samples = [s.time_s for s in steady_state(real_steps)]
     progress(f"      real-data step time R = {_ms(Estimate.of(real_samples).median)}")
@@ -500,7 +459,7 @@ def compare_run(
 def steady_batch_samples(setting: Any) -> tuple[float, ...]:
     """A setting's batch times without those its workers buffered while starting up (they
     arrive at once and are not the steady state), when at least as many remain."""
-    from pipecheck.pipeline import DEFAULT_PER_WORKER_BUFFER
+    from pipecheck.measure.pipeline import DEFAULT_PER_WORKER_BUFFER
 
     samples = tuple(setting.batch_time.samples_s)
     skip = setting.workers * DEFAULT_PER_WORKER_BUFFER
@@ -529,14 +488,14 @@ def loader_estimate(setting: Any) -> Estimate:
 
 
 def _trial(setting: Any) -> Any:
-    from pipecheck.tuner import Trial
+    from pipecheck.analysis.tuner import Trial
 
     return Trial(setting.workers, setting.threads, loader_time(setting))
 
 
 def env_mismatch(other: Mapping[str, Any], path: str) -> list[str]:
     """A warning when an input file was measured in another environment than this run."""
-    from pipecheck.env import collect_env, env_differences
+    from pipecheck.records.env import collect_env, env_differences
 
     diffs = env_differences(dict(other), collect_env())
     if not diffs:
@@ -557,11 +516,11 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
                  timeout_s: float | None, clock: Callable[[], float]) -> RealRun:
     """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
     locator sampling this thread."""
-    from pipecheck.compile_watch import CompileWatcher
-    from pipecheck.pipeline import open_batches
-    from pipecheck.spans import SpanRecorder
-    from pipecheck.sync_locator import SyncLocator
-    from pipecheck.timing import run_lagged_sync_loop
+    from pipecheck.measure.compile_watch import CompileWatcher
+    from pipecheck.measure.loop import run_lagged_sync_loop
+    from pipecheck.measure.pipeline import open_batches
+    from pipecheck.measure.spans import SpanRecorder
+    from pipecheck.measure.sync_locator import SyncLocator
 
     state = workload.init_state()
     recorder = SpanRecorder(clock)
@@ -579,9 +538,9 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
 
 def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
     """The real-data steps and sync sites of a Monitor run of the user's own loop."""
-    from pipecheck.monitor import MonitorResult
+    from pipecheck.records.monitor import MonitorResult
 
-    run = results.load(path, expect=MonitorResult)
+    run = store.load(path, expect=MonitorResult)
     if run.config:
         warnings += config_mismatch(run.config, config, path)
     warnings += env_mismatch(run.env, path)

@@ -222,14 +222,14 @@ def open_source(num_docs: int, seed: int, data_dir: str = "", progress: bool = T
 def make_dataset(config: Any) -> Any:
     """The demo workload's input pipeline, per example: source, shuffle, repeat, tokenize+pack.
 
-    Returns :class:`pipecheck.pipeline.BatchedExamples`: ``build_iter_dataset`` reads it
+    Returns :class:`pipecheck.measure.pipeline.BatchedExamples`: ``build_iter_dataset`` reads it
     with ``ReadOptions(num_threads)``, batches it to ``batch_size`` and adds workers.
     """
     import grain
 
     from pipecheck.data.sources import open_records
     from pipecheck.data.tokenizer import TokenizeAndPack
-    from pipecheck.pipeline import BatchedExamples
+    from pipecheck.measure.pipeline import BatchedExamples
 
     source = open_records(config["source"], num_docs=config["num_docs"], seed=config["seed"],
                           data_dir=config["data_dir"], split=config["split"])

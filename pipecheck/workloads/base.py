@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from pipecheck.config import RunConfig
-from pipecheck.timing import StepHook
+from pipecheck.measure.loop import StepHook
 
 
 @dataclasses.dataclass

@@ -20,10 +20,10 @@ from typing import Any, Callable
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
-from pipecheck.devices import batch_sharding, data_mesh, replicated
-from pipecheck.spans import SpanRecorder
-from pipecheck.timing import StepHook
+from pipecheck.measure.loop import StepHook
+from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads.base import Workload, spec_of
+from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
 
 KEYS: tuple[Key, ...] = (
     *COMMON_KEYS,

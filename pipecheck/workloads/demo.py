@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
-from pipecheck.devices import batch_sharding, data_mesh, replicated
 from pipecheck.errors import ConfigError
 from pipecheck.workloads.base import Workload, spec_of
+from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
 
 KEYS: tuple[Key, ...] = (
     *(Key(k.name, k.type, 8, k.help, k.choices, k.minimum) if k.name == "batch_size" else k

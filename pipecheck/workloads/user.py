@@ -21,9 +21,9 @@ import sys
 from typing import Any, Callable
 
 from pipecheck.config import Key, RunConfig
-from pipecheck.devices import batch_sharding, data_mesh, replicated
 from pipecheck.errors import ConfigError
 from pipecheck.workloads.base import Workload, spec_of
+from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
 
 KEYS: tuple[Key, ...] = (
     Key("params", dict, {}, "free-form settings passed to your entry points as config['params']"),
@@ -96,7 +96,7 @@ def build(config: RunConfig) -> Workload:
     if "batch" in fns:
         example = dict(fns["batch"](user_config))
     else:
-        from pipecheck.pipeline import build_iter_dataset
+        from pipecheck.measure.pipeline import build_iter_dataset
 
         it = iter(build_iter_dataset(fns["dataset"](user_config), workers=0, threads=0))
         example = dict(next(it))

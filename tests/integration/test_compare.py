@@ -12,7 +12,7 @@ import pathlib
 import subprocess
 import sys
 
-from pipecheck.verdict import VERDICTS
+from pipecheck.analysis.verdict import VERDICTS
 
 from ..conftest import REPO, run_cli
 

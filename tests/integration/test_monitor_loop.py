@@ -9,10 +9,10 @@ import pathlib
 import subprocess
 import sys
 
-from pipecheck import results
-from pipecheck.monitor import MonitorResult
-from pipecheck.spans import SPAN_KINDS
-from pipecheck.trace import validate_chrome_trace
+from pipecheck.measure.spans import SPAN_KINDS
+from pipecheck.records import store
+from pipecheck.records.monitor import MonitorResult
+from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import REPO
 
 USER_LOOP = REPO / "tests" / "data" / "user_loop.py"
@@ -31,7 +31,7 @@ def run_user_loop(tmp: pathlib.Path, mode: str, steps: int = 40) -> tuple[Monito
     r = subprocess.run([sys.executable, str(USER_LOOP), str(out), str(steps), mode, str(trace)],
                        capture_output=True, text=True, timeout=240, env=env, cwd=tmp)
     assert r.returncode == 0, r.stderr
-    return results.load(out, expect=MonitorResult), json.loads(trace.read_text())
+    return store.load(out, expect=MonitorResult), json.loads(trace.read_text())
 
 
 def test_current_step_float_loss_is_a_user_sync_site(tmp_path: pathlib.Path) -> None:
@@ -66,11 +66,11 @@ def test_lagged_loop_has_no_user_sync_at_that_line(tmp_path: pathlib.Path) -> No
 
 def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:
     """A real calibrated loop with log, checkpoint, eval, device_put and a collection."""
-    from pipecheck.compile_watch import CompileWatcher
     from pipecheck.config import resolve
-    from pipecheck.spans import GcSpans, SpanRecorder
-    from pipecheck.timing import run_lagged_sync_loop
-    from pipecheck.trace import chrome_trace, timeline_of
+    from pipecheck.measure.compile_watch import CompileWatcher
+    from pipecheck.measure.loop import run_lagged_sync_loop
+    from pipecheck.measure.spans import GcSpans, SpanRecorder
+    from pipecheck.report.trace import chrome_trace, timeline_of
     from pipecheck.workloads import build_workload
 
     cfg = resolve(None, ["workload=calibrated", "compute_ms=5", "host_sync=every_step",
@@ -92,7 +92,7 @@ def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:
     assert set(SPAN_KINDS) <= names
     assert {f"step {i}" for i in range(6)} <= names
     path = tmp_path / "t.json.gz"
-    from pipecheck.trace import write_trace
+    from pipecheck.report.trace import write_trace
 
     write_trace(path, trace)
     import gzip
@@ -106,8 +106,8 @@ def test_xprof_capture_carries_pipecheck_steps(tmp_path: pathlib.Path) -> None:
 
     import jax
 
-    from pipecheck.spans import SpanRecorder
-    from pipecheck.timing import run_lagged_sync_loop
+    from pipecheck.measure.loop import run_lagged_sync_loop
+    from pipecheck.measure.spans import SpanRecorder
     from pipecheck.workloads.calibrated import blocking_hook, wait_for_state
 
     step = jax.jit(lambda s, b: (s + b, {"loss": (s + b).sum()}))

@@ -7,7 +7,7 @@ import statistics
 import time
 
 from pipecheck.config import resolve
-from pipecheck.synthetic import measure_synthetic
+from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.workloads import build_workload
 
 from ..conftest import run_cli

@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from pipecheck import results
-from pipecheck.results import StepRecord
-from pipecheck.timing import steady_state
-from pipecheck.trace import validate_chrome_trace
+from pipecheck.measure.loop import steady_state
+from pipecheck.records import store
+from pipecheck.records.common import StepRecord
+from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import run_cli
 
 CKPT_S = 0.200
@@ -32,7 +32,7 @@ def ckpt_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path
 
 
 def test_checkpoint_cost_lands_on_checkpoint_steps(ckpt_run: dict[str, pathlib.Path]) -> None:
-    res = results.load(ckpt_run["json"])
+    res = store.load(ckpt_run["json"])
     steps: list[StepRecord] = list(res.steps)
     by = {s.step: s for s in steps}
     assert [s.step for s in steps if "checkpoint" in s.tags] == [5, 10, 15]
@@ -54,7 +54,7 @@ def test_checkpoint_cost_lands_on_checkpoint_steps(ckpt_run: dict[str, pathlib.P
 def test_trace_is_valid_chrome_trace_json(ckpt_run: dict[str, pathlib.Path]) -> None:
     trace = json.loads(ckpt_run["trace"].read_text())
     assert validate_chrome_trace(trace) == []
-    res = results.load(ckpt_run["json"])
+    res = store.load(ckpt_run["json"])
     events = trace["traceEvents"]
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == {"steps", "host", "data", "compile"}

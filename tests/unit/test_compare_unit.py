@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from pipecheck.analysis.verdict import COMPUTE_BOUND, FORCED_SYNC, INPUT_BOUND, Verdict
 from pipecheck.compare import (
-    CompareResult,
     batches_for,
     drift_warning,
     recommendation_for,
@@ -14,16 +14,15 @@ from pipecheck.compare import (
     user_sync_share,
     warmup_steps,
 )
-from pipecheck.dataloader import LoaderSetting
-from pipecheck.report_compare import format_compare
-from pipecheck.results import CompileInfo, Distribution, Finding, StepRecord
-from pipecheck.sync_locator import SyncSite
-from pipecheck.timing import steady_state
-from pipecheck.verdict import COMPUTE_BOUND, FORCED_SYNC, INPUT_BOUND, Verdict
+from pipecheck.measure.loop import steady_state
+from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, SyncSite
+from pipecheck.records.compare import CompareResult
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.report.compare import format_compare
 
 USER = SyncSite("/home/me/train.py:88", "train", "float(loss)", seconds=2.0, samples=600,
                 internal=False)
-OURS = SyncSite("/x/pipecheck/timing.py:34", "read_scalar", "float(x)", seconds=5.0,
+OURS = SyncSite("/x/pipecheck/measure/loop.py:34", "read_scalar", "float(x)", seconds=5.0,
                 samples=900, internal=True)
 
 

@@ -1,0 +1,112 @@
+"""Where a run's wall time went: a goodput-style table from the step records.
+
+The wall time is the sum of the step intervals (from just before step 0 is fetched to
+the sync on the last step's loss). Every second of it is charged to one category, from
+the host's point of view (the host thread that runs the training loop):
+
+========== ==================================================================================
+compile    JAX tracing, lowering and compiling the train step inside the timed steps (as
+           reported by ``jax.monitoring``; without a report, the dispatch time of the steps
+           tagged ``compile``).
+data wait  the host waiting for the next batch (``data_wait``) and moving it to the devices
+           (``device_put``).
+compute    the host dispatching the step and waiting in the *lagged* sync for the device to
+           finish the previous step (``dispatch`` + ``sync``, less compile): the device
+           compute the host could not hide behind its other work.
+sync stall the host blocked in a sync that is not the lagged one: ``log`` spans (logging the
+           current step's loss) and, in a Monitor run, forced syncs the sync locator found in
+           the user's code outside any span.
+checkpoint ``checkpoint`` spans (a blocking save, its device-to-host copy included).
+eval       ``eval`` spans.
+gc         Python garbage collections (``gc`` spans, wherever they interrupted the loop).
+<name>     each user span (``Monitor.span(name)``), under its own name.
+other      the rest: Python loop overhead and user code outside any span.
+========== ==================================================================================
+
+Host work that overlaps device compute still counts under its own name: with a loader
+that runs on the training thread, ``data wait`` includes loading the device could have
+hidden. Whether a run is input-bound is decided by comparing step times (``compare``),
+not by this table.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from tabulate import tabulate
+
+from pipecheck.measure.spans import SPAN_KINDS, StepTotals
+from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
+
+CATEGORIES = ("compile", "data wait", "compute", "sync stall", "checkpoint", "eval", "gc")
+"""The fixed categories, in table order; user spans follow them, then ``other``."""
+
+_BUILTIN_SPANS = (*SPAN_KINDS, "other")
+
+
+
+
+
+
+def breakdown(
+    totals: StepTotals,
+    compile_s: float | None = None,
+    forced_sync_s: float = 0.0,
+) -> Breakdown:
+    """Pure: the breakdown of a run from its span totals.
+
+    ``compile_s``: the train step's compile time reported by JAX (capped at the dispatch
+    time of the compile-tagged steps, where it happened). ``forced_sync_s``: seconds the
+    sync locator found blocked in user syncs outside any span; moved from ``other``
+    (capped at it) to ``sync stall``.
+    """
+    sp = totals.spans
+
+    def get(name: str) -> float:
+        return sp.get(name, 0.0)
+
+    dispatch_sync = get("dispatch") + get("sync")
+    compile_part = totals.compile_dispatch_s if compile_s is None else min(
+        compile_s, totals.compile_dispatch_s)
+    compile_part = min(compile_part, dispatch_sync)
+    other = get("other")
+    moved = min(max(forced_sync_s, 0.0), other)
+    seconds: dict[str, float] = {
+        "compile": compile_part,
+        "data wait": get("data_wait") + get("device_put"),
+        "compute": dispatch_sync - compile_part,
+        "sync stall": get("log") + moved,
+        "checkpoint": get("checkpoint"),
+        "eval": get("eval"),
+        "gc": get("gc"),
+    }
+    for name in sorted(sp):
+        if name not in _BUILTIN_SPANS:
+            seconds[name] = sp[name]
+    seconds["other"] = other - moved
+    wall = totals.wall_s
+    rows = tuple(
+        BreakdownRow(category=k, seconds=float(v), share=float(v / wall) if wall > 0 else 0.0)
+        for k, v in seconds.items()
+    )
+    return Breakdown(wall_s=float(wall), steps=totals.steps, rows=rows)
+
+
+def breakdown_of_steps(
+    steps: Iterable[StepRecord],
+    compile_s: float | None = None,
+    forced_sync_s: float = 0.0,
+) -> Breakdown:
+    """The breakdown of the given StepRecords (e.g. a run JSON's ``steps``)."""
+    return breakdown(StepTotals.of(steps), compile_s, forced_sync_s)
+
+
+def format_breakdown(b: Breakdown, title: str = "where the wall time went") -> str:
+    """A reporter: the table, seconds and share of wall time, largest categories kept in
+    table order."""
+    rows: Sequence[list[str]] = [
+        [r.category, f"{r.seconds:.3f} s", f"{100 * r.share:.1f}%"] for r in b.rows
+    ]
+    table = tabulate(rows, headers=["category", "seconds", "share"], tablefmt="simple",
+                     disable_numparse=True, colalign=("left", "right", "right"))
+    return f"{title} ({b.steps} steps, {b.wall_s:.3f} s wall):\n{table}"

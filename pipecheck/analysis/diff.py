@@ -1,0 +1,370 @@
+"""``pipecheck diff``: two runs side by side, with significance and effect size.
+
+A run is a pipecheck result (any kind with ``steps``, ``env`` and ``config``, read from
+the JSON object so kinds this module has never heard of still work) or a MaxText training
+log; both are reduced to a ``RunSummary`` first, so every row of the comparison is
+computed the same way whatever the runs came from.
+
+The headline is the steady-state median step time. Its difference is significant only
+when the block-bootstrap interval of the median difference excludes zero *and* the
+Mann-Whitney U test agrees (``stats.median_difference``); otherwise the report says
+"not significant" in those words.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.analysis import maxtext, stats
+from pipecheck.errors import ResultFormatError
+from pipecheck.measure.loop import steady_state
+from pipecheck.records.base import FORMAT_VERSION
+from pipecheck.records.common import Distribution, StepRecord
+from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
+from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
+from pipecheck.records.imported import Anomaly, ImportedRun
+
+TAG_CAUSES = {
+    "compile": maxtext.CAUSE_COMPILATION,
+    "checkpoint": maxtext.CAUSE_CHECKPOINT,
+    "eval": "evaluation",
+    "gc": "garbage collection",
+    "drain": "drain (last interval: no next batch fetched in it)",
+    "warmup": "warm-up (batches served from the prefetch buffer)",
+}
+"""Cause of a pipecheck run's step kept out of the steady state, by its tag."""
+
+VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
+
+MAX_LISTED_DIFFERENCES = 8
+
+
+
+
+
+
+
+
+
+
+# --- reading runs ------------------------------------------------------------------------
+
+
+def _final_loss(steps: Sequence[StepRecord]) -> float | None:
+    for s in reversed(steps):
+        if s.loss is not None and math.isfinite(s.loss):
+            return float(s.loss)
+    return None
+
+
+def _step_of(d: Any, i: int, origin: str) -> StepRecord:
+    try:
+        loss = d.get("loss")
+        return StepRecord(
+            step=int(d["step"]),
+            time_s=float(d["time_s"]),
+            tags=tuple(str(t) for t in (d.get("tags") or ())),
+            spans={str(k): float(v) for k, v in (d.get("spans") or {}).items()},
+            loss=None if loss is None else float(loss),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        raise ResultFormatError(
+            f"{origin}: steps[{i}] is not a step record ({e.__class__.__name__}: {e})"
+        ) from None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
+    """A pipecheck result (as the JSON object) as a RunSummary.
+
+    Only the keys every run kind shares are read: ``steps``, ``env``, ``config`` and,
+    when present, ``throughput``, ``compile``, ``step_time`` and ``warnings``."""
+    if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
+        raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
+    if data["format_version"] != FORMAT_VERSION:
+        raise ResultFormatError(
+            f"{origin} has format_version {data['format_version']!r}; this pipecheck reads "
+            f"version {FORMAT_VERSION} (re-run the measurement with this version)"
+        )
+    kind = str(data["kind"])
+    if kind == ImportedRun.KIND:
+        try:
+            imported = ImportedRun.from_dict(data)
+        except ResultFormatError as e:
+            raise ResultFormatError(f"{origin}: {e}") from None
+        return summary_from_imported(imported, origin)
+    raw_steps = data.get("steps")
+    if not isinstance(raw_steps, list) or not raw_steps:
+        raise ResultFormatError(
+            f"{origin} holds a {kind!r} result without per-step times ('steps'); "
+            "diff compares training runs (synthetic, compare, monitor, imported)"
+        )
+    steps = tuple(_step_of(d, i, origin) for i, d in enumerate(raw_steps))
+    env = data.get("env") if isinstance(data.get("env"), Mapping) else {}
+    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
+    throughput = data.get("throughput") if isinstance(data.get("throughput"), Mapping) else {}
+    compile_info = data.get("compile") if isinstance(data.get("compile"), Mapping) else {}
+    assert isinstance(env, Mapping) and isinstance(config, Mapping)
+    assert isinstance(throughput, Mapping) and isinstance(compile_info, Mapping)
+
+    steady = steady_state(steps)
+    times = [s.time_s for s in steady]
+    med = float(np.median(times)) if times else math.nan
+    steady_ids = {s.step for s in steady}
+    anomalies = []
+    for s in steps:
+        if s.step in steady_ids:
+            continue
+        causes = [TAG_CAUSES[t] for t in s.tags if t in TAG_CAUSES]
+        if s.tags == ("drain",) or s.tags == ("warmup",):
+            continue  # kept apart by design, not an anomaly of the run
+        if causes:
+            cause, evidence = causes[0], f"tagged {', '.join(s.tags)} by pipecheck"
+        else:
+            cause, evidence = maxtext.CAUSE_COMPILATION, "first step: includes compiling the step"
+        anomalies.append(Anomaly(s.step, s.time_s, s.time_s / med if med > 0 else math.nan,
+                                 cause, evidence))
+
+    devices = _number(env.get("device_count")) or 1.0
+    flops = _number(throughput.get("flops_per_step"))
+    tflops = tuple(flops / t / 1e12 / devices for t in times if t > 0) if flops else ()
+    tokens_per_step = _number(throughput.get("tokens_per_step"))
+    tokens_per_s = _number(throughput.get("tokens_per_s"))
+    if tokens_per_step is None and tokens_per_s:
+        # the record's tokens/s is tokens per step over its own steady-state median
+        step_time = data.get("step_time") if isinstance(data.get("step_time"), Mapping) else {}
+        assert isinstance(step_time, Mapping)
+        recorded_median = _number(step_time.get("median_s")) or med
+        tokens_per_step = tokens_per_s * recorded_median
+    tokens = (tuple(tokens_per_step / t / devices for t in times if t > 0)
+              if tokens_per_step else ())
+    warnings = data.get("warnings")
+    if isinstance(warnings, list):
+        run_warnings = tuple(str(w) for w in warnings)
+    else:
+        run_warnings = tuple(stats.quality_warnings(times))
+    first = _number(compile_info.get("first_step_s"))
+    return RunSummary(
+        source=origin,
+        kind=kind,
+        env=dict(env),
+        config=dict(config),
+        steps=steps,
+        step_time=Distribution.of(times),
+        mean_all_s=float(np.mean([s.time_s for s in steps])),
+        first_step_s=first if first is not None else steps[0].time_s,
+        params=_number(data.get("params")),
+        final_loss=_final_loss(steps),
+        tflops_per_s_per_device=tflops,
+        tokens_per_s_per_device=tokens,
+        memory_compiled_bytes=_number(throughput.get("peak_memory_bytes")),
+        anomalies=tuple(anomalies),
+        warnings=run_warnings,
+    )
+
+
+def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSummary:
+    """A parsed MaxText log as a RunSummary."""
+    steady = run.steady_steps
+    mem = run.memory
+    return RunSummary(
+        source=origin or run.source,
+        kind=run.kind,
+        env=dict(run.env),
+        config=dict(run.config),
+        steps=tuple(StepRecord(s.step, s.time_s, s.tags, loss=s.loss) for s in run.steps),
+        step_time=run.step_time,
+        mean_all_s=run.mean_all_s,
+        first_step_s=run.steps[0].time_s if run.steps else None,
+        params=run.params,
+        final_loss=_final_loss([StepRecord(s.step, s.time_s, loss=s.loss) for s in run.steps]),
+        tflops_per_s_per_device=tuple(s.tflops_per_s_per_device for s in steady
+                                      if s.tflops_per_s_per_device is not None),
+        tokens_per_s_per_device=tuple(s.tokens_per_s_per_device for s in steady
+                                      if s.tokens_per_s_per_device is not None),
+        memory_compiled_bytes=(mem.compiled_total_gb * 1e9
+                               if mem.compiled_total_gb is not None else None),
+        memory_in_use_bytes=(mem.device_in_use_gb * 2**30
+                             if mem.device_in_use_gb is not None else None),
+        anomalies=run.anomalies,
+        events=run.events,
+        warnings=run.warnings,
+    )
+
+
+def load_run(path: str | os.PathLike[str]) -> RunSummary:
+    """A pipecheck result JSON or a MaxText training log, told apart by content."""
+    text = maxtext.read_text(path)
+    if text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ResultFormatError(
+                f"{path} starts like JSON but is not valid JSON (line {e.lineno}: {e.msg})"
+            ) from None
+        return summary_from_record(data, str(path))
+    if "completed step:" in text:
+        return summary_from_imported(maxtext.import_lines(text.splitlines(), str(path)))
+    raise ResultFormatError(
+        f"{path} is neither a pipecheck result (a JSON object with kind and format_version) "
+        "nor a MaxText training log (no 'completed step:' lines)"
+    )
+
+
+# --- comparing ---------------------------------------------------------------------------
+
+
+def _median(xs: Sequence[float]) -> float | None:
+    return float(np.median(xs)) if len(xs) else None
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _plain_row(name: str, unit: str, a: float | None, b: float | None,
+               relative: bool = True) -> DiffRow:
+    a, b = _finite(a), _finite(b)
+    diff = b - a if a is not None and b is not None else None
+    rel = diff / a if relative and diff is not None and a else None
+    return DiffRow(name, unit, a, b, diff, rel)
+
+
+def _tested_row(name: str, unit: str, xa: Sequence[float], xb: Sequence[float],
+                confidence: float) -> DiffRow:
+    if len(xa) < 2 or len(xb) < 2:
+        return _plain_row(name, unit, _median(xa), _median(xb))
+    d = stats.median_difference(xa, xb, confidence)
+    return DiffRow(
+        name, unit, _median(xa), _median(xb), d.diff, _finite(d.relative),
+        "significant" if d.significant else "not significant",
+        _finite(d.p_value), _finite(d.ci_low), _finite(d.ci_high),
+    )
+
+
+def _differences(a: Mapping[str, Any], b: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+    return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
+
+
+def _listed(items: Sequence[str]) -> str:
+    shown = "; ".join(items[:MAX_LISTED_DIFFERENCES])
+    more = len(items) - MAX_LISTED_DIFFERENCES
+    return shown + (f"; and {more} more" if more > 0 else "")
+
+
+def comparison_warnings(a: RunSummary, b: RunSummary) -> list[str]:
+    """Environment and config differences, and each run's own quality warnings."""
+    out = []
+    if a.kind != b.kind:
+        out.append(f"A is a {a.description} and B a {b.description}: their step times are "
+                   "measured differently (pipecheck: between loss syncs; MaxText: host time "
+                   "between step completions)")
+    env_keys = [k for k in ENV_KEYS_THAT_MATTER + ("host", "cpu_count")
+                if a.env.get(k) is not None and b.env.get(k) is not None]
+    env_diff = env_differences({k: a.env[k] for k in env_keys}, {k: b.env[k] for k in env_keys})
+    if env_diff:
+        out.append(f"the environments differ: {_listed(env_diff)}")
+    if a.kind == b.kind:
+        keys = sorted(set(a.config) | set(b.config))
+    else:
+        keys = sorted(set(a.config) & set(b.config))
+    cfg_diff = _differences(a.config, b.config, keys)
+    if cfg_diff:
+        out.append(f"the configs differ: {_listed(cfg_diff)}")
+    out += [f"A: {w}" for w in a.warnings]
+    out += [f"B: {w}" for w in b.warnings]
+    return out
+
+
+def _p_text(p: float | None) -> str:
+    if p is None:
+        return "p=?"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
+
+
+def _signed_ms(seconds: float) -> str:
+    v = seconds * 1000.0
+    return f"{v:+.1f} ms" if abs(v) >= 10 else f"{v:+.2f} ms"
+
+
+def step_time_verdict(row: DiffRow, confidence: float) -> str:
+    """One plain sentence on the steady-state median step time."""
+    if not row.significance:
+        return ("step time: not compared; each run needs at least 2 steady-state steps "
+                f"(A has {'some' if row.a is not None else 'none'}, "
+                f"B has {'some' if row.b is not None else 'none'})")
+    assert row.diff is not None and row.a is not None and row.b is not None
+    ci = (f"{confidence:.0%} CI of the difference {_signed_ms(row.ci_low or 0.0)} .. "
+          f"{_signed_ms(row.ci_high or 0.0)}")
+    rel = f"{row.relative:+.1%}" if row.relative is not None else "?"
+    if row.significance == "significant":
+        way = "longer" if row.diff > 0 else "less time"
+        return (f"step time: B takes {abs(row.relative or 0.0):.1%} {way} per step than A: "
+                "significant "
+                f"(steady-state median {row.a * 1e3:.2f} -> {row.b * 1e3:.2f} ms, "
+                f"{_signed_ms(row.diff)}; {ci}; Mann-Whitney {_p_text(row.p_value)})")
+    reasons = []
+    lo, hi = row.ci_low, row.ci_high
+    if lo is not None and hi is not None and lo <= 0 <= hi:
+        reasons.append(f"the {ci} includes zero")
+    alpha = 1.0 - confidence
+    if row.p_value is not None and row.p_value >= alpha:
+        reasons.append(f"Mann-Whitney {_p_text(row.p_value)} >= {alpha:.2g}")
+    return (f"step time: not significant. The steady-state medians differ by "
+            f"{_signed_ms(row.diff)} ({rel}), but {' and '.join(reasons)}; "
+            "treat A and B as equally fast")
+
+
+def _version(env: Mapping[str, Any], key: str) -> str | None:
+    v = env.get(key)
+    return None if v is None else str(v)
+
+
+def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE) -> DiffResult:
+    """Compare two runs: rows with B - A, relative change and significance, plus warnings."""
+    sa, sb = a.step_time, b.step_time
+    median_row = _tested_row("step time median", "s", sa.samples_s, sb.samples_s, confidence)
+    rows = (
+        _plain_row("parameters", "count", a.params, b.params),
+        _plain_row("final loss", "loss", a.final_loss, b.final_loss),
+        _tested_row("TFLOP/s per device", "TFLOP/s", a.tflops_per_s_per_device,
+                    b.tflops_per_s_per_device, confidence),
+        _tested_row("tokens/s per device", "tokens/s", a.tokens_per_s_per_device,
+                    b.tokens_per_s_per_device, confidence),
+        median_row,
+        _plain_row("step time p90", "s", sa.p90_s if sa.n else None, sb.p90_s if sb.n else None),
+        _plain_row("step time mean", "s", sa.mean_s if sa.n else None,
+                   sb.mean_s if sb.n else None),
+        _plain_row("step time mean, all steps", "s", a.mean_all_s, b.mean_all_s),
+        _plain_row("mean inflated by anomalies", "fraction", a.mean_inflation,
+                   b.mean_inflation, relative=False),
+        _plain_row("steady-state steps", "steps", sa.n, sb.n),
+        _plain_row("anomalous steps", "steps", len(a.anomalies), len(b.anomalies),
+                   relative=False),
+        _plain_row("first step (compile)", "s", a.first_step_s, b.first_step_s),
+        _plain_row("memory (compiled step)", "bytes", a.memory_compiled_bytes,
+                   b.memory_compiled_bytes),
+        _plain_row("memory in use (device)", "bytes", a.memory_in_use_bytes,
+                   b.memory_in_use_bytes),
+    )
+    versions = tuple(VersionRow(k, _version(a.env, k), _version(b.env, k)) for k in VERSION_KEYS
+                     if a.env.get(k) is not None or b.env.get(k) is not None)
+    return DiffResult(
+        a=a,
+        b=b,
+        rows=rows,
+        versions=versions,
+        verdict=step_time_verdict(median_row, confidence),
+        warnings=tuple(comparison_warnings(a, b)),
+        confidence=confidence,
+    )

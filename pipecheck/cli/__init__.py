@@ -1,0 +1,78 @@
+"""The ``pipecheck`` command: parse, build a config, call the core, print a report.
+
+Each command lives in its own module and is thin: parse, build a config, call the core,
+hand the result to a pure reporter. Only this package prints. Every ``PipecheckError`` and
+every click usage error becomes one line on stderr and a non-zero exit code, in ``main``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence
+
+import click
+
+# Importing the command modules adds their commands to the group.
+from pipecheck.cli import compare, dataloader, diff, plot, synthetic  # noqa: F401
+from pipecheck.cli.group import cli
+from pipecheck.errors import PipecheckError
+
+EXIT_INTERRUPTED = 130
+
+__all__ = ["cli", "main", "run"]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _exit_past_stuck_threads(code: int) -> None:
+    """After a stall, a transform stuck in a read thread would hold the interpreter's exit
+    forever (it joins such threads): run multiprocessing's exit clean-up and leave now."""
+    import multiprocessing.util
+    import os
+    import threading
+
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not stuck:
+        return
+    multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; return the exit code instead of raising."""
+    try:
+        cli.main(args=list(argv) if argv is not None else None, prog_name="pipecheck",
+                 standalone_mode=False)
+    except PipecheckError as e:
+        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        from pipecheck.measure.pipeline import PipelineStallError
+
+        if isinstance(e, PipelineStallError):
+            _exit_past_stuck_threads(e.exit_code)
+        return e.exit_code
+    except click.exceptions.NoArgsIsHelpError as e:
+        click.echo(e.ctx.get_help() if e.ctx else str(e))
+        return 0
+    except click.UsageError as e:
+        hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        click.echo(f"pipecheck: error: {_one_line(e.format_message())}{hint}", err=True)
+        return e.exit_code
+    except click.ClickException as e:
+        click.echo(f"pipecheck: error: {_one_line(e.format_message())}", err=True)
+        return e.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        click.echo("pipecheck: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    return 0
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""``pipecheck compare``: target vs loader vs real-data training, and the verdict."""
+
+from __future__ import annotations
+
+import click
+
+from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.options import (
+    check_outputs,
+    config_options,
+    int_list,
+    load_config,
+    output_options,
+    save_json,
+    wrote_trace,
+)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@config_options
+@click.option("--steps", type=click.IntRange(min=5), default=None,
+              help="Real-data training steps to time. [default: 60]")
+@click.option("--target-steps", type=click.IntRange(min=5), default=None,
+              help="Synthetic steps for the target step time T. [default: 30]")
+@click.option("--batches", type=click.IntRange(min=3), default=None,
+              help="Batches timed per loader setting, after the first. [default: 30]")
+@click.option("--workers", "workers_opt", metavar="N[,N...]", default=None,
+              callback=lambda ctx, param, value: None if value is None
+              else int_list(ctx, param, value),
+              help="Fix the Grain worker count, or give a list to choose from, instead of "
+                   "searching.")
+@click.option("--threads", type=click.IntRange(min=0), default=None,
+              help="Grain read threads per worker (ReadOptions.num_threads). [default: 1]")
+@click.option("--max-workers", type=click.IntRange(min=1), default=None,
+              help="Ceiling of the worker search; above the core count by default because "
+                   "latency-bound pipelines keep gaining past the cores. "
+                   "[default: max(8, 2 x cores)]")
+@click.option("--synthetic", "synthetic_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the target step time from this `pipecheck synthetic --json` file.")
+@click.option("--dataloader", "dataloader_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the loader settings from this `pipecheck dataloader --json` file.")
+@click.option("--real", "real_file", type=click.Path(exists=True, dir_okay=False),
+              help="Take the real-data step times and sync sites from a pipecheck.Monitor run "
+                   "of your own loop (RUN.json).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
+              metavar="SECONDS", help="Stop if the pipeline produces no batch for this many "
+                                      "seconds (0: wait forever). [default: 120]")
+@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON of the real-data run (open in "
+                   "ui.perfetto.dev or chrome://tracing).")
+@output_options
+def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
+            target_steps: int | None, batches: int | None, workers_opt: list[int] | None,
+            threads: int | None, max_workers: int | None, synthetic_file: str | None,
+            dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
+            quiet: bool, trace_path: str | None, json_path: str | None, force: bool) -> None:
+    """Is the run input-bound, compute-bound, or held back by a forced host sync?
+
+    Measures the target step time T (as `synthetic`), searches the Grain worker count for
+    a loader time D below T (as `dataloader`), trains on real data with the chosen setting
+    (R, with a sampler locating the line that syncs), measures T again to catch machine
+    drift, and gives the verdict with the evidence and a recommendation.
+    """
+    from pipecheck import compare as compare_mod
+    from pipecheck.report.compare import format_compare
+
+    cfg = load_config(config_path, overrides)
+    check_outputs(force, json_path, trace_path)
+    ignored = [opt for opt, value, source in (
+        ("--workers", workers_opt, dataloader_file), ("--max-workers", max_workers,
+                                                      dataloader_file),
+        ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
+        ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file))
+        if value is not None and source]
+    if ignored:
+        raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
+                               "replaces that measurement (--dataloader, --synthetic, --real)")
+    if trace_path and real_file:
+        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
+                               "writes its trace with mon.write_trace(PATH)")
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            click.echo(msg, err=True)
+
+    run = compare_mod.compare_run(
+        cfg,
+        steps=steps or compare_mod.DEFAULT_STEPS,
+        target_steps=target_steps or compare_mod.DEFAULT_TARGET_STEPS,
+        batches=batches or compare_mod.DEFAULT_BATCHES,
+        workers=workers_opt, threads=threads,
+        max_workers=max_workers or compare_mod.DEFAULT_MAX_WORKERS,
+        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
+        timeout_s=timeout_s, progress=progress,
+    )
+    result = run.result
+    click.echo(format_compare(result))
+    save_json(result, json_path, force)
+    if trace_path and run.real.recorder is not None:
+        from pipecheck.report.trace import write_recorder_trace
+
+        write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
+                             process_name="pipecheck compare (real-data run)", force=force)
+        wrote_trace(trace_path)

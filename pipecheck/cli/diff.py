@@ -1,0 +1,54 @@
+"""``pipecheck diff`` and ``pipecheck import``: two runs side by side; MaxText logs."""
+
+from __future__ import annotations
+
+import click
+
+from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.options import (
+    check_outputs,
+    output_options,
+    save_json,
+)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("a", type=click.Path(exists=True, dir_okay=False))
+@click.argument("b", type=click.Path(exists=True, dir_okay=False))
+@output_options
+def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
+    """Compare run B with run A side by side.
+
+    A and B are pipecheck result JSON files or MaxText training logs, in any mix, told
+    apart by their content. Step times are compared over the steady state (no compile
+    step, no anomalies): median, p90 and mean, with B-A, the relative change, and whether
+    the median moved significantly (block-bootstrap interval of the median difference
+    and Mann-Whitney U must both agree). Anomalous steps are listed with a likely cause.
+    """
+    from pipecheck.analysis.diff import diff_runs, load_run
+    from pipecheck.report.diff import format_diff
+
+    check_outputs(force, json_path)
+    result = diff_runs(load_run(a), load_run(b))
+    click.echo(format_diff(result))
+    save_json(result, json_path, force)
+
+
+@cli.command("import", context_settings=CONTEXT_SETTINGS)
+@click.argument("log", type=click.Path(exists=True, dir_okay=False))
+@output_options
+def import_log_command(log: str, json_path: str | None, force: bool) -> None:
+    """Read a MaxText training log: steps, steady state, anomalies and their causes.
+
+    Lines that matter (completed steps, parameters, versions, memory, checkpoint events,
+    Total TFLOPs) are found even with glog headers and interleaved lines from other
+    threads; all other lines are ignored. --json writes an "imported" record that
+    'pipecheck diff' also accepts.
+    """
+    from pipecheck.analysis.maxtext import import_log
+    from pipecheck.report.diff import format_imported
+
+    check_outputs(force, json_path)
+    run = import_log(log)
+    click.echo(format_imported(run))
+    save_json(run, json_path, force)

@@ -1,0 +1,74 @@
+"""Options and the output tail shared by the commands: config, outputs, lists of counts."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Sequence
+
+import click
+
+from pipecheck import config as config_mod
+from pipecheck.records import store
+from pipecheck.records.base import Record
+
+
+def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--config PATH and repeated --set key=value."""
+    f = click.option(
+        "--set", "overrides", metavar="KEY=VALUE", multiple=True,
+        help="Override one config key, e.g. --set compute_ms=60 (repeatable). Keys are flat "
+             "and named exactly as in docs/config.md.",
+    )(f)
+    f = click.option(
+        "--config", "config_path", type=click.Path(exists=True, dir_okay=False),
+        help="YAML config selecting a workload and its keys (e.g. configs/calibrated.yml). "
+             "Default: the built-in demo workload.",
+    )(f)
+    return f
+
+
+def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """--json PATH and --force."""
+    f = click.option("--force", is_flag=True,
+                     help="Overwrite the --json (and --trace) output files if they exist.")(f)
+    f = click.option("--json", "json_path", type=click.Path(dir_okay=False),
+                     help="Write the versioned result record to this JSON file (atomically).")(f)
+    return f
+
+
+def check_outputs(force: bool, *paths: str | None) -> None:
+    """Before any measurement: every output path can be written, and no two are the same."""
+    for path in paths:
+        store.check_writable(path, force)
+    given = [os.path.abspath(p) for p in paths if p]
+    if len(set(given)) != len(given):
+        raise click.UsageError("--json and --trace name the same file; give them different paths")
+
+
+def save_json(record: Record, json_path: str | None, force: bool) -> None:
+    """Write the record when --json was given, and say so."""
+    if json_path:
+        store.save(record, json_path, force)
+        click.echo(f"\nwrote {json_path}")
+
+
+def wrote_trace(trace_path: str) -> None:
+    click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
+
+
+def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
+    file_values = config_mod.read_config_file(config_path) if config_path else None
+    return config_mod.resolve(file_values, overrides, source=config_path or "defaults")
+
+
+def int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    """Parse ``0,1,2,4`` into distinct non-negative ints, in order."""
+    out: list[int] = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item.isdigit():
+            raise click.BadParameter(
+                f"expected a number or a comma-separated list like 0,1,2,4, got {value!r}")
+        if int(item) not in out:
+            out.append(int(item))
+    return out

@@ -1,0 +1,40 @@
+"""``pipecheck plot``: step times and a Gantt of a window of steps, as a PNG."""
+
+from __future__ import annotations
+
+import click
+
+from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+
+
+def _parse_window(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    first, sep, last = value.partition(":")
+    try:
+        a, b = int(first), int(last)
+    except ValueError:
+        a, b = -1, -1
+    if not sep or a < 0 or b < a:
+        raise click.BadParameter(f"expected FIRST:LAST step numbers (e.g. 10:21), got {value!r}",
+                                 param_hint="--steps")
+    return a, b
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="PNG file to write (atomically).")
+@click.option("--steps", "window", metavar="FIRST:LAST",
+              help="Steps shown in the Gantt (inclusive). Default: 12 steps around the first "
+                   "checkpoint/eval/gc step.")
+@click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
+def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
+    """Plot a run JSON (synthetic, monitor, compare ...): the step-time series with tagged
+    steps marked, and a Gantt of a window of steps. Needs matplotlib
+    (pip install 'pipecheck[plot]'). See docs/timeline.md.
+    """
+    from pipecheck.report.plot import plot_run
+
+    shown = plot_run(run_json, output, _parse_window(window), force)
+    click.echo(f"wrote {output} (Gantt of steps {shown[0]}-{shown[1]})")

@@ -1,0 +1,50 @@
+"""``pipecheck synthetic``: the target step time."""
+
+from __future__ import annotations
+
+import click
+
+from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.options import (
+    check_outputs,
+    config_options,
+    load_config,
+    output_options,
+    save_json,
+    wrote_trace,
+)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@config_options
+@click.option("--steps", type=click.IntRange(min=3), default=None,
+              help="Training steps to time, the first (compile) and the last (drain) step "
+                   "included; at least 3. [default: 40]")
+@output_options
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
+              help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
+                   "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
+def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
+              json_path: str | None, force: bool, trace_path: str | None) -> None:
+    """Measure the target step time: train on one batch that already sits on the devices.
+
+    Step time is the interval between consecutive host syncs on the *previous* step's
+    loss, so asynchronous dispatch cannot hide compute. The first step and any step that
+    compiled are reported apart from the steady state (median, p10, p90, IQR); every
+    compilation of the train step after the first is explained.
+    """
+    from pipecheck.measure.synthetic import DEFAULT_STEPS, synthetic_run
+    from pipecheck.report.format import format_synthetic
+
+    cfg = load_config(config_path, overrides)
+    check_outputs(force, json_path, trace_path)
+    run = synthetic_run(cfg, steps or DEFAULT_STEPS)
+    result = run.result
+    click.echo(format_synthetic(result))
+    save_json(result, json_path, force)
+    if trace_path:
+        from pipecheck.report.trace import write_recorder_trace
+
+        write_recorder_trace(trace_path, run.recorder, run.compile_events,
+                             "pipecheck synthetic", force)
+        wrote_trace(trace_path)

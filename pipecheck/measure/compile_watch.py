@@ -1,0 +1,210 @@
+"""Count and explain compilations of the train step.
+
+``jax.monitoring`` reports trace, lowering and backend-compile durations with
+the function's name; JAX's ``jax_explain_cache_misses`` logs *why* a traced
+function missed its cache (which argument differed, and how). A
+``CompileWatcher`` collects both while it is active and turns every
+compilation after the first into a finding that names the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import threading
+from typing import Any, Callable
+
+from pipecheck.records.common import Finding
+
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    BACKEND_COMPILE_EVENT,
+)
+_EXPLAIN_LOGGER = "jax._src.interpreters.partial_eval"
+
+_lock = threading.Lock()
+_active: list[CompileWatcher] = []
+_listener_installed = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileEvent:
+    event: str
+    fun_name: str
+    duration_s: float
+    at: float
+    """Clock reading when the event was reported (the watcher's clock)."""
+
+
+def _listener(event: str, duration_secs: float, **kwargs: Any) -> None:
+    if event not in COMPILE_EVENTS:
+        return
+    fun_name = str(kwargs.get("fun_name", ""))
+    with _lock:
+        watchers = list(_active)
+    for w in watchers:
+        w._on_event(event, fun_name, duration_secs)
+
+
+def _install_listener() -> None:
+    global _listener_installed
+    with _lock:
+        if _listener_installed:
+            return
+        import jax
+
+        jax.monitoring.register_event_duration_secs_listener(_listener)  # type: ignore[arg-type]
+        _listener_installed = True
+
+
+class _ExplainHandler(logging.Handler):
+    def __init__(self, watcher: CompileWatcher) -> None:
+        super().__init__(level=logging.WARNING)
+        self.watcher = watcher
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.watcher._on_explanation(record.getMessage())
+
+
+def _matches(fun_name: str, name: str) -> bool:
+    return fun_name in (name, f"jit({name})", f"pjit({name})")
+
+
+_DIFF_RE = re.compile(
+    r"\*\s+at\s+(?P<arg>.+?),\s+now\s+(?P<now>.+?)\s+and before\s+(?P<before>.+?)$"
+)
+_TYPE_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<shape>[^\]]*)\](?P<rest>.*)$")
+
+
+_WEAK_RE = re.compile(r"weak_type=(True|False)")
+
+
+def describe_difference(now: str, before: str) -> str:
+    """Classify how two JAX abstract types differ: sharding, shape, dtype or weak type."""
+    m_now, m_before = _TYPE_RE.match(now), _TYPE_RE.match(before)
+    if not m_now or not m_before:
+        return "type"
+    if m_now["dtype"] != m_before["dtype"]:
+        return "dtype"
+    if m_now["shape"] != m_before["shape"]:
+        return "shape"
+    weak_now, weak_before = _WEAK_RE.findall(now), _WEAK_RE.findall(before)
+    if weak_now != weak_before:
+        return "weak type"
+    if m_now["rest"] != m_before["rest"]:
+        return "sharding"
+    return "type"
+
+
+FIXES = {
+    "sharding": (
+        "give the batch's ShapeDtypeStruct the same sharding as the real batch "
+        "(jax.ShapeDtypeStruct(shape, dtype, sharding=batch_sharding)) when lowering AOT, "
+        "or place the batch with the sharding the step was compiled for"
+    ),
+    "shape": "give every batch the same shape (drop or pad the remainder batch)",
+    "dtype": "cast the batch to one dtype in the input pipeline",
+    "weak type": "create the argument with an explicit dtype (jnp.asarray(x, dtype=...))",
+    "type": "keep argument types, shapes and shardings identical between calls",
+}
+
+
+def explanation_findings(messages: list[str], fun_label: str, compiles: int) -> list[Finding]:
+    """Turn JAX's cache-miss explanations into findings (one per differing argument)."""
+    findings: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for msg in messages:
+        for line in msg.splitlines():
+            m = _DIFF_RE.search(line.strip())
+            if not m:
+                continue
+            arg, now = m["arg"], m["now"]
+            before = re.sub(r"https?://\S+$", "", m["before"])
+            what = describe_difference(now, before)
+            if (arg, what) in seen:
+                continue
+            seen.add((arg, what))
+            findings.append(Finding(
+                kind="recompile",
+                message=(
+                    f"{fun_label} compiled {compiles} times: argument {arg} changed {what} "
+                    f"(now {now}, before {before})"
+                ),
+                numbers={"train_step_compiles": float(compiles)},
+                location=arg,
+                fix=FIXES[what],
+            ))
+    if compiles > 1 and not findings:
+        findings.append(Finding(
+            kind="recompile",
+            message=f"{fun_label} compiled {compiles} times; JAX gave no explanation",
+            numbers={"train_step_compiles": float(compiles)},
+            fix=FIXES["type"],
+        ))
+    return findings
+
+
+class CompileWatcher:
+    """Context manager: compilations of function ``name`` while active.
+
+    ``clock`` stamps each event so a loop can tell which step interval compiled.
+    """
+
+    def __init__(self, name: str, clock: Callable[[], float]) -> None:
+        self.name = name
+        self.clock = clock
+        self.events: list[CompileEvent] = []
+        self.other_events: list[CompileEvent] = []
+        self.explanations: list[str] = []
+        self._handler = _ExplainHandler(self)
+        self._saved_explain: bool | None = None
+        self._saved_propagate = True
+
+    def __enter__(self) -> CompileWatcher:
+        import jax
+
+        _install_listener()
+        self._saved_explain = bool(jax.config.jax_explain_cache_misses)  # type: ignore[attr-defined]
+        jax.config.update("jax_explain_cache_misses", True)
+        logger = logging.getLogger(_EXPLAIN_LOGGER)
+        logger.addHandler(self._handler)
+        self._saved_propagate = logger.propagate
+        logger.propagate = False
+        with _lock:
+            _active.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        import jax
+
+        with _lock:
+            if self in _active:
+                _active.remove(self)
+        logger = logging.getLogger(_EXPLAIN_LOGGER)
+        logger.removeHandler(self._handler)
+        logger.propagate = self._saved_propagate
+        jax.config.update("jax_explain_cache_misses", bool(self._saved_explain))
+
+    def _on_event(self, event: str, fun_name: str, duration: float) -> None:
+        ev = CompileEvent(event, fun_name, float(duration), self.clock())
+        (self.events if _matches(fun_name, self.name) else self.other_events).append(ev)
+
+    def _on_explanation(self, message: str) -> None:
+        if f"for {self.name} defined at" in message or f" {self.name} id=" in message:
+            self.explanations.append(message)
+
+    @property
+    def compiles(self) -> int:
+        """Backend compilations of the watched function so far."""
+        return sum(1 for e in self.events if e.event == BACKEND_COMPILE_EVENT)
+
+    @property
+    def compile_s(self) -> float:
+        """Seconds spent tracing, lowering and compiling the watched function."""
+        return sum(e.duration_s for e in self.events)
+
+    def findings(self) -> list[Finding]:
+        return explanation_findings(self.explanations, f"jit({self.name})", self.compiles)

@@ -1,0 +1,434 @@
+"""``pipecheck dataloader``: the Grain input pipeline alone, per worker/thread setting.
+
+For each (workers, threads) setting the workload's pipeline is built with
+``pipeline.build_iter_dataset`` and Grain's STAGE_TIMING tracking, then:
+
+- the *first batch* (iterator creation, worker spawn, first read, device_put) is timed
+  on its own;
+- the next ``batches`` batches are timed one by one: between two ``next()`` calls the loop
+  only moves the batch to the devices (``device_put`` with the workload's sharding, as a
+  training loop does, unless ``device_put=False``) and reads the clock, so the measurement
+  does not slow the pipeline down;
+- throughput (batches/s, examples/s, tokens/s) is the number of timed batches over their
+  summed time: the first batch is in neither;
+- Grain's execution summary gives the per-stage breakdown (which transformation the
+  pipeline waits on), merged over the workers;
+- the iterator is closed and every worker process it started is gone before the next
+  setting, also when a worker raised, the pipeline stalled (``timeout_s``) or on Ctrl-C.
+
+Everything that touches time is injected (``clock``, the iterator factory, ``arm``) so the
+timing logic is tested exactly with a fake clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import time
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from pipecheck.analysis import stats
+from pipecheck.config import RunConfig
+from pipecheck.errors import ConfigError, PipecheckError, PipelineError
+from pipecheck.measure.pipeline import (
+    DEFAULT_PER_WORKER_BUFFER,
+    PipelineStalled,
+    PipelineStallError,
+    StallTimer,
+    release,
+    shared_memory_names,
+    worker_pids,
+)
+from pipecheck.records.common import Distribution
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+
+DEFAULT_BATCHES = 50
+DEFAULT_THREADS = 1
+DEFAULT_TIMEOUT_S = 120.0
+STAGE_SUMMARY_WAIT_S = 6.0
+"""How long to wait, after timing, for the workers' stage reports to cover every batch."""
+BUFFER_WARNING_FACTOR = 4
+"""Warn when fewer timed batches than this many times what the workers buffer at start-up."""
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+
+
+
+
+# --- pure timing logic ----------------------------------------------------------------------
+@dataclasses.dataclass
+class BatchTiming:
+    first_batch_s: float
+    samples: list[float]
+    first_batch: Any
+
+
+def _no_arm() -> None:
+    return None
+
+
+def time_batches(
+    open_iterator: Callable[[], Iterator[Any]],
+    n_batches: int,
+    *,
+    put: Callable[[Any], Any] | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+    arm: Callable[[], None] = _no_arm,
+    on_first: Callable[[float], None] | None = None,
+) -> BatchTiming:
+    """Time the first batch (iterator creation included), then ``n_batches`` more.
+
+    Between two clock readings the loop does exactly what a training loop does with a
+    batch before using it: ``next()`` and, when given, ``put`` (device_put). ``arm``
+    (re)starts the stall timer before each ``next()``. ``on_first`` (progress output) runs
+    after the first batch, outside every timed interval.
+    """
+    if n_batches < 1:
+        raise ValueError("n_batches must be >= 1")
+    t0 = clock()
+    arm()
+    it = open_iterator()
+    batch = next(it)
+    first = batch
+    if put is not None:
+        batch = put(batch)
+    first_s = clock() - t0
+    if on_first is not None:
+        on_first(first_s)
+    prev = clock()
+    samples: list[float] = []
+    for _ in range(n_batches):
+        arm()
+        batch = next(it)
+        if put is not None:
+            batch = put(batch)
+        now = clock()
+        samples.append(now - prev)
+        prev = now
+    return BatchTiming(first_s, samples, first)
+
+
+def throughput(samples: Sequence[float], examples_per_batch: int,
+               tokens_per_batch: int | None) -> tuple[float, float, float | None]:
+    """Batches/s, examples/s and tokens/s over the timed batches only (not the first)."""
+    total = float(sum(samples))
+    if not samples or total <= 0:
+        return math.nan, math.nan, None
+    bps = len(samples) / total
+    return bps, bps * examples_per_batch, (bps * tokens_per_batch if tokens_per_batch else None)
+
+
+def batch_sizes(batch: Any, tokens_key: str | None) -> tuple[int, int | None]:
+    """Examples per batch (leading dimension) and tokens per batch (size of ``tokens_key``)."""
+    import numpy as np
+
+    leaves = list(batch.values()) if isinstance(batch, Mapping) else [batch]
+    if not leaves:
+        return 0, None
+    first = np.asarray(leaves[0])
+    examples = int(first.shape[0]) if first.ndim else 1
+    tokens = None
+    if tokens_key is not None and isinstance(batch, Mapping) and tokens_key in batch:
+        tokens = int(np.asarray(batch[tokens_key]).size)
+    return examples, tokens
+
+
+# --- Grain stage summary -> stages (pure on the proto) -------------------------------------
+def _is_worker_prefetch(node: Any) -> bool:
+    return bool(node.is_prefetch) and node.name.startswith("ProcessPrefetch")
+
+
+def _worker_node_ids(summary: Any) -> set[int]:
+    """Ids of the nodes that run inside worker processes (below a ProcessPrefetch node)."""
+    below: set[int] = set()
+    todo = [i for n in summary.nodes.values() if _is_worker_prefetch(n) for i in n.inputs]
+    while todo:
+        i = todo.pop()
+        if i in below or i not in summary.nodes:
+            continue
+        below.add(i)
+        todo.extend(summary.nodes[i].inputs)
+    return below
+
+
+def produced_batches(summary: Any) -> int:
+    """Batches the summary accounts for: the workers' output nodes, else the output node."""
+    outputs = [i for n in summary.nodes.values() if _is_worker_prefetch(n) for i in n.inputs]
+    if outputs:
+        return sum(int(summary.nodes[i].num_produced_elements) for i in outputs
+                   if i in summary.nodes)
+    if 0 in summary.nodes:
+        return int(summary.nodes[0].num_produced_elements)
+    return 0
+
+
+_OBJECT_REPR = re.compile(r"<(?:[\w.]+\.)?(\w+) object at 0x[0-9a-fA-F]+>")
+
+
+def short_stage_name(name: str) -> str:
+    """Grain's node name without the source location (`` @ .../file.py:12``) and with
+    ``<pkg.mod.Class object at 0x...>`` shortened to ``Class``."""
+    head, sep, _ = name.partition(" @ ")
+    if sep and head.count("(") > head.count(")"):
+        head += ")"
+    return _OBJECT_REPR.sub(r"\1", head)
+
+
+def stages_from_summary(summary: Any) -> tuple[Stage, ...]:
+    """Stages of a Grain execution summary, in pipeline order (output first).
+
+    Prefetch nodes (thread and process prefetch) are left out: Grain distributes their
+    wait over the stages below them.
+    """
+    workers = _worker_node_ids(summary)
+    out = []
+    for node_id in sorted(summary.nodes):
+        node = summary.nodes[node_id]
+        if node.is_prefetch:
+            continue
+        n = int(node.num_produced_elements)
+        total = node.total_processing_time_ns / 1e9
+        out.append(Stage(
+            name=short_stage_name(node.name),
+            where="workers" if node_id in workers else "main",
+            wait_ratio=float(node.wait_time_ratio),
+            total_s=total,
+            avg_s=total / n if n else math.nan,
+            n=n,
+        ))
+    return tuple(out)
+
+
+def slowest_stage(stages: Sequence[Stage]) -> Stage | None:
+    """The stage the pipeline waits on most (highest wait ratio)."""
+    timed = [s for s in stages if s.n > 0]
+    return max(timed, key=lambda s: s.wait_ratio) if timed else None
+
+
+def collect_stages(
+    get_summary: Callable[[], Any],
+    consumed: int,
+    wait_s: float = STAGE_SUMMARY_WAIT_S,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 0.1,
+) -> tuple[tuple[Stage, ...], bool]:
+    """Read Grain's summary until it covers ``consumed`` batches (or ``wait_s`` passed).
+
+    Grain folds stage timings in periodically and workers send theirs through a queue,
+    so a summary read right after the loop can lag behind; each read takes the next one.
+    """
+    deadline = clock() + wait_s
+    while True:
+        summary = get_summary()
+        if produced_batches(summary) >= consumed:
+            return stages_from_summary(summary), True
+        if clock() >= deadline:
+            return stages_from_summary(summary), False
+        sleep(poll_s)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+# --- measurement ------------------------------------------------------------------------------
+@dataclasses.dataclass
+class LoaderParts:
+    """What the measurement needs from a workload: its dataset, how training puts a batch on
+    the devices, and which batch entry holds tokens."""
+
+    dataset: Any
+    put: Callable[[Any], Any]
+    tokens_key: str | None
+
+
+def loader_parts(config: RunConfig) -> LoaderParts:
+    """The workload's dataset and device_put, without building its model or train step
+    (built-in workloads); user workloads are built through their entry points."""
+    import jax
+
+    if config.workload == "user":
+        from pipecheck.workloads import build_workload
+
+        wl = build_workload(config)
+        if wl.dataset is None:
+            raise ConfigError("this user workload has no dataset entry point; "
+                              "pipecheck dataloader needs workload.dataset")
+        return LoaderParts(wl.dataset(), wl.put, wl.tokens_key)
+    from pipecheck.workloads.devices import batch_sharding, data_mesh
+
+    if config["batch_size"] % config["devices"]:
+        raise ConfigError(
+            f"batch_size={config['batch_size']} does not split over devices={config['devices']}; "
+            "use a multiple of the device count")
+    sharding = batch_sharding(data_mesh(config["devices"]))
+
+    def put(batch: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: jax.device_put(v, sharding) for k, v in batch.items()}
+
+    if config.workload == "demo":
+        from pipecheck.data import demo_text
+
+        return LoaderParts(demo_text.make_dataset(config), put, "tokens")
+    if config.workload == "calibrated":
+        from pipecheck.workloads import calibrated
+
+        return LoaderParts(calibrated.make_dataset(config), put, None)
+    raise ConfigError(f"unknown workload {config.workload!r}")
+
+
+def measure_setting(
+    dataset: Any,
+    workers: int,
+    threads: int,
+    n_batches: int,
+    *,
+    put: Callable[[Any], Any] | None,
+    tokens_key: str | None,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    clock: Callable[[], float] = time.perf_counter,
+    stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
+    progress: Callable[[str], None] | None = None,
+) -> LoaderSetting:
+    """Measure one setting; the iterator and its workers are gone when this returns."""
+    from pipecheck.measure.pipeline import build_iter_dataset, grain_stage_summary
+
+    label = f"workers={workers}, threads={threads}"
+    before = worker_pids()
+    shm_before = shared_memory_names()
+    ds = build_iter_dataset(dataset, workers, threads, stage_timing=True)
+    opened: list[Any] = []
+
+    def open_iterator() -> Iterator[Any]:
+        it = iter(ds)
+        opened.append(it)
+        return it
+
+    def report_first(seconds: float) -> None:
+        if progress is not None:
+            progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
+
+    # Errors are turned into messages inside the except clauses but raised only after the
+    # clean-up: the original exception's traceback holds batches in shared memory, which
+    # must be released before the workers are gone (or they are reported as leaked).
+    error: BaseException | None = None
+    stalled = False
+    waits = 0
+    timing: BatchTiming | None = None
+    stages: tuple[Stage, ...] = ()
+    complete = False
+    try:
+        with StallTimer(timeout_s) as timer:
+
+            def arm() -> None:
+                nonlocal waits
+                waits += 1
+                timer.arm()
+
+            try:
+                timing = time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
+                                      on_first=report_first)
+            finally:
+                timer.disarm()
+        stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
+                                          consumed=n_batches + 1, wait_s=stage_wait_s)
+    except PipelineStalled:
+        stalled = True
+        what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
+        error = PipelineStallError(
+            f"the input pipeline ({label}) produced no batch for {timeout_s:g} s while waiting "
+            f"for {what}; it looks stuck (a hung read or transform). Raise --timeout if it is "
+            "only slow")
+    except KeyboardInterrupt:
+        error = KeyboardInterrupt()
+    except PipecheckError as e:
+        error = type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}")
+    except StopIteration:
+        error = PipelineError(
+            f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
+            "repeat the dataset or ask for fewer --batches")
+    except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
+        error = PipelineError(
+            f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}")
+    release(opened, before, failed=stalled,
+            shm_before=shm_before if error is not None else None)
+    opened.clear()
+    if error is not None:
+        raise error
+    assert timing is not None
+
+    examples, tokens = batch_sizes(timing.first_batch, tokens_key)
+    bps, eps, tps = throughput(timing.samples, examples, tokens)
+    warnings = stats.quality_warnings(timing.samples, what="batch time")
+    buffered = workers * DEFAULT_PER_WORKER_BUFFER
+    if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
+        warnings.append(
+            f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
+            "are buffered while the first one is awaited and then arrive at once; time at "
+            f"least {BUFFER_WARNING_FACTOR * buffered} (--batches) for a steady-state median")
+    if not complete:
+        warnings.append("the workers' stage timings did not cover every batch in "
+                        f"{stage_wait_s:g} s; the stage breakdown is partial")
+    return LoaderSetting(
+        workers=workers,
+        threads=threads,
+        first_batch_s=timing.first_batch_s,
+        batch_time=Distribution.of(timing.samples),
+        batches_per_s=bps,
+        examples_per_s=eps,
+        tokens_per_s=tps,
+        examples_per_batch=examples,
+        stages=stages,
+        stages_complete=complete,
+        warnings=tuple(warnings),
+    )
+
+
+def settings_grid(workers: Sequence[int], threads: Sequence[int]) -> list[tuple[int, int]]:
+    """Every (workers, threads) pair, workers varying slowest, duplicates removed."""
+    out: list[tuple[int, int]] = []
+    for w in workers:
+        for t in threads:
+            if (w, t) not in out:
+                out.append((w, t))
+    return out
+
+
+def measure_dataloader(
+    config: RunConfig,
+    workers: Sequence[int] = (0,),
+    threads: Sequence[int] = (DEFAULT_THREADS,),
+    batches: int = DEFAULT_BATCHES,
+    *,
+    device_put: bool = True,
+    timeout_s: float | None = DEFAULT_TIMEOUT_S,
+    clock: Callable[[], float] = time.perf_counter,
+    parts: LoaderParts | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DataloaderResult:
+    """Measure the workload's input pipeline for every (workers, threads) setting."""
+    from pipecheck.measure.pipeline import ensure_absl_flags_parsed
+    from pipecheck.records.env import collect_env
+
+    ensure_absl_flags_parsed()
+    parts = parts or loader_parts(config)
+    env = collect_env()
+    results = [
+        measure_setting(parts.dataset, w, t, batches,
+                        put=parts.put if device_put else None, tokens_key=parts.tokens_key,
+                        timeout_s=timeout_s, clock=clock, progress=progress)
+        for w, t in settings_grid(workers, threads)
+    ]
+    return DataloaderResult(
+        env=env,
+        config=config.to_dict(),
+        results=tuple(results),
+        batches=batches,
+        device_put=device_put,
+        timeout_s=timeout_s,
+    )

@@ -1,0 +1,114 @@
+"""The timed training loop: step time from lagged syncs, never from host wall-clock.
+
+Under async dispatch a jitted step returns long before its result exists, so
+the host clock between loop iterations measures dispatch, not compute. This
+loop dispatches step N, *then* waits for step N-1's loss and reads the clock:
+the interval between two such readings is one step's real cost (compute,
+or the input pipeline when that is slower), and the device always has the
+next step queued, so the measurement does not stall the pipeline. The loop
+never waits on the step it has just dispatched.
+
+Everything that touches time is injected (``recorder.clock``, ``read_loss``,
+``compiles``) so the logic is tested exactly with a simulated device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+from pipecheck.errors import PipelineError
+from pipecheck.measure.spans import SpanRecorder
+from pipecheck.records.common import StepRecord
+
+
+class StepHook(Protocol):
+    """Host work a loop runs for step ``step`` after the previous step's loss was observed
+    (checkpoint, eval, logging). Its cost is charged to step ``step``."""
+
+    def __call__(self, step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None: ...
+
+
+def read_scalar(x: Any) -> float:
+    """Default lagged sync: bring a scalar to the host (blocks until it is computed)."""
+    return float(x)
+
+
+@dataclasses.dataclass
+class LoopOutcome:
+    state: Any
+    steps: list[StepRecord]
+
+
+def run_lagged_sync_loop(
+    step_fn: Callable[[Any, Any], tuple[Any, Any]],
+    state: Any,
+    batches: Iterator[Any],
+    n_steps: int,
+    recorder: SpanRecorder,
+    *,
+    put: Callable[[Any], Any] | None = None,
+    hooks: Sequence[StepHook] = (),
+    compiles: Callable[[], int] = lambda: 0,
+    read_loss: Callable[[Any], float] = read_scalar,
+    loss_key: str = "loss",
+) -> LoopOutcome:
+    """Run ``n_steps`` of ``step_fn`` and time each one between consecutive loss syncs.
+
+    Per iteration N: fetch batch N (``data_wait``), move it to the devices
+    (``device_put``, when ``put`` is given), dispatch step N (``dispatch``;
+    tagged ``compile`` when the step compiled), wait for step N-1's loss
+    (``sync``) and close step N-1's interval, then run the hooks of step N.
+    After the loop the last step's loss closes the last interval, tagged
+    ``drain``: no next batch is fetched in it, so it would understate an
+    input-bound step and is kept out of the steady state.
+
+    Because the hooks of step N run after step N-1's loss was observed (its metrics
+    flushed), a hook's cost (a checkpoint's blocking device-to-host copy) is charged to
+    step N, the step that ran it, and the step after it is not made to look fast.
+    """
+    if n_steps < 1:
+        raise ValueError("n_steps must be >= 1")
+    recorder.start()
+    previous_loss: Any = None
+    for i in range(n_steps):
+        with recorder.span("data_wait"):
+            try:
+                batch = next(batches)
+            except StopIteration:
+                raise PipelineError(
+                    f"the input pipeline ran out after {i} batches; "
+                    "repeat the dataset or ask for fewer steps"
+                ) from None
+        if put is not None:
+            with recorder.span("device_put"):
+                batch = put(batch)
+        compiled_before = compiles()
+        with recorder.span("dispatch", step_num=i):
+            state, metrics = step_fn(state, batch)
+        if compiles() != compiled_before:
+            recorder.tag("compile")
+        if i > 0:
+            with recorder.span("sync"):
+                value = read_loss(previous_loss)
+            recorder.mark(value)
+        for hook in hooks:
+            hook(i, state, metrics, recorder)
+        previous_loss = metrics[loss_key]
+    with recorder.span("sync"):
+        value = read_loss(previous_loss)
+    recorder.tag("drain")
+    recorder.mark(value)
+    return LoopOutcome(state=state, steps=list(recorder.steps))
+
+
+STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
+"""Steps carrying any of these tags are reported apart from the steady state."""
+
+
+def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
+    """The steps that measure the steady state: not the first, none tagged as special."""
+    return [
+        s for s in steps
+        if s.step >= skip_first and not any(t in STEADY_STATE_EXCLUDED_TAGS for t in s.tags)
+    ]

@@ -1,0 +1,393 @@
+"""``pipecheck.Monitor``: pipecheck's timing inside your own training loop.
+
+::
+
+    from pipecheck import Monitor
+
+    mon = Monitor(config={"model": "my-lm", "batch_size": 32})
+    for step, batch in enumerate(mon.batches(loader)):       # data_wait
+        state, metrics = mon.step(train_step, state, batch)  # dispatch + lagged sync
+        if step % 100 == 0:
+            with mon.span("checkpoint"):
+                save(state)
+    mon.finish()
+    mon.save("run.json")                                     # kind "monitor"
+
+``step`` dispatches the step, *then* waits for the **previous** step's loss and closes
+the previous step's interval: it never waits for the step it has just dispatched, so the
+device always has work queued and the measurement does not slow the loop. Whatever the
+loop does after ``step`` returns (a checkpoint, an eval, logging) is charged to the step
+just dispatched: the previous step's metrics are flushed before it, so a checkpoint's
+blocking device-to-host copy shows up on the step that checkpointed, not on its
+neighbour.
+
+While the loop runs, a sync locator samples the loop's thread and finds the lines of the
+user's code that force a host-device sync (``float(loss)`` of the current step, a metrics
+callback, ``np.asarray(x)``); the record holds them with their cost, so
+``pipecheck compare --real RUN.json`` can point at them. Garbage collections and
+compilations of the step function are recorded too.
+
+The record (``MonitorResult``) is the same kind of versioned JSON the commands write:
+``steps`` (one StepRecord per step), the steady-state ``step_time``, ``sync_sites`` and a
+``breakdown`` of the wall time. ``plot``, ``compare --real`` and ``diff`` read it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+from pipecheck.analysis.breakdown import breakdown, format_breakdown
+from pipecheck.errors import PipecheckError
+from pipecheck.measure.loop import read_scalar
+from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
+from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
+from pipecheck.records import store
+from pipecheck.records.common import (
+    CompileInfo,
+    Finding,
+)
+from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
+
+FORCED_SYNC_MIN_SHARE = 0.02
+"""A user sync site costing at least this share of the wall time becomes a finding."""
+
+
+class MonitorError(PipecheckError):
+    """The Monitor was used in a way it cannot measure (no loss found, no steps, ...)."""
+
+    exit_code = 2
+
+
+
+
+
+
+def default_loss(out: Any) -> Any:
+    """The loss in a step's output: ``(state, {"loss": x, ...})``, ``{"loss": x}``,
+    ``(state, x)`` with a scalar ``x``, or a scalar."""
+    if isinstance(out, tuple) and len(out) == 2:
+        metrics = out[1]
+        if isinstance(metrics, Mapping) and "loss" in metrics:
+            return metrics["loss"]
+        if getattr(metrics, "shape", None) == ():
+            return metrics
+    if isinstance(out, Mapping) and "loss" in out:
+        return out["loss"]
+    if getattr(out, "shape", None) == ():
+        return out
+    raise MonitorError(
+        f"Monitor.step could not find the loss in the step's output ({type(out).__name__}); "
+        "return (state, {'loss': ...}) or pass Monitor(loss=lambda out: ...)"
+    )
+
+
+class _LoopSyncLocator(SyncLocator):
+    """The sync locator, also counting user syncs made while no span was open (those are
+    the time the breakdown moves from ``other`` to ``sync stall``)."""
+
+    def __init__(self, recorder: SpanRecorder, interval_s: float, clock: Callable[[], float]):
+        super().__init__(interval_s=interval_s, clock=clock)
+        self.recorder = recorder
+        self.outside_spans_s = 0.0
+
+    def record(self, stack: Sequence[FrameInfo], dt: float) -> tuple[FrameInfo, bool] | None:
+        depth = self.recorder.depth
+        found = super().record(stack, dt)
+        if found is not None and not found[1] and depth == 0:
+            self.outside_spans_s += dt
+        return found
+
+
+class Monitor:
+    """Time a training loop you wrote: data wait, dispatch, lagged sync, your spans.
+
+    Parameters
+    ----------
+    config:
+        Anything describing the run (stored in the record as ``config``): a mapping, or a
+        pipecheck ``RunConfig``.
+    loss:
+        Picks the loss out of the step function's output (default: ``default_loss``).
+    locate_syncs:
+        Run the sync locator on the loop's thread (default on).
+    sync_interval_s:
+        The sync locator's sampling period.
+    watch_compiles:
+        Count and time compilations of the step function (``jax.monitoring``).
+    watch_gc:
+        Record garbage collections as ``gc`` spans (``gc.callbacks``).
+    step_window:
+        StepRecords kept in memory and in the record (plus the first step); the breakdown
+        and totals cover every step.
+    clock, read_loss, env:
+        Injectable for tests: the clock, the lagged sync (``float``), and the environment
+        stored in the record (default: collected from JAX at ``finish``).
+    """
+
+    def __init__(
+        self,
+        config: Any = None,
+        *,
+        loss: Callable[[Any], Any] = default_loss,
+        locate_syncs: bool = True,
+        sync_interval_s: float = DEFAULT_INTERVAL_S,
+        watch_compiles: bool = True,
+        watch_gc: bool = True,
+        annotate: bool = True,
+        step_window: int = STEP_WINDOW,
+        clock: Callable[[], float] = time.perf_counter,
+        read_loss: Callable[[Any], float] = read_scalar,
+        env: Mapping[str, Any] | None = None,
+    ) -> None:
+        if config is None:
+            self.config: dict[str, Any] = {}
+        elif hasattr(config, "to_dict"):
+            self.config = dict(config.to_dict())
+        elif isinstance(config, Mapping):
+            self.config = dict(config)
+        else:
+            raise MonitorError(f"Monitor(config=...) takes a mapping, got {type(config).__name__}")
+        self.recorder = SpanRecorder(clock, step_window=step_window, annotate=annotate)
+        self.clock = clock
+        self._loss = loss
+        self._read_loss = read_loss
+        self._locate = locate_syncs
+        self._interval = sync_interval_s
+        self._watch_compiles = watch_compiles
+        self._watch_gc = watch_gc
+        self._env = env
+        self._stack = contextlib.ExitStack()
+        self._locator: _LoopSyncLocator | None = None
+        self._watcher: Any = None
+        self._started = False
+        self._result: MonitorResult | None = None
+        self._pending: Any = None
+        self._has_pending = False
+        self.step_index = 0
+        """The number of steps dispatched so far (the index of the next one)."""
+
+    # -- the loop --------------------------------------------------------------
+    def start(self) -> None:
+        """Open step 0's interval and start the watchers (done by the first call of
+        ``batches``/``step``/``span`` if not called)."""
+        if self._started:
+            return
+        if self._result is not None:
+            raise MonitorError("this Monitor has finished; create a new one for another run")
+        self._started = True
+        if self._watch_gc:
+            self._stack.enter_context(GcSpans(self.recorder))
+        if self._locate:
+            locator = _LoopSyncLocator(self.recorder, self._interval, self.clock)
+            self._stack.enter_context(locator)
+            self._locator = locator
+        self.recorder.start()
+
+    def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:
+        """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
+        self.start()
+        it = iter(iterable)
+        span = self.recorder.span
+        while True:
+            with span("data_wait"):
+                try:
+                    batch = next(it)
+                except StopIteration:
+                    return
+            yield batch
+
+    def step(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call (dispatch) ``fn(*args, **kwargs)``, then wait for the *previous* step's loss
+        and close its interval. Returns ``fn``'s output unchanged."""
+        self.start()
+        rec = self.recorder
+        watcher = self._watcher
+        if watcher is None and self._watch_compiles:
+            watcher = self._watch(fn)
+        before = watcher.compiles if watcher is not None else 0
+        with rec.span("dispatch", step_num=self.step_index):
+            out = fn(*args, **kwargs)
+        if watcher is not None and watcher.compiles != before:
+            rec.tag("compile")
+        loss = self._loss(out)
+        if self._has_pending:
+            with rec.span("sync"):
+                value = self._read_loss(self._pending)
+            rec.mark(value)
+        self._pending = loss
+        self._has_pending = True
+        self.step_index += 1
+        return out
+
+    def span(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """Time a block as span ``name`` (``checkpoint``, ``eval``, ``log``, or your own);
+        ``checkpoint``, ``eval`` and ``gc`` also tag the step (it leaves the steady state)."""
+        self.start()
+        if name in ("checkpoint", "eval", "gc"):
+            self.recorder.tag(name)
+        return self.recorder.span(name)
+
+    def tag(self, name: str) -> None:
+        """Tag the current step (e.g. ``"checkpoint"`` for a save you do not wrap)."""
+        self.start()
+        self.recorder.tag(name)
+
+    def _watch(self, fn: Callable[..., Any]) -> Any:
+        from pipecheck.measure.compile_watch import CompileWatcher
+
+        name = getattr(fn, "__name__", None) or getattr(
+            getattr(fn, "__wrapped__", None), "__name__", None)
+        if not name:
+            self._watch_compiles = False
+            return None
+        self._watcher = self._stack.enter_context(CompileWatcher(name, self.clock))
+        return self._watcher
+
+    # -- the result ------------------------------------------------------------
+    def finish(self) -> MonitorResult:
+        """Wait for the last step's loss, stop the watchers, and build the record
+        (idempotent)."""
+        if self._result is not None:
+            return self._result
+        if not self._started:
+            raise MonitorError("the Monitor recorded no steps (call mon.step(...) in the loop)")
+        try:
+            if self._has_pending:
+                with self.recorder.span("sync"):
+                    value = self._read_loss(self._pending)
+                self.recorder.tag("drain")  # no next batch is fetched in this interval
+                self.recorder.mark(value)
+                self._has_pending = False
+                self._pending = None
+        finally:
+            self._stack.close()
+        if self.recorder.step_count == 0:
+            raise MonitorError("the Monitor recorded no steps (call mon.step(...) in the loop)")
+        if self._env is None:
+            from pipecheck.records.env import collect_env
+
+            self._env = collect_env()
+        self._result = build_result(
+            self.recorder, self._env, self.config, self._locator, self._watcher)
+        return self._result
+
+    def save(self, path: str, force: bool = False) -> MonitorResult:
+        """Finish if needed and write the record to ``path`` (atomically)."""
+        result = self.finish()
+        store.save(result, path, force)
+        return result
+
+    def write_trace(self, path: str, force: bool = False) -> None:
+        """Write the Chrome trace of the run (see docs/timeline.md)."""
+        from pipecheck.report.trace import write_recorder_trace
+
+        self.finish()
+        events = [*self._watcher.events, *self._watcher.other_events] if self._watcher else []
+        write_recorder_trace(path, self.recorder, events, "pipecheck monitor", force)
+
+    def report(self) -> str:
+        """The text report of the finished run."""
+        return format_monitor(self.finish())
+
+    def __enter__(self) -> Monitor:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.finish()
+        else:
+            self._stack.close()
+
+
+def build_result(
+    recorder: SpanRecorder,
+    env: Mapping[str, Any],
+    config: Mapping[str, Any],
+    locator: _LoopSyncLocator | None,
+    watcher: Any,
+) -> MonitorResult:
+    """Pure but for its inputs: the MonitorResult of a finished recorder."""
+    from pipecheck.measure.synthetic import steady_distribution
+
+    steps = recorder.steps
+    step_time, warnings = steady_distribution(steps)
+    wall = recorder.totals.wall_s
+    sites = tuple(SyncSiteRecord.of(s, wall) for s in locator.sites()) if locator else ()
+    compile_info = None
+    compile_s = None
+    if watcher is not None:
+        compile_s = watcher.compile_s
+        compile_info = CompileInfo(first_step_s=steps[0].time_s, compile_s=compile_s,
+                                   train_step_compiles=watcher.compiles,
+                                   findings=tuple(watcher.findings()))
+    forced = locator.outside_spans_s if locator else 0.0
+    table = breakdown(recorder.totals, compile_s, forced)
+    findings = list(compile_info.findings) if compile_info else []
+    for s in sites:
+        if not s.internal and s.share >= FORCED_SYNC_MIN_SHARE:
+            # The Monitor sees where the loop waits, not whether the wait costs time (an
+            # input-bound loop hides it): `pipecheck compare --real` judges that.
+            findings.append(Finding(
+                kind="host-sync",
+                message=(f"the loop waits for the device at {s.location} ({s.code}): "
+                         f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
+                         "`pipecheck compare --real` tells whether it costs step time"),
+                numbers={"seconds": s.seconds, "share": s.share},
+                location=s.location,
+                fix=("if it costs step time: read values of the previous step instead (keep the "
+                     "step's metrics and convert them one step later), or do it every N steps"),
+            ))
+    if recorder.dropped_steps:
+        warnings.append(
+            f"{recorder.dropped_steps} of {recorder.step_count} steps are not kept as records "
+            f"(step_window={recorder.recent_steps.maxlen}); the step-time distribution "
+            "covers the kept steps, the breakdown covers all")
+    if locator is None:
+        warnings.append("the sync locator was off: forced syncs in the loop are not located")
+    return MonitorResult(
+        env=dict(env),
+        config=dict(config),
+        step_time=step_time,
+        first_step_s=steps[0].time_s,
+        steps=tuple(steps),
+        sync_sites=sites,
+        breakdown=table,
+        wall_s=wall,
+        total_steps=recorder.step_count,
+        dropped_steps=recorder.dropped_steps,
+        compile=compile_info,
+        findings=tuple(findings),
+        warnings=tuple(warnings),
+    )
+
+
+def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
+    """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
+    from tabulate import tabulate
+
+    from pipecheck.report.format import distribution_rows, findings_text, ms, warnings_text
+
+    rows: list[list[Any]] = distribution_rows(result.step_time, "step time")
+    rows += [["first step (incl. compile)", ms(result.first_step_s)]]
+    if result.compile is not None:
+        rows += [["compile time (step function)", ms(result.compile.compile_s)],
+                 ["step function compilations", result.compile.train_step_compiles]]
+    rows += [["steps", result.total_steps]]
+    parts = ["pipecheck monitor: your training loop",
+             tabulate(rows, tablefmt="simple", disable_numparse=True), "",
+             format_breakdown(result.breakdown)]
+    if result.sync_sites:
+        site_rows = [[s.location, s.code[:50], f"{s.seconds:.3f} s", f"{100 * s.share:.1f}%",
+                      "pipecheck lagged sync (expected)" if s.internal else "your code"]
+                     for s in result.sync_sites[:max_sites]]
+        parts += ["", "where the loop waited for the device:",
+                  tabulate(site_rows, headers=["location", "code", "seconds", "share", ""],
+                           tablefmt="simple", disable_numparse=True)]
+    if result.findings:
+        parts += ["", "findings:", findings_text(result.findings)]
+    if result.warnings:
+        parts += ["", warnings_text(result.warnings)]
+    return "\n".join(parts)

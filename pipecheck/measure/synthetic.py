@@ -1,0 +1,151 @@
+"""``pipecheck synthetic``: the target step time, compute alone.
+
+The batch is placed on the devices once, with the real batch's shapes, dtypes
+and sharding, and the train step runs on it in the lagged-sync loop. Step 0
+and any step that compiled are reported apart from the steady state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+from typing import Any, Callable, Sequence
+
+from pipecheck.analysis import stats
+from pipecheck.config import RunConfig
+from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
+from pipecheck.measure.loop import run_lagged_sync_loop, steady_state
+from pipecheck.measure.spans import GcSpans, SpanRecorder
+from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
+from pipecheck.records.env import collect_env
+from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.workloads import build_workload
+from pipecheck.workloads.base import Workload
+
+DEFAULT_STEPS = 40
+
+
+def compiled_analysis(
+    workload: Workload, state: Any, batch: Any
+) -> tuple[float | None, int | None]:
+    """FLOPs per step and peak memory from the compiled step (free after the first call)."""
+    try:
+        compiled = workload.train_step.lower(state, batch).compile()
+    except Exception:  # analysis is best effort; the timing does not depend on it
+        return None, None
+    flops = None
+    try:
+        cost = compiled.cost_analysis()
+        if isinstance(cost, list):
+            cost = cost[0] if cost else {}
+        if cost and cost.get("flops", 0) > 0:
+            flops = float(cost["flops"])
+    except Exception:
+        flops = None
+    peak = None
+    try:
+        mem = compiled.memory_analysis()
+        peak = getattr(mem, "peak_memory_in_bytes", None)
+        if not peak:
+            peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
+                    + mem.temp_size_in_bytes - mem.alias_size_in_bytes)
+        peak = int(peak)
+    except Exception:
+        peak = None
+    return flops, peak
+
+
+def throughput_of(median_s: float, workload: Workload, analysis_flops: float | None,
+                  peak_memory: int | None) -> Throughput:
+    if workload.flops_per_step is not None:
+        flops, source = workload.flops_per_step, "workload (analytic)"
+    elif analysis_flops is not None:
+        flops, source = analysis_flops, "XLA cost analysis"
+    else:
+        flops, source = None, None
+    ok = median_s > 0 and median_s == median_s
+    tokens = workload.tokens_per_batch
+    return Throughput(
+        examples_per_s=workload.batch_size / median_s if ok else float("nan"),
+        tokens_per_s=(tokens / median_s) if ok and tokens else None,
+        tflops_per_s=(flops / median_s / 1e12) if ok and flops else None,
+        flops_per_step=flops,
+        flops_source=source,
+        peak_memory_bytes=peak_memory,
+    )
+
+
+def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list[str]]:
+    """Steady-state step times and the quality warnings about them."""
+    steady = steady_state(steps)
+    samples = [s.time_s for s in steady]
+    warnings = stats.quality_warnings(samples)
+    kept = {s.step for s in steady}
+    excluded = [s.step for s in steps[1:] if s.step not in kept and s.tags != ("drain",)]
+    if excluded:
+        shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
+        warnings.append(f"{len(excluded)} tagged step(s) kept out of the steady state: {shown}")
+    return Distribution.of(samples), warnings
+
+
+@dataclasses.dataclass
+class SyntheticRun:
+    """A synthetic result and the raw timeline behind it (for ``--trace``)."""
+
+    result: SyntheticResult
+    recorder: SpanRecorder
+    compile_events: list[CompileEvent]
+
+
+def measure_synthetic(
+    config: RunConfig,
+    steps: int = DEFAULT_STEPS,
+    clock: Callable[[], float] = time.perf_counter,
+    workload: Workload | None = None,
+) -> SyntheticResult:
+    """Train ``steps`` steps on one on-device batch; return the target step time."""
+    return synthetic_run(config, steps, clock, workload).result
+
+
+def synthetic_run(
+    config: RunConfig,
+    steps: int = DEFAULT_STEPS,
+    clock: Callable[[], float] = time.perf_counter,
+    workload: Workload | None = None,
+) -> SyntheticRun:
+    """``measure_synthetic``, keeping the SpanRecorder and compile events of the run."""
+    import jax
+
+    workload = workload or build_workload(config)
+    env = collect_env()
+    state = workload.init_state()
+    batch = workload.put(workload.host_batch())
+    jax.block_until_ready((state, batch))
+    recorder = SpanRecorder(clock)
+    with CompileWatcher(workload.train_step_name, clock) as watcher:
+        if workload.prepare is not None:
+            workload.prepare(workload, state)
+        with GcSpans(recorder):
+            outcome = run_lagged_sync_loop(
+                workload.train_step, state, itertools.repeat(batch), steps, recorder,
+                hooks=workload.hooks, compiles=lambda: watcher.compiles,
+            )
+    step_time, warnings = steady_distribution(outcome.steps)
+    flops, peak = compiled_analysis(workload, outcome.state, batch)
+    compile_info = CompileInfo(
+        first_step_s=outcome.steps[0].time_s,
+        compile_s=watcher.compile_s,
+        train_step_compiles=watcher.compiles,
+        findings=tuple(watcher.findings()),
+    )
+    result = SyntheticResult(
+        env=env,
+        config=config.to_dict(),
+        step_time=step_time,
+        compile=compile_info,
+        throughput=throughput_of(step_time.median_s, workload, flops, peak),
+        warnings=tuple(warnings),
+        steps=tuple(outcome.steps),
+    )
+    return SyntheticRun(result, recorder, [*watcher.events, *watcher.other_events])

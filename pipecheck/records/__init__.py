@@ -1,0 +1,1 @@
+"""Every result record (frozen, versioned, JSON round-trip) and the file store."""

@@ -1,0 +1,100 @@
+"""The record base: frozen dataclasses with generic, type-hint-driven ``to_dict``/``from_dict``.
+
+Nested records, tuples of records and optional fields round-trip without hand-written
+code per class; unknown keys are refused. ``register_kind`` makes a top-level record
+loadable by its ``kind`` (see ``store``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from typing import Any, Mapping, TypeVar
+
+from pipecheck.errors import ResultFormatError
+
+FORMAT_VERSION = 1
+"""Bumped whenever a field changes meaning or is removed; loaders refuse other versions."""
+
+
+T = TypeVar("T")
+
+
+def _convert_in(tp: Any, value: Any) -> Any:
+    """Convert a JSON value into ``tp`` (dataclass, tuple[...], Optional, dict, scalar)."""
+    if value is None:
+        return math.nan if tp is float else None  # non-finite floats are written as null
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = tuple(a for a in typing.get_args(tp) if a is not type(None))
+        return _convert_in(args[0], value) if len(args) == 1 else value
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return from_dict(tp, value)
+    if origin is tuple:
+        args = typing.get_args(tp)
+        inner = args[0] if args else Any
+        return tuple(_convert_in(inner, v) for v in value)
+    if origin in (dict, Mapping) or tp in (dict, Mapping):
+        args = typing.get_args(tp)
+        inner = args[1] if len(args) == 2 else Any
+        return {k: _convert_in(inner, v) for k, v in value.items()}
+    if tp is float and isinstance(value, (int, float)):
+        return float(value)
+    return value
+
+
+def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+    """Build dataclass ``cls`` from a mapping; unknown keys are an error, missing ones default."""
+    if not isinstance(data, Mapping):
+        raise ResultFormatError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    for key, value in data.items():
+        if key not in names:
+            raise ResultFormatError(f"unexpected field {key!r} in {cls.__name__}")
+        kwargs[key] = _convert_in(hints[key], value)
+    try:
+        return cls(**kwargs)
+    except TypeError as e:
+        raise ResultFormatError(f"incomplete {cls.__name__}: {e}") from None
+
+
+def _convert_out(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [_convert_out(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _convert_out(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def to_dict(record: Any) -> dict[str, Any]:
+    """A JSON-ready dict of a record (non-finite floats become null)."""
+    out = _convert_out(record)
+    assert isinstance(out, dict)
+    return out
+
+
+class Record:
+    """Mixin for records: ``to_dict``/``from_dict`` from the type hints."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_dict(self)
+
+    @classmethod
+    def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+        return from_dict(cls, data)
+
+
+_KINDS: dict[str, type] = {}
+
+
+def register_kind(cls: type[T]) -> type[T]:
+    """Class decorator: make ``load`` understand files whose ``kind`` is ``cls.KIND``."""
+    _KINDS[cls.KIND] = cls  # type: ignore[attr-defined]
+    return cls

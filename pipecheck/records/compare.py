@@ -1,0 +1,45 @@
+"""The ``pipecheck compare`` record: the verdict with the evidence behind it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord
+from pipecheck.records.dataloader import LoaderSetting
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class CompareResult(Record):
+    """``pipecheck compare``: the verdict with the evidence behind it."""
+
+    KIND: ClassVar[str] = "compare"
+    env: Mapping[str, Any]
+    config: Mapping[str, Any]
+    target_step_s: float
+    """Median target step time T (before and after the real run, pooled)."""
+    target: Distribution
+    loader: tuple[LoaderSetting, ...]
+    """Every loader setting tried, in the order tried."""
+    chosen_workers: int
+    chosen_threads: int
+    loader_step_s: float
+    """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in bursts)."""
+    real_step_s: float
+    real: Distribution
+    verdict: str
+    verdict_reason: str
+    findings: tuple[Finding, ...]
+    recommendation: str
+    tuning: Mapping[str, Any]
+    breakdown: Mapping[str, float]
+    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...)."""
+    compile: CompileInfo
+    sources: Mapping[str, str]
+    """Where T, D and R came from: "measured" or the file they were read from."""
+    steps: tuple[StepRecord, ...] = ()
+    warnings: tuple[str, ...] = ()
+    format_version: int = FORMAT_VERSION
+    kind: str = "compare"

@@ -1,0 +1,60 @@
+"""The ``pipecheck dataloader`` record: one LoaderSetting per worker/thread setting timed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import Distribution
+
+
+@dataclasses.dataclass(frozen=True)
+class Stage(Record):
+    """One transformation of the pipeline, from Grain's stage timing."""
+
+    name: str
+    where: str
+    """``main`` (the training process) or ``workers`` (merged over all workers)."""
+    wait_ratio: float
+    """Grain's "percent wait time": share of the time the consumer waits that is spent in
+    this stage (0..1; the stages of a pipeline add up to about 1)."""
+    total_s: float
+    avg_s: float
+    """Processing time per element produced by this stage."""
+    n: int
+    """Elements this stage produced (examples or batches)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderSetting(Record):
+    """The pipeline measured with one (workers, threads) setting."""
+
+    workers: int
+    threads: int
+    first_batch_s: float
+    batch_time: Distribution
+    batches_per_s: float
+    examples_per_s: float
+    tokens_per_s: float | None = None
+    examples_per_batch: int = 0
+    stages: tuple[Stage, ...] = ()
+    stages_complete: bool = True
+    """False when the workers' stage reports did not cover every batch in time."""
+    warnings: tuple[str, ...] = ()
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class DataloaderResult(Record):
+    """``pipecheck dataloader``: one LoaderSetting per (workers, threads) setting."""
+
+    KIND: ClassVar[str] = "dataloader"
+    env: Mapping[str, Any]
+    config: Mapping[str, Any]
+    results: tuple[LoaderSetting, ...]
+    batches: int
+    device_put: bool = True
+    timeout_s: float | None = None
+    format_version: int = FORMAT_VERSION
+    kind: str = KIND

@@ -1,0 +1,98 @@
+"""The ``pipecheck diff`` record: two runs' summaries and the rows comparing them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import Distribution, StepRecord
+from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, mean_inflation
+
+DEFAULT_CONFIDENCE = 0.95
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSummary(Record):
+    """One run, normalized: whatever it came from, the numbers ``diff`` compares."""
+
+    source: str
+    kind: str
+    env: Mapping[str, Any]
+    config: Mapping[str, Any]
+    steps: tuple[StepRecord, ...]
+    step_time: Distribution
+    """Steady-state step times."""
+    mean_all_s: float
+    """Mean over every step, anomalies included."""
+    first_step_s: float | None = None
+    params: float | None = None
+    final_loss: float | None = None
+    tflops_per_s_per_device: tuple[float, ...] = ()
+    """Per steady-state step."""
+    tokens_per_s_per_device: tuple[float, ...] = ()
+    """Per steady-state step."""
+    memory_compiled_bytes: float | None = None
+    memory_in_use_bytes: float | None = None
+    anomalies: tuple[Anomaly, ...] = ()
+    events: tuple[LogEvent, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def mean_inflation(self) -> float:
+        return mean_inflation(self.mean_all_s, self.step_time.mean_s)
+
+    @property
+    def description(self) -> str:
+        if self.kind == ImportedRun.KIND:
+            return "MaxText log"
+        return f"pipecheck {self.kind} run"
+
+
+@dataclasses.dataclass(frozen=True)
+class DiffRow(Record):
+    """One compared quantity. ``diff`` is B - A, ``relative`` is (B - A) / A.
+
+    ``significance`` is "significant", "not significant", or "" where no test applies
+    (a single number per run); ``ci_low``/``ci_high`` bound ``diff``."""
+
+    name: str
+    unit: str
+    a: float | None
+    b: float | None
+    diff: float | None = None
+    relative: float | None = None
+    significance: str = ""
+    p_value: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionRow(Record):
+    name: str
+    a: str | None
+    b: str | None
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class DiffResult(Record):
+    """``pipecheck diff``: two runs, the compared rows, the step-time verdict, warnings."""
+
+    KIND: ClassVar[str] = "diff"
+    a: RunSummary
+    b: RunSummary
+    rows: tuple[DiffRow, ...]
+    versions: tuple[VersionRow, ...]
+    verdict: str
+    warnings: tuple[str, ...] = ()
+    confidence: float = DEFAULT_CONFIDENCE
+    format_version: int = FORMAT_VERSION
+    kind: str = "diff"
+
+    def row(self, name: str) -> DiffRow:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise KeyError(name)

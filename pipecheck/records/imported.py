@@ -1,0 +1,104 @@
+"""The ``pipecheck import`` record: a MaxText training log's steps, events and anomalies."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import Distribution
+
+
+@dataclasses.dataclass(frozen=True)
+class LogStep(Record):
+    """One ``completed step:`` line. ``tags`` name the cause when the step is an anomaly."""
+
+    step: int
+    time_s: float
+    tags: tuple[str, ...] = ()
+    loss: float | None = None
+    tflops_per_s_per_device: float | None = None
+    tokens_per_s_per_device: float | None = None
+    metrics: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    line: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class LogEvent(Record):
+    """A checkpoint event. ``anchor_step`` is its own step, or for a line that names none,
+    the last step completed before it."""
+
+    kind: str
+    line: int
+    text: str
+    step: int | None = None
+    seconds: float | None = None
+    anchor_step: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Anomaly(Record):
+    """A step kept out of the steady state, with its likely cause and the evidence."""
+
+    step: int
+    time_s: float
+    ratio: float
+    """time_s over the steady-state median."""
+    cause: str
+    evidence: str
+
+
+@dataclasses.dataclass(frozen=True)
+class LogMemory(Record):
+    """Memory as MaxText prints it, in its GB: compiled sizes are bytes/1e9, the device
+    ``Using (GB)`` figures bytes/2**30 (largest use over all devices and lines)."""
+
+    compiled_total_gb: float | None = None
+    compiled_output_gb: float | None = None
+    compiled_temp_gb: float | None = None
+    device_in_use_gb: float | None = None
+    device_limit_gb: float | None = None
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class ImportedRun(Record):
+    """``pipecheck import``: a MaxText training log, parsed and summarized."""
+
+    KIND: ClassVar[str] = "imported"
+    source: str
+    env: Mapping[str, Any]
+    config: Mapping[str, Any]
+    steps: tuple[LogStep, ...]
+    step_time: Distribution
+    """Steady-state step times (no first step, no anomalies)."""
+    mean_all_s: float
+    """Mean over every logged step, anomalies included (what dashboards show)."""
+    anomalies: tuple[Anomaly, ...] = ()
+    events: tuple[LogEvent, ...] = ()
+    params: float | None = None
+    total_tflops_per_step: float | None = None
+    """``Per train step: Total TFLOPs`` as logged (MaxText's estimate of the training
+    TFLOPs of one step on one device)."""
+    memory: LogMemory = LogMemory()
+    warnings: tuple[str, ...] = ()
+    log_format: str = "maxtext"
+    format_version: int = FORMAT_VERSION
+    kind: str = "imported"
+
+    @property
+    def steady_steps(self) -> list[LogStep]:
+        excluded = {a.step for a in self.anomalies}
+        return [s for s in self.steps if s.step not in excluded]
+
+    @property
+    def mean_inflation(self) -> float:
+        """How much the anomalies inflate the mean: mean(all) / mean(steady) - 1."""
+        return mean_inflation(self.mean_all_s, self.step_time.mean_s)
+
+
+def mean_inflation(mean_all: float, mean_steady: float) -> float:
+    if not (mean_steady > 0) or not math.isfinite(mean_all):
+        return math.nan
+    return mean_all / mean_steady - 1.0

@@ -1,0 +1,61 @@
+"""The ``pipecheck.Monitor`` record: a user's own training loop, timed."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import (
+    Breakdown,
+    CompileInfo,
+    Distribution,
+    Finding,
+    StepRecord,
+    SyncSite,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncSiteRecord(SyncSite):
+    """A line that waited for the device, as found by the sync locator, with its share."""
+
+    share: float = 0.0
+    """``seconds`` as a fraction of the run's wall time."""
+
+    @classmethod
+    def of(cls, site: SyncSite, wall_s: float) -> SyncSiteRecord:
+        return cls(site.location, site.function, site.code, site.seconds, site.samples,
+                   site.internal, site.seconds / wall_s if wall_s > 0 else 0.0)
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class MonitorResult(Record):
+    """A Monitor run of the user's own training loop."""
+
+    KIND: ClassVar[str] = "monitor"
+    env: Mapping[str, Any]
+    config: Mapping[str, Any]
+    step_time: Distribution
+    """Steady state: steps after the first, none tagged compile/checkpoint/eval/gc."""
+    first_step_s: float
+    steps: tuple[StepRecord, ...]
+    """The first step and the most recent ``step_window`` steps (all of them unless the
+    run was longer than the window)."""
+    sync_sites: tuple[SyncSiteRecord, ...]
+    breakdown: Breakdown
+    """Over every step of the run, dropped ones included."""
+    wall_s: float
+    total_steps: int
+    dropped_steps: int = 0
+    compile: CompileInfo | None = None
+    findings: tuple[Finding, ...] = ()
+    warnings: tuple[str, ...] = ()
+    format_version: int = FORMAT_VERSION
+    kind: str = "monitor"
+
+    @property
+    def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:
+        """Sync sites in the user's code (not pipecheck's lagged sync), costliest first."""
+        return tuple(s for s in self.sync_sites if not s.internal)

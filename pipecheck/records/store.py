@@ -1,0 +1,116 @@
+"""Result files: load a record by its ``kind`` and ``format_version``, save one atomically.
+
+A file carries ``format_version`` and ``kind``; an unknown version or kind is a clear
+error. Writes are atomic (temporary file in the same directory, then rename) and
+refuse to overwrite an existing file unless ``force`` is set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any, Mapping
+
+from pipecheck.errors import OutputExistsError, PipecheckError, ResultFormatError
+
+# Every record module registers its kind on import; none of them imports JAX.
+from pipecheck.records import (  # noqa: F401
+    compare,
+    dataloader,
+    diff,
+    imported,
+    monitor,
+    synthetic,
+)
+from pipecheck.records.base import _KINDS, FORMAT_VERSION, T, from_dict, to_dict
+
+
+def record_to_json(record: Any) -> str:
+    return json.dumps(to_dict(record), indent=2, allow_nan=False) + "\n"
+
+
+def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
+    """Turn a loaded JSON object into its record class, checking version and kind."""
+    if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
+        raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
+    version = data["format_version"]
+    if version != FORMAT_VERSION:
+        raise ResultFormatError(
+            f"{origin} has format_version {version!r}; this pipecheck reads version "
+            f"{FORMAT_VERSION} (re-run the measurement with this version)"
+        )
+    kind = data["kind"]
+    if not isinstance(kind, str):
+        raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")
+    cls = _KINDS.get(kind)
+    if cls is None:
+        raise ResultFormatError(
+            f"{origin} has unknown kind {kind!r}; known: {', '.join(sorted(_KINDS))}"
+        )
+    try:
+        return from_dict(cls, data)
+    except ResultFormatError as e:
+        raise ResultFormatError(f"{origin}: {e}") from None
+
+
+def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T:
+    """Read a result file; with ``expect``, insist on that record type."""
+    p = pathlib.Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ResultFormatError(f"result file {p} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ResultFormatError(
+            f"{p} is not a readable JSON result file ({e.__class__.__name__})"
+        ) from None
+    record = load_dict(data, origin=str(p))
+    if expect is not None and not isinstance(record, expect):
+        raise ResultFormatError(
+            f"{p} holds a {record.kind!r} result; expected {expect.KIND!r}"  # type: ignore[attr-defined]
+        )
+    return record  # type: ignore[no-any-return]
+
+
+def check_writable(path: str | os.PathLike[str] | None, force: bool) -> None:
+    """Fail early (before a long run) if ``path`` exists and ``force`` is not set."""
+    if path is None:
+        return
+    p = pathlib.Path(path)
+    if p.exists() and not force:
+        raise OutputExistsError(
+            f"{p} exists; pass --force to overwrite it or choose another path"
+        )
+    if not p.parent.exists():
+        raise OutputExistsError(
+            f"directory {p.parent} does not exist; create it or choose another path"
+        )
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bool) -> None:
+    """Write ``text`` to ``path`` atomically; never leaves a half-written file."""
+    check_writable(path, force)
+    p = pathlib.Path(path)
+    mode = "wb" if isinstance(text, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, mode) as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def save(record: Any, path: str | os.PathLike[str], force: bool = False) -> None:
+    """Write a record as JSON, atomically."""
+    try:
+        text = record_to_json(record)
+    except ValueError as e:  # pragma: no cover - would be a pipecheck bug
+        raise PipecheckError(f"cannot serialize result: {e}") from None
+    write_text_atomic(path, text, force)

@@ -1,0 +1,1 @@
+"""Reports: pure renderers of records to text, plus the trace and plot writers."""

@@ -1,0 +1,81 @@
+"""Reporter for ``pipecheck dataloader``: a pure function from the result to text."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from tabulate import tabulate
+
+from pipecheck.measure.dataloader import slowest_stage
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.report.format import ms, rate, warnings_text
+
+MAX_STAGE_NAME = 60
+
+
+def _pct(ratio: float) -> str:
+    return "-" if ratio is None or not math.isfinite(ratio) else f"{100 * ratio:.1f}%"
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2f} s" if s >= 1 else ms(s)
+
+
+def _name(stage: Stage) -> str:
+    n = stage.name
+    return n if len(n) <= MAX_STAGE_NAME else n[: MAX_STAGE_NAME - 3] + "..."
+
+
+def _slowest(setting: LoaderSetting) -> str:
+    s = slowest_stage(setting.stages)
+    return "-" if s is None else f"{_name(s)} ({_pct(s.wait_ratio)})"
+
+
+def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
+    rows = []
+    for r in results:
+        d = r.batch_time
+        rows.append([
+            r.workers, r.threads, _seconds(r.first_batch_s), ms(d.mean_s), ms(d.median_s),
+            ms(d.p90_s),
+            ms(d.p99_s), f"{r.batches_per_s:.1f}" if math.isfinite(r.batches_per_s) else "-",
+            rate(r.examples_per_s, "ex/s"), rate(r.tokens_per_s, "tok/s"),
+        ])
+    return rows
+
+
+def stage_table(setting: LoaderSetting) -> str:
+    rows = [[_name(s), s.where, _pct(s.wait_ratio), ms(s.avg_s), s.n]
+            for s in setting.stages if s.n > 0]
+    return tabulate(rows, headers=["stage", "where", "wait", "per element", "elements"],
+                    tablefmt="simple", disable_numparse=True)
+
+
+def format_dataloader(result: DataloaderResult) -> str:
+    """The table of settings, then each setting's stage breakdown, then warnings."""
+    cfg = result.config
+    workload = cfg.get("workload")
+    source = f", source {cfg['source']}" if "source" in cfg else ""
+    put = "with device_put" if result.device_put else "without device_put"
+    lines = [
+        f"pipecheck dataloader: the input pipeline alone (workload {workload}{source}; "
+        f"{result.batches} batches timed after the first, {put})",
+        "",
+        tabulate(setting_rows(result.results),
+                 headers=["workers", "threads", "first batch", "mean", "median", "p90", "p99",
+                          "batches/s", "examples/s", "tokens/s"],
+                 tablefmt="simple", disable_numparse=True),
+        "",
+        "Stage breakdown (Grain stage timing; wait = share of the pipeline's time spent in "
+        "the stage):",
+    ]
+    for r in result.results:
+        partial = "" if r.stages_complete else " (partial)"
+        lines += ["", f"workers={r.workers} threads={r.threads}: slowest stage "
+                      f"{_slowest(r)}{partial}", stage_table(r)]
+    warnings = [f"workers={r.workers} threads={r.threads}: {w}"
+                for r in result.results for w in r.warnings]
+    if warnings:
+        lines += ["", warnings_text(warnings)]
+    return "\n".join(lines)

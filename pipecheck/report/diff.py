@@ -1,0 +1,182 @@
+"""Reporters for ``pipecheck diff`` and ``pipecheck import``: pure functions to text."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any, Sequence
+
+from tabulate import tabulate
+
+from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
+from pipecheck.records.imported import Anomaly, ImportedRun
+from pipecheck.report.format import ms, nbytes, warnings_text
+
+MAX_LISTED_ANOMALIES = 12
+
+
+def _num(v: float, signed: bool = False) -> str:
+    sign = "+" if signed else ""
+    if abs(v) >= 1000:
+        return f"{v:{sign},.0f}"
+    return f"{v:{sign}.4g}"
+
+
+def _params(v: float) -> str:
+    if abs(v) >= 1e8:
+        return f"{v / 1e9:.3f} B"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:.2f} M"
+    return _num(v)
+
+
+def value_text(unit: str, v: float | None, signed: bool = False) -> str:
+    """A row value in its unit; '-' when unknown."""
+    if v is None or not math.isfinite(v):
+        return "-"
+    if unit == "s":
+        if signed:
+            x = v * 1000.0
+            if abs(v) >= 1:
+                return f"{v:+.3f} s"
+            return f"{x:+.1f} ms" if abs(x) >= 10 else f"{x:+.2f} ms"
+        return ms(v) if abs(v) < 1 else f"{v:.3f} s"
+    if unit == "bytes":
+        text = nbytes(int(abs(v)))
+        return (("+" if v >= 0 else "-") + text) if signed else text
+    if unit == "count":
+        return (("+" if v >= 0 else "-") + _params(abs(v))) if signed else _params(v)
+    if unit == "fraction":
+        return f"{v * 100:+.1f} pp" if signed else f"{v:+.1%}"
+    if unit == "steps":
+        return f"{v:+.0f}" if signed else f"{v:.0f}"
+    return _num(v, signed)
+
+
+def significance_text(row: DiffRow) -> str:
+    if not row.significance:
+        return ""
+    p = row.p_value
+    p_text = "p=?" if p is None else ("p<0.001" if p < 0.001 else f"p={p:.3f}")
+    return f"{row.significance} ({p_text})"
+
+
+def diff_table(rows: Sequence[DiffRow]) -> str:
+    table = []
+    for r in rows:
+        table.append([
+            r.name,
+            value_text(r.unit, r.a),
+            value_text(r.unit, r.b),
+            value_text(r.unit, r.diff, signed=True),
+            "-" if r.relative is None or not math.isfinite(r.relative) else f"{r.relative:+.1%}",
+            significance_text(r),
+        ])
+    return tabulate(table, headers=["", "A", "B", "B-A", "change", "significance"],
+                    tablefmt="simple", disable_numparse=True)
+
+
+def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
+    """Anomalous steps of one or more runs; with one unlabelled run, no run column."""
+    table: list[list[Any]] = []
+    for label, anomalies in runs:
+        for an in anomalies[:MAX_LISTED_ANOMALIES]:
+            ratio = "-" if not math.isfinite(an.ratio) else f"{an.ratio:.2f}x"
+            table.append([label, an.step, value_text("s", an.time_s), ratio, an.cause,
+                          an.evidence])
+        if len(anomalies) > MAX_LISTED_ANOMALIES:
+            table.append([label, "...", "", "", f"and {len(anomalies) - MAX_LISTED_ANOMALIES} "
+                          "more (see --json)", ""])
+    headers = ["run", "step", "time", "x median", "likely cause", "evidence"]
+    if len(runs) == 1 and not runs[0][0]:
+        headers, table = headers[1:], [row[1:] for row in table]
+    return tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
+    inflation = run.mean_inflation
+    n = len(run.anomalies)
+    if not math.isfinite(inflation):
+        return f"{label}: mean over all steps {value_text('s', run.mean_all_s)}"
+    return (f"{label}: the {n} anomalous step(s) inflate the mean by {inflation:+.1%} "
+            f"(all steps {value_text('s', run.mean_all_s)} vs steady state "
+            f"{value_text('s', run.step_time.mean_s)}); the headline is the steady-state "
+            f"median, {value_text('s', run.step_time.median_s)}")
+
+
+def format_diff(result: DiffResult) -> str:
+    """The side-by-side report: sources, table, verdict, anomalies, warnings."""
+    a, b = result.a, result.b
+    parts = [
+        "pipecheck diff: B compared with A (step times over the steady state)",
+        f"A: {a.source} ({a.description})",
+        f"B: {b.source} ({b.description})",
+        "",
+        diff_table(result.rows),
+    ]
+    if result.versions:
+        parts += ["", tabulate([[v.name, v.a or "-", v.b or "-",
+                                 "?" if v.a is None or v.b is None
+                                 else "same" if v.a == v.b else "DIFFERENT"]
+                                for v in result.versions],
+                               headers=["versions", "A", "B", ""], tablefmt="simple",
+                               disable_numparse=True)]
+    parts += ["", result.verdict, "", inflation_line("A", a), inflation_line("B", b)]
+    if a.anomalies or b.anomalies:
+        parts += ["", "steps kept out of the steady state:",
+                  anomalies_table([("A", a.anomalies), ("B", b.anomalies)])]
+    if result.warnings:
+        parts += ["", warnings_text(result.warnings)]
+    return "\n".join(parts)
+
+
+def _gb(v: float | None) -> str:
+    return "-" if v is None else f"{v:g} GB"
+
+
+def format_imported(run: ImportedRun) -> str:
+    """``pipecheck import``: what was read from the log and its steady state."""
+    d, mem = run.step_time, run.memory
+    steady = run.steady_steps
+    tflops = [s.tflops_per_s_per_device for s in steady if s.tflops_per_s_per_device is not None]
+    tokens = [s.tokens_per_s_per_device for s in steady if s.tokens_per_s_per_device is not None]
+    losses = [s.loss for s in run.steps if s.loss is not None]
+
+    def med(xs: Sequence[float]) -> str:
+        return "-" if not xs else _num(statistics.median(xs))
+
+    rows: list[list[Any]] = [
+        ["steps logged", f"{len(run.steps)} (steps {run.steps[0].step}..{run.steps[-1].step})"],
+        ["steady-state steps (n)", d.n],
+        ["step time median (steady)", value_text("s", d.median_s)],
+        ["step time p90 (steady)", value_text("s", d.p90_s)],
+        ["step time mean (steady)", value_text("s", d.mean_s)],
+        ["step time mean (all steps)", f"{value_text('s', run.mean_all_s)} "
+                                       f"({run.mean_inflation:+.1%} from anomalies)"
+         if math.isfinite(run.mean_inflation) else value_text("s", run.mean_all_s)],
+        ["first step (compile)", value_text("s", run.steps[0].time_s)],
+        ["parameters", "-" if run.params is None else _params(run.params)],
+        ["TFLOP/s per device (median)", med(tflops)],
+        ["tokens/s per device (median)", med(tokens)],
+        ["Total TFLOPs per train step", "-" if run.total_tflops_per_step is None
+         else _num(run.total_tflops_per_step)],
+        ["final loss", "-" if not losses else _num(losses[-1])],
+        ["memory (compiled step)",
+         f"{_gb(mem.compiled_total_gb)} (output {_gb(mem.compiled_output_gb)}, "
+         f"temp {_gb(mem.compiled_temp_gb)})" if mem.compiled_total_gb is not None else "-"],
+        ["memory in use (device, max)", f"{_gb(mem.device_in_use_gb)} / "
+                                        f"{_gb(mem.device_limit_gb)}"
+         if mem.device_in_use_gb is not None else "-"],
+        ["checkpoint events", len(run.events)],
+        ["jax / jaxlib", f"{run.env.get('jax', '-')} / {run.env.get('jaxlib', '-')}"],
+        ["backend", run.env.get("backend", "-")],
+    ]
+    parts = [f"pipecheck import: {run.source} (MaxText training log)",
+             tabulate(rows, tablefmt="simple", disable_numparse=True),
+             "", inflation_line("steady state", run)]
+    if run.anomalies:
+        parts += ["", "steps kept out of the steady state:",
+                  anomalies_table([("", run.anomalies)])]
+    if run.warnings:
+        parts += ["", warnings_text(run.warnings)]
+    return "\n".join(parts)

@@ -1,0 +1,235 @@
+"""pipecheck diff: normalizing runs, significance, warnings, errors, the CLI in-process."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import numpy as np
+import pytest
+
+from pipecheck.analysis import diff, maxtext
+from pipecheck.cli import main
+from pipecheck.errors import ResultFormatError
+from pipecheck.records import store
+from pipecheck.report.diff import diff_table, format_diff
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+LOG_A, LOG_B = DATA / "maxtext_a.log", DATA / "maxtext_b.log"
+
+ENV = {"jax": "0.10.2", "jaxlib": "0.10.2", "backend": "cpu", "device_kind": "cpu",
+       "device_count": 1, "host": "vm", "cpu_count": 2}
+
+
+def run_dict(step_s: float, seed: int, n: int = 30, kind: str = "synthetic",
+             env: dict | None = None, config: dict | None = None, tags: dict | None = None):
+    """A pipecheck run as its JSON object: step 0 compiles, the rest ~step_s with noise."""
+    rng = np.random.default_rng(seed)
+    times = [0.2] + list(step_s * (1 + 0.05 * rng.standard_normal(n - 1)))
+    tags = tags or {}
+    steps = [{"step": i, "time_s": float(t), "tags": tags.get(i, ["compile"] if i == 0 else []),
+              "spans": {"sync": float(t)}, "loss": 1.0 / (i + 1)} for i, t in enumerate(times)]
+    return {
+        "kind": kind, "format_version": store.FORMAT_VERSION,
+        "env": env or ENV, "config": config or {"workload": "calibrated", "compute_ms": 40.0},
+        "steps": steps,
+        "throughput": {"examples_per_s": 1.0, "tokens_per_s": None, "flops_per_step": 4e9,
+                       "peak_memory_bytes": 557124},
+        "compile": {"first_step_s": 0.2, "compile_s": 0.15, "train_step_compiles": 1},
+        "warnings": [],
+    }
+
+
+def write(tmp_path, name, data):
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return p
+
+
+def test_two_logs_with_a_tiny_difference_are_not_significant():
+    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    row = result.row("step time median")
+    assert (row.a, row.b) == (0.512, 0.5125)
+    assert row.significance == "not significant"
+    assert row.ci_low is not None and row.ci_high is not None and row.ci_low <= 0 <= row.ci_high
+    assert result.verdict.startswith("step time: not significant.")
+    assert "treat A and B as equally fast" in result.verdict
+    text = format_diff(result)
+    assert "not significant" in text
+    assert "significant (" not in text.replace("not significant (", "")
+    assert result.warnings == ("A: 1 step(s) far from the steady state without a known cause: 26",)
+
+
+def test_log_rows(tmp_path):
+    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    assert result.row("parameters").a == pytest.approx(0.552e9)
+    assert result.row("final loss").a == pytest.approx(7.973)
+    assert result.row("final loss").b == pytest.approx(7.971)
+    assert result.row("TFLOP/s per device").a == 41.191
+    assert result.row("first step (compile)").b == 42.118
+    assert result.row("anomalous steps").a == 5 and result.row("anomalous steps").b == 4
+    assert result.row("memory (compiled step)").a == pytest.approx(1.8e9)
+    assert result.row("memory in use (device)").a == pytest.approx(0.61 * 2**30)
+    assert result.row("step time mean, all steps").a > 4 * result.row("step time median").a
+    assert [(v.name, v.a, v.b) for v in result.versions] == [
+        ("jax", "0.8.1", "0.8.1"), ("jaxlib", "0.8.1", "0.8.1"),
+        ("backend", "PJRT C API", "PJRT C API")]
+
+
+def test_slower_run_is_significant_with_the_right_sign(tmp_path):
+    a = diff.summary_from_record(run_dict(0.040, seed=1), "a.json")
+    b = diff.summary_from_record(
+        run_dict(0.060, seed=2, config={"workload": "calibrated", "compute_ms": 60.0}), "b.json")
+    result = diff.diff_runs(a, b)
+    row = result.row("step time median")
+    assert row.significance == "significant"
+    assert row.diff is not None and row.diff > 0 and row.ci_low is not None and row.ci_low > 0
+    assert row.relative == pytest.approx(row.diff / row.a)
+    assert result.verdict.startswith("step time: B takes ")
+    assert "longer per step than A: significant" in result.verdict
+    tflops = result.row("TFLOP/s per device")
+    assert tflops.significance == "significant" and tflops.diff < 0
+    assert "warning: the configs differ: compute_ms: 40.0 vs 60.0" in format_diff(result)
+    # and the other way round
+    back = diff.diff_runs(b, a).row("step time median")
+    assert back.significance == "significant" and back.diff < 0
+
+
+def test_pipecheck_run_steady_state_and_anomalies():
+    data = run_dict(0.040, seed=3, tags={7: ["checkpoint"], 9: ["eval"]})
+    s = diff.summary_from_record(data, "a.json")
+    assert s.step_time.n == 27
+    steady_times = [st["time_s"] for st in data["steps"] if st["step"] not in (0, 7, 9)]
+    assert list(s.step_time.samples_s) == steady_times
+    assert [(an.step, an.cause) for an in s.anomalies] == [
+        (0, "compilation"), (7, "checkpoint stall"), (9, "evaluation")]
+    assert s.first_step_s == 0.2 and s.final_loss == pytest.approx(1 / 30)
+    assert s.tflops_per_s_per_device == tuple(4e9 / t / 1e12 for t in steady_times)
+    assert s.memory_compiled_bytes == 557124
+
+
+def test_kinds_this_branch_does_not_define_still_diff():
+    # a "monitor" record: only the common ground (steps, env, config) is read
+    data = run_dict(0.040, seed=4, kind="monitor")
+    data["something_new"] = {"x": 1}
+    s = diff.summary_from_record(data, "m.json")
+    assert s.kind == "monitor" and s.step_time.n == 29
+
+
+def test_environment_differences_warn():
+    env_b = dict(ENV, jax="0.9.0", host="other")
+    a = diff.summary_from_record(run_dict(0.040, seed=1), "a.json")
+    b = diff.summary_from_record(run_dict(0.040, seed=2, env=env_b), "b.json")
+    warnings = diff.diff_runs(a, b).warnings
+    assert warnings == ("the environments differ: jax: 0.10.2 vs 0.9.0; host: vm vs other",)
+
+
+def test_log_against_pipecheck_run_warns_about_differences(tmp_path):
+    a = diff.load_run(LOG_A)
+    b = diff.summary_from_record(run_dict(0.040, seed=1), "b.json")
+    warnings = diff.diff_runs(a, b).warnings
+    assert warnings[0].startswith("A is a MaxText log and B a pipecheck synthetic run")
+    assert warnings[1] == ("the environments differ: jax: 0.8.1 vs 0.10.2; "
+                           "jaxlib: 0.8.1 vs 0.10.2; backend: PJRT C API vs cpu")
+
+
+def test_imported_json_and_the_log_give_the_same_summary(tmp_path):
+    out = tmp_path / "a.json"
+    store.save(maxtext.import_log(LOG_A), out)
+    from_json, from_log = diff.load_run(out), diff.load_run(LOG_A)
+    assert from_json.step_time == from_log.step_time
+    assert from_json.anomalies == from_log.anomalies
+    assert from_json.tokens_per_s_per_device == from_log.tokens_per_s_per_device
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"a": 1}', r"is not a pipecheck result \(no kind/format_version\)"),
+    ('{"kind": "synthetic", "format_version": 99, "steps": []}', "has format_version 99"),
+    ('{"kind": "dataloader", "format_version": 1}',
+     "holds a 'dataloader' result without per-step times"),
+    ('{"kind": "synthetic", "format_version": 1, "steps": [{"step": 0}]}',
+     r"steps\[0\] is not a step record"),
+    ('{"kind": "synthetic", ', "starts like JSON but is not valid JSON"),
+    ("", "is neither a pipecheck result"),
+    ("just some text\n", "is neither a pipecheck result"),
+])
+def test_bad_inputs_are_one_line_errors(tmp_path, content, message):
+    p = tmp_path / "x.json"
+    p.write_text(content)
+    with pytest.raises(ResultFormatError, match=message):
+        diff.load_run(p)
+
+
+def test_diff_record_round_trips(tmp_path):
+    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    out = tmp_path / "d.json"
+    store.save(result, out)
+    assert store.load(out, expect=diff.DiffResult) == result
+    data = json.loads(out.read_text())
+    assert data["kind"] == "diff"
+    assert {"a", "b", "rows", "versions", "verdict", "warnings", "confidence"} <= set(data)
+    assert data["rows"][4]["name"] == "step time median"
+
+
+def test_diff_table_exact():
+    rows = [
+        diff.DiffRow("step time median", "s", 0.0519, 0.0802, 0.0283, 0.5453, "significant",
+                     0.0000123, 0.0155, 0.0328),
+        diff.DiffRow("final loss", "loss", 7.973, 7.971, -0.002, -0.00025),
+        diff.DiffRow("memory (compiled step)", "bytes", 557124.0, None),
+        diff.DiffRow("first step (compile)", "s", 41.73, 0.202, -41.528, -0.99516),
+    ]
+    assert diff_table(rows) == "\n".join([
+        "                        A          B         B-A        change    significance",
+        "----------------------  ---------  --------  ---------  --------  ---------------------",
+        "step time median        51.9 ms    80.2 ms   +28.3 ms   +54.5%    significant (p<0.001)",
+        "final loss              7.973      7.971     -0.002     -0.0%",
+        "memory (compiled step)  544.1 KiB  -         -          -",
+        "first step (compile)    41.730 s   202.0 ms  -41.528 s  -99.5%",
+    ])
+
+
+# --- the CLI, in-process ---------------------------------------------------------------
+
+
+def test_cli_diff_writes_json(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    assert main(["diff", str(LOG_A), str(LOG_B), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "step time: not significant." in text and f"wrote {out}" in text
+    assert store.load(out).kind == "diff"
+
+
+def test_cli_import_writes_json(tmp_path, capsys):
+    out = tmp_path / "i.json"
+    assert main(["import", str(LOG_A), "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "pipecheck import:" in text and "attribution shift" in text
+    assert store.load(out, expect=maxtext.ImportedRun).step_time.median_s == 0.512
+
+
+@pytest.mark.parametrize("command", ["diff", "import"])
+def test_cli_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, command):
+    bad = tmp_path / "bad.log"
+    bad.write_text("I0312 09:14:27.118203 1 train.py:196] number parameters: 1 billion\n")
+    out = tmp_path / "out.json"
+    args = [command, str(bad), str(LOG_B)] if command == "diff" else [command, str(bad)]
+    assert main(args + ["--json", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("pipecheck: error: ")
+    assert not out.exists() and list(tmp_path.iterdir()) == [bad]
+
+
+def test_cli_refuses_to_overwrite(tmp_path, capsys):
+    out = tmp_path / "d.json"
+    out.write_text("keep")
+    assert main(["diff", str(LOG_A), str(LOG_B), "--json", str(out)]) == 2
+    assert "exists; pass --force" in capsys.readouterr().err
+    assert out.read_text() == "keep"
+    assert main(["diff", str(LOG_A), str(LOG_B), "--json", str(out), "--force"]) == 0
+
+
+def test_cli_missing_file(tmp_path, capsys):
+    assert main(["diff", str(LOG_A), str(tmp_path / "nope.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err

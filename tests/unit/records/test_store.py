@@ -1,0 +1,106 @@
+import json
+
+import pytest
+
+from pipecheck.errors import OutputExistsError, ResultFormatError
+from pipecheck.records import store
+from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, Throughput
+from pipecheck.records.synthetic import SyntheticResult
+
+
+def make_result(**changes):
+    base = dict(
+        env={"jax": "0.10.2", "backend": "cpu", "device_count": 4, "device_kind": "cpu"},
+        config={"workload": "calibrated", "compute_ms": 60.0},
+        step_time=Distribution.of([0.05, 0.06, 0.055]),
+        compile=CompileInfo(first_step_s=1.2, compile_s=1.0, train_step_compiles=2,
+                            findings=(Finding("recompile", "twice", {"n": 2.0}, "batch['x']",
+                                              "fix it"),)),
+        throughput=Throughput(examples_per_s=600.0, tflops_per_s=0.1, flops_per_step=5e9,
+                              flops_source="workload (analytic)", peak_memory_bytes=1024),
+        warnings=("few steps",),
+        steps=(StepRecord(0, 1.2, ("compile",), {"dispatch": 1.1, "other": 0.1}, 3.5),
+               StepRecord(1, 0.05, (), {"sync": 0.05}, 3.4)),
+    )
+    base.update(changes)
+    return SyntheticResult(**base)
+
+
+def test_round_trip_through_json(tmp_path):
+    r = make_result()
+    path = tmp_path / "r.json"
+    store.save(r, path)
+    back = store.load(path)
+    assert back == r
+    data = json.loads(path.read_text())
+    assert data["format_version"] == store.FORMAT_VERSION
+    assert data["kind"] == "synthetic"
+    assert set(data["step_time"]) >= {"median_s", "p10_s", "p90_s", "iqr_s", "n", "samples_s"}
+    assert set(data["compile"]) == {"first_step_s", "compile_s", "train_step_compiles",
+                                    "findings"}
+
+
+def test_distribution_statistics_come_from_the_samples():
+    d = Distribution.of([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert d.median_s == 3.0 and d.n == 5 and d.samples_s == (1.0, 2.0, 3.0, 4.0, 100.0)
+    assert d.iqr_s == 2.0
+    assert d.mean_s == 22.0  # the stall moves the mean, not the median
+
+
+def test_unknown_version_and_kind_are_refused(tmp_path):
+    data = store.to_dict(make_result())
+    data["format_version"] = 99
+    p = tmp_path / "v.json"
+    p.write_text(json.dumps(data))
+    with pytest.raises(ResultFormatError, match="format_version 99"):
+        store.load(p)
+    data["format_version"] = store.FORMAT_VERSION
+    data["kind"] = "banana"
+    p.write_text(json.dumps(data))
+    with pytest.raises(ResultFormatError, match="unknown kind 'banana'"):
+        store.load(p)
+
+
+def test_not_a_result(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text("[1, 2]")
+    with pytest.raises(ResultFormatError, match="not a pipecheck result"):
+        store.load(p)
+    p.write_text("{not json")
+    with pytest.raises(ResultFormatError, match="not a readable JSON"):
+        store.load(p)
+    with pytest.raises(ResultFormatError, match="does not exist"):
+        store.load(tmp_path / "missing.json")
+
+
+def test_existing_file_is_not_overwritten_without_force(tmp_path):
+    p = tmp_path / "r.json"
+    p.write_text("keep me")
+    with pytest.raises(OutputExistsError, match="--force"):
+        store.save(make_result(), p)
+    assert p.read_text() == "keep me"
+    store.save(make_result(), p, force=True)
+    assert store.load(p) == make_result()
+
+
+def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
+    p = tmp_path / "r.json"
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(store.os, "replace", boom)
+    with pytest.raises(OSError):
+        store.save(make_result(), p)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(OutputExistsError, match="does not exist"):
+        store.check_writable(tmp_path / "no" / "r.json", force=False)
+
+
+def test_nan_is_written_as_null(tmp_path):
+    r = make_result(step_time=Distribution.of([]))
+    text = store.record_to_json(r)
+    assert '"median_s": null' in text

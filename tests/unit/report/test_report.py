@@ -1,0 +1,50 @@
+from pipecheck.report.format import format_synthetic, ms, nbytes, rate
+from tests.unit.records.test_store import make_result
+
+EXPECTED = """\
+pipecheck synthetic: target step time (compute alone)
+---------------------------  ----------------------------
+workload                     calibrated
+target step time median      55.0 ms
+target step time p10 / p90   51.0 ms / 59.0 ms
+target step time IQR         5.00 ms
+steady-state steps (n)       3
+first step (incl. compile)   1.20 s
+compile time (train step)    1.00 s
+train step compilations      2
+examples/s                   600.0 ex/s
+TFLOP/s                      0.1000 (workload (analytic))
+peak memory (compiled step)  1.0 KiB
+devices                      4 x cpu (cpu)
+---------------------------  ----------------------------
+
+where the wall time went (2 steps, 1.250 s wall):
+category      seconds    share
+----------  ---------  -------
+compile       1.000 s    80.0%
+data wait     0.000 s     0.0%
+compute       0.150 s    12.0%
+sync stall    0.000 s     0.0%
+checkpoint    0.000 s     0.0%
+eval          0.000 s     0.0%
+gc            0.000 s     0.0%
+other         0.100 s     8.0%
+
+findings:
+- recompile [batch['x']]: twice
+  fix: fix it
+
+warning: few steps"""
+
+
+def test_synthetic_report_exact():
+    assert format_synthetic(make_result()) == EXPECTED
+
+
+def test_units():
+    assert ms(0.0123) == "12.3 ms"
+    assert ms(0.00123) == "1.23 ms"
+    assert ms(2.5) == "2.50 s"
+    assert ms(None) == "-" and ms(float("nan")) == "-"
+    assert rate(15290.0, "tok/s") == "15.29 ktok/s"
+    assert nbytes(10 * 1024 * 1024) == "10.0 MiB"

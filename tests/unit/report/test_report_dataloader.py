@@ -1,0 +1,30 @@
+# ruff: noqa: E501 - the expected report is wider than the code
+"""The dataloader reporter: exact text for a hand-built result."""
+
+from __future__ import annotations
+
+from pipecheck.report.dataloader import format_dataloader
+from tests.unit.measure.test_dataloader import make_result
+
+EXPECTED = """\
+pipecheck dataloader: the input pipeline alone (workload demo, source demo; 4 batches timed after the first, with device_put)
+
+workers    threads    first batch    mean     median    p90      p99      batches/s    examples/s    tokens/s
+---------  ---------  -------------  -------  --------  -------  -------  -----------  ------------  ------------
+2          1          1.50 s         25.0 ms  25.0 ms   37.0 ms  39.7 ms  40.0         320.0 ex/s    40.96 ktok/s
+
+Stage breakdown (Grain stage timing; wait = share of the pipeline's time spent in the stage):
+
+workers=2 threads=1: slowest stage MapMapDataset(transform=TokenizeAndPack(seq_len=128)) (64.0%)
+stage                                                    where    wait    per element    elements
+-------------------------------------------------------  -------  ------  -------------  ----------
+InterleaveDatasetIterator([2 datasets], cycle_length=2)  main     1.0%    0.10 ms        21
+BatchDatasetIterator(batch_size=8, drop_remainder=True)  workers  5.0%    0.17 ms        24
+MapMapDataset(transform=TokenizeAndPack(seq_len=128))    workers  64.0%   0.25 ms        192
+SourceMapDataset(source=IndexedSource)                   workers  30.0%   0.05 ms        192
+
+warning: workers=2 threads=1: large spread"""
+
+
+def test_format_dataloader_exact():
+    assert format_dataloader(make_result()) == EXPECTED
