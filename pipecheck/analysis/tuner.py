@@ -1,17 +1,32 @@
-"""Adaptive search for the Grain worker count. Pure logic over an injected measurement.
+"""Adaptive search over Grain's performance knobs. Pure logic over an injected measurement.
 
-Goal: the *smallest* worker count whose batch time D is safely below the target
-step time (D <= LOADER_HEADROOM * T), in few trials.
+The knobs (``GrainSettings``): worker processes and each worker's output buffer
+(``MultiprocessingOptions``), read threads and the read prefetch buffer (``ReadOptions``).
+Goal: the *cheapest* setting (fewest workers, then the smallest buffers, then the fewest
+threads) whose loader time D is safely below the target step time
+(D <= LOADER_HEADROOM * T), in few trials. ``measure(settings) -> Trial``.
 
-1. 0 workers (loading in the training process), then 1: often enough already.
-2. Predict: a pipeline that scales perfectly needs ceil(D(1) / goal) workers.
-   Measure that count. If it misses, predict again from the rate it reached
-   (ceil(W * D(W) / goal)), until the goal is met, a step gains less than
-   ``MIN_GAIN`` (the pipeline stopped scaling), or the ceiling is reached
-   (``max_workers``, and a RAM ceiling).
-3. Refine: confirm that one worker fewer misses the goal (bisecting further down
-   if it does not). If no count met the goal, find the fewest workers within
-   ``MIN_GAIN`` of the fastest, and the run stays input-bound.
+1. Workers, at the base read settings. 0 workers (loading in the training process), then
+   1: often enough already. Then predict: a pipeline that scales perfectly needs
+   ceil(D(1) / goal) workers. Measure that count; if it misses, predict again from the rate
+   it reached (ceil(W * D(W) / goal)), until the goal is met, a step gains less than
+   ``MIN_GAIN`` (the pipeline stopped scaling: throughput flat or *falling* past the
+   cores), the pipeline reaches less than ``SCALING_EFFICIENCY_FLOOR`` of perfect scaling,
+   or a ceiling is reached (``max_workers``; the RAM budget, from the peak RSS per worker
+   measured in the first setting with workers). Refine: confirm that one worker fewer
+   misses the goal (bisecting further down if it does not). If no count met the goal, the
+   fewest workers within ``MIN_GAIN`` of the fastest.
+2. Read threads, at that worker count: climb the thread ladder while each step gains at
+   least ``MIN_GAIN`` (threads help I/O-like transforms, not GIL-holding ones: one trial
+   tells). When threads helped, search the workers again with them: usually fewer workers
+   now meet the goal (or more become useful when none did), then drop threads while the
+   goal is still met.
+3. Buffers, at that setting: a smaller read prefetch buffer and per-worker buffer are kept
+   when the goal is still met (or the setting stays as fast); when the goal is not met, a
+   larger per-worker buffer is tried for bursty pipelines.
+4. Choice (``choose``) among everything measured; with a run length (``run_steps``) a
+   setting whose start-up (first batch) costs more than its faster batches save over the
+   run is not chosen.
 
 Whether the pipeline keeps scaling past the core count tells its nature:
 latency-bound (I/O-like, sleeping) pipelines do, CPU-bound ones do not; the
@@ -25,13 +40,33 @@ import math
 from typing import Callable, Sequence
 
 from pipecheck.analysis.verdict import LOADER_HEADROOM
+from pipecheck.records.grain_settings import (
+    DEFAULT_PER_WORKER_BUFFER,
+    DEFAULT_THREADS,
+    GrainSettings,
+    default_prefetch,
+)
 
 MIN_GAIN = 0.10
-"""A doubling of workers that improves batch time by less than 10% has stopped helping."""
+"""A change of setting that improves batch time by less than 10% has stopped helping."""
 
 SCALING_EFFICIENCY_FLOOR = 0.5
 """A count that reaches less than half of perfect scaling from one worker (D(1) / (W * D(W)))
 means the pipeline stopped scaling below it: the search looks no higher."""
+
+THREAD_LADDER = (1, 2, 4, 8, 16)
+"""Read thread counts tried, up to Grain's own default of 16."""
+
+BUFFER_LADDER = (1, 2, 4)
+"""Per-worker buffer sizes tried: 1 is Grain's default, 4 absorbs bursty workers."""
+
+PREFETCH_FACTORS = (1, 2)
+"""Read prefetch buffer as a multiple of the thread count: fewer than one element per
+thread leaves threads idle; two keep each thread's next element queued."""
+
+STARTUP_MARGIN = 0.05
+"""A setting is passed over for its start-up only when another's whole run (first batch
+plus ``run_steps`` steps) is more than 5% shorter: smaller differences are noise."""
 
 LATENCY_BOUND = "latency-bound"
 CPU_BOUND = "cpu-bound"
@@ -40,9 +75,33 @@ UNKNOWN_SCALING = "unknown"
 
 @dataclasses.dataclass(frozen=True)
 class Trial:
+    """One measured setting: D (``median_s``, seconds per batch, the loader time the verdict
+    uses), its start-up and its memory."""
+
     workers: int
     threads: int
     median_s: float
+    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
+    prefetch: int = 0
+    """0: ``default_prefetch(threads)``."""
+    first_batch_s: float = 0.0
+    worker_rss_mb: float = math.nan
+    """Peak resident memory of one worker process (the largest), MB."""
+    main_rss_mb: float = math.nan
+    """Peak resident memory of the training process, MB."""
+
+    def __post_init__(self) -> None:
+        if self.prefetch == 0:
+            object.__setattr__(self, "prefetch", default_prefetch(self.threads))
+
+    @property
+    def settings(self) -> GrainSettings:
+        return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
+
+    @classmethod
+    def of(cls, settings: GrainSettings, median_s: float, **extra: float) -> Trial:
+        return cls(settings.workers, settings.threads, median_s, settings.per_worker_buffer,
+                   settings.prefetch, **extra)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +114,12 @@ class TuningOutcome:
 
 
 def _scaling(trials: Sequence[Trial], cores: int) -> str:
-    by_w = {t.workers: t.median_s for t in trials}
+    """From the trials that differ from the first only in the worker count."""
+    if not trials:
+        return UNKNOWN_SCALING
+    base = trials[0].settings
+    by_w = {t.workers: t.median_s for t in trials
+            if dataclasses.replace(t.settings, workers=base.workers) == base}
     beyond = [w for w in by_w if w > cores]
     at_cores = max((w for w in by_w if 0 < w <= cores), default=None)
     if at_cores is None or not beyond:
@@ -64,24 +128,197 @@ def _scaling(trials: Sequence[Trial], cores: int) -> str:
     return LATENCY_BOUND if best_beyond < by_w[at_cores] * (1 - MIN_GAIN) else CPU_BOUND
 
 
-def choose(trials: Sequence[Trial], target_s: float) -> tuple[Trial, bool]:
-    """The fewest workers meeting the goal; else the fastest setting, where settings within
-    ``MIN_GAIN`` of the fastest count as equally fast (the fewest workers among them)."""
+def run_time(trial: Trial, target_s: float, run_steps: int) -> float:
+    """Expected wall time of a run of ``run_steps`` steps at this setting: its start-up
+    (first batch), then one step per batch at the slower of compute and loading."""
+    return trial.first_batch_s + run_steps * max(target_s, trial.median_s)
+
+
+def _cheapest(trials: Sequence[Trial]) -> Trial:
+    return min(trials, key=lambda t: t.settings.cost())
+
+
+def choose(trials: Sequence[Trial], target_s: float, run_steps: int = 0
+           ) -> tuple[Trial, bool]:
+    """The cheapest setting meeting the goal; else the fastest, where settings within
+    ``MIN_GAIN`` of the fastest count as equally fast (the cheapest among them).
+
+    With ``run_steps`` > 0, start-up is weighed: when another setting's expected run time
+    (``run_time``) is shorter than the choice's by more than ``STARTUP_MARGIN``, that
+    setting's quicker start saves more than its slower batches cost over the run, and the
+    cheapest setting within ``STARTUP_MARGIN`` of the shortest run time is chosen instead.
+    """
     if not trials:
         raise ValueError("no loader settings to choose from")
     goal = target_s * LOADER_HEADROOM
     meeting = [t for t in trials if t.median_s <= goal]
     if meeting:
-        return min(meeting, key=lambda t: (t.workers, t.threads)), True
-    fastest = min(t.median_s for t in trials)
-    near = [t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)]
-    return min(near, key=lambda t: (t.workers, t.threads)), False
+        chosen, ok = _cheapest(meeting), True
+    else:
+        fastest = min(t.median_s for t in trials)
+        chosen, ok = _cheapest([t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)]),\
+            False
+    if run_steps > 0:
+        shortest = min(run_time(t, target_s, run_steps) for t in trials)
+        limit = shortest * (1 + STARTUP_MARGIN)
+        if run_time(chosen, target_s, run_steps) > limit:
+            chosen = _cheapest([t for t in trials if run_time(t, target_s, run_steps) <= limit])
+            ok = chosen.median_s <= goal
+    return chosen, ok
 
 
-def outcome(trials: Sequence[Trial], target_s: float, cores: int, reason: str) -> TuningOutcome:
+def startup_note(trials: Sequence[Trial], chosen: Trial, target_s: float,
+                 run_steps: int) -> str | None:
+    """Why a faster setting was passed over for its start-up, when it was."""
+    if run_steps <= 0:
+        return None
+    plain, _ = choose(trials, target_s, 0)
+    if plain == chosen:
+        return None
+    return (f"{plain.settings.label()} would be faster per batch, but its first batch takes "
+            f"{plain.first_batch_s:.2f} s against {chosen.first_batch_s:.2f} s, more than it "
+            f"saves over a run of {run_steps} steps")
+
+
+def outcome(trials: Sequence[Trial], target_s: float, cores: int, reason: str,
+            run_steps: int = 0) -> TuningOutcome:
     """The choice, and the pipeline's scaling, from settings already measured."""
-    chosen, ok = choose(trials, target_s)
-    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), reason)
+    chosen, ok = choose(trials, target_s, run_steps)
+    note = startup_note(trials, chosen, target_s, run_steps)
+    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores),
+                         f"{reason}; {note}" if note else reason)
+
+
+def ram_worker_ceiling(budget_mb: float, main_rss_mb: float, worker_rss_mb: float) -> int | None:
+    """Most workers whose measured peak memory (the training process's plus one worker's
+    per worker) fits the budget; None when not measured."""
+    if not (math.isfinite(budget_mb) and math.isfinite(worker_rss_mb) and worker_rss_mb > 0):
+        return None
+    main = main_rss_mb if math.isfinite(main_rss_mb) else 0.0
+    return max(0, int((budget_mb - main) // worker_rss_mb))
+
+
+class _Search:
+    """The trials so far, a cache by setting, and the ceilings."""
+
+    def __init__(self, measure: Callable[[GrainSettings], Trial], goal: float,
+                 max_workers: int, ram_budget_mb: float | None) -> None:
+        self.measure = measure
+        self.goal = goal
+        self.max_workers = max_workers
+        self.ram_budget_mb = ram_budget_mb
+        self.ram_cap: int | None = None
+        self.trials: list[Trial] = []
+        self.cache: dict[GrainSettings, Trial] = {}
+
+    def d(self, s: GrainSettings) -> float:
+        if s.workers == 0:  # the per-worker buffer means nothing without workers
+            s = dataclasses.replace(s, per_worker_buffer=DEFAULT_PER_WORKER_BUFFER)
+        if s not in self.cache:
+            t = self.measure(s)
+            t = dataclasses.replace(t, median_s=float(t.median_s))
+            self.cache[s] = t
+            self.trials.append(t)
+            if s.workers > 0 and self.ram_budget_mb is not None and self.ram_cap is None:
+                self.ram_cap = ram_worker_ceiling(self.ram_budget_mb, t.main_rss_mb,
+                                                  t.worker_rss_mb)
+        return self.cache[s].median_s
+
+    def ceiling(self) -> int:
+        cap = self.max_workers
+        if self.ram_cap is not None:
+            cap = min(cap, max(1, self.ram_cap))
+        return cap
+
+    def measured(self, like: GrainSettings) -> dict[int, float]:
+        """Worker count -> D for the trials that differ from ``like`` only in workers."""
+        out = {}
+        for s, t in self.cache.items():
+            if s.workers == 0:
+                same = (s.threads, s.prefetch) == (like.threads, like.prefetch)
+            else:
+                same = dataclasses.replace(s, workers=like.workers) == like
+            if same:
+                out[s.workers] = t.median_s
+        return out
+
+    def smallest(self, base: GrainSettings, ok: Callable[[float], bool], hi: int,
+                 confirm_first: bool) -> int:
+        """Lower ``hi`` (ok) towards the largest measured count that is not ok."""
+        known = self.measured(base)
+        lo = max((w for w, d in known.items() if w < hi and not ok(d)), default=-1)
+        first = confirm_first
+        while hi - lo > 1:
+            # A prediction is usually tight: confirm one fewer first, then bisect.
+            mid = hi - 1 if first else (lo + hi) // 2
+            first = False
+            if ok(self.d(dataclasses.replace(base, workers=mid))):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def climb(self, base: GrainSettings) -> bool:
+        """Hill-climb over worker counts from the fastest measured; True if the goal is met."""
+        while True:
+            known = self.measured(base)
+            best = min(known, key=lambda w: (known[w], w))
+            for n in (best - 1, best + 1):
+                if 0 <= n <= self.ceiling() and n not in known:
+                    self.d(dataclasses.replace(base, workers=n))
+            known = self.measured(base)
+            if min(known, key=lambda w: (known[w], w)) == best:
+                return known[best] <= self.goal
+
+    def workers(self, base: GrainSettings, start: Sequence[int]) -> tuple[int, bool, str]:
+        """The worker search at ``base``'s other knobs: (workers, goal met, why it stopped)."""
+        goal = self.goal
+        at = lambda w: dataclasses.replace(base, workers=w)  # noqa: E731
+        stop_reason = f"reached the ceiling of {self.max_workers} workers"
+        met = False
+        w = 0
+        for w in start:
+            if w > self.ceiling() and w > 0:
+                break
+            met = self.d(at(w)) <= goal
+            if met:
+                break
+        while not met and 1 <= w < self.ceiling():
+            d = self.d(at(w))
+            if not math.isfinite(d):
+                break
+            nxt = min(self.ceiling(), max(w + 1, math.ceil(w * d / goal)))
+            best_before = min(self.measured(base).values())
+            dn = self.d(at(nxt))
+            met = dn <= goal
+            if not met and dn > best_before * (1 - MIN_GAIN):
+                stop_reason = (f"going from {w} to {nxt} workers gained less than "
+                               f"{100 * MIN_GAIN:.0f}%")
+                # The jump may have passed a peak (throughput falling past the cores):
+                # walk from the fastest count measured to a faster neighbour while any is.
+                met = self.climb(base)
+                break
+            d1 = self.measured(base).get(1)
+            efficiency = d1 / (nxt * dn) if d1 is not None and dn > 0 else 1.0
+            if not met and efficiency < SCALING_EFFICIENCY_FLOOR:
+                stop_reason = (f"{nxt} workers reach only {100 * efficiency:.0f}% of perfect "
+                               "scaling: the pipeline stopped scaling below that")
+                break
+            w = nxt
+        if not met and self.ram_cap is not None and self.ceiling() < self.max_workers \
+                and w >= self.ceiling():
+            stop_reason = (f"the RAM budget of {self.ram_budget_mb:.0f} MB allows at most "
+                           f"{self.ceiling()} workers (peak RSS per worker measured)")
+        known = self.measured(base)
+        if any(d <= goal for d in known.values()):
+            hi = min(w for w, d in known.items() if d <= goal)
+            best = self.smallest(base, lambda d: d <= goal, hi, confirm_first=True)
+            return best, True, f"{best} workers meet the target with headroom"
+        fastest = min(known.values())
+        near = min(w for w, d in known.items() if d <= fastest * (1 + MIN_GAIN))
+        best = self.smallest(base, lambda d: d <= fastest * (1 + MIN_GAIN), near,
+                             confirm_first=False)
+        return best, False, stop_reason
 
 
 def tune(
@@ -90,70 +327,114 @@ def tune(
     *,
     max_workers: int,
     cores: int,
-    threads: int = 0,
+    threads: int = DEFAULT_THREADS,
     fixed_workers: Sequence[int] | None = None,
+    run_steps: int = 0,
 ) -> TuningOutcome:
-    """Search worker counts with ``measure(workers, threads) -> seconds per batch``."""
-    trials: list[Trial] = []
-    cache: dict[int, Trial] = {}
+    """Search worker counts only, with ``measure(workers, threads) -> seconds per batch``."""
 
-    def trial(w: int) -> float:
-        if w not in cache:
-            cache[w] = Trial(w, threads, float(measure(w, threads)))
-            trials.append(cache[w])
-        return cache[w].median_s
+    def measure_settings(s: GrainSettings) -> Trial:
+        return Trial.of(s, measure(s.workers, s.threads))
 
-    goal = target_s * LOADER_HEADROOM
-
-    def smallest(ok: Callable[[float], bool], hi: int, confirm_first: bool) -> None:
-        """Lower ``hi`` (ok) towards the largest measured count that is not ok."""
-        lo = max((w for w in cache if w < hi and not ok(cache[w].median_s)), default=0)
-        first = confirm_first
-        while hi - lo > 1:
-            # A prediction is usually tight: confirm one fewer first, then bisect.
-            mid = hi - 1 if first else (lo + hi) // 2
-            first = False
-            if ok(trial(mid)):
-                hi = mid
-            else:
-                lo = mid
-
+    base = GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, threads)
+    search = _Search(measure_settings, target_s * LOADER_HEADROOM, max_workers, None)
     if fixed_workers:
         for w in fixed_workers:
-            trial(w)
-        return outcome(trials, target_s, cores, "worker counts fixed by --workers")
+            search.d(dataclasses.replace(base, workers=w))
+        return outcome(search.trials, target_s, cores, "worker counts fixed by --workers",
+                       run_steps)
+    _, _, reason = search.workers(base, [0, 1] if max_workers >= 1 else [0])
+    return outcome(search.trials, target_s, cores, reason, run_steps)
 
-    stop_reason = f"reached the ceiling of {max_workers} workers"
-    w = 0
-    met = trial(0) <= goal
-    if not met and max_workers >= 1:
-        w = 1
-        met = trial(1) <= goal
-        while not met and w < max_workers:
-            d = cache[w].median_s
-            if not math.isfinite(d):
+
+def tune_grain(
+    measure: Callable[[GrainSettings], Trial],
+    target_s: float,
+    *,
+    max_workers: int,
+    cores: int,
+    base: GrainSettings | None = None,
+    thread_ladder: Sequence[int] = THREAD_LADDER,
+    buffer_ladder: Sequence[int] = BUFFER_LADDER,
+    prefetch_factors: Sequence[int] = PREFETCH_FACTORS,
+    ram_budget_mb: float | None = None,
+    run_steps: int = 0,
+) -> TuningOutcome:
+    """The joint search over workers, read threads, per-worker and prefetch buffers."""
+    base = base or GrainSettings()
+    goal = target_s * LOADER_HEADROOM
+    search = _Search(measure, goal, max_workers, ram_budget_mb)
+    reasons: list[str] = []
+
+    # 1. workers at the base read settings
+    w, met, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
+    reasons.append(why)
+    best = dataclasses.replace(base, workers=w)
+
+    # 2. read threads at that worker count, then the workers again with them
+    if not (met and w == 0):
+        current = best
+        for t in (t for t in thread_ladder if t > base.threads):
+            nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
+            if search.d(nxt) > search.d(current) * (1 - MIN_GAIN):
                 break
-            nxt = min(max_workers, max(w + 1, math.ceil(w * d / goal)))
-            best_before = min(t.median_s for t in trials)
-            dn = trial(nxt)
-            met = dn <= goal
-            if not met and dn > best_before * (1 - MIN_GAIN):
-                stop_reason = (f"going from {w} to {nxt} workers gained less than "
-                               f"{100 * MIN_GAIN:.0f}%")
+            current = nxt
+        if current != best:
+            if met:  # the rate reached with more threads predicts fewer workers
+                d = search.d(current)
+                guess = max(0, min(w, math.ceil(w * d / goal)))
+                start = sorted({guess, w}) if guess < w else [w]
+            else:
+                start = [w]
+            with_threads = dataclasses.replace(current, workers=0)
+            w2, met2, why2 = search.workers(with_threads, start)
+            if met2 or not met:
+                w, met = w2, met2
+                best = dataclasses.replace(with_threads, workers=w)
+                if met:  # now the fewest threads that still meet the goal
+                    for t in sorted((t for t in thread_ladder if t < best.threads),
+                                    reverse=True):
+                        fewer = dataclasses.replace(best, threads=t,
+                                                    prefetch=default_prefetch(t))
+                        if search.d(fewer) > goal:
+                            break
+                        best = fewer
+                reasons.append(f"with {best.threads} read threads: {why2}")
+
+    # 3. buffers: smaller when as good, larger when the goal is not met
+    fastest = min(t.median_s for t in search.trials)
+
+    def good(s: GrainSettings) -> bool:
+        return search.d(s) <= (goal if met else fastest * (1 + MIN_GAIN))
+
+    for f in sorted(prefetch_factors):
+        smaller = dataclasses.replace(best, prefetch=max(1, f * best.threads))
+        if smaller.prefetch < best.prefetch and good(smaller):
+            best = smaller
+            break
+    if best.workers > 0:
+        for b in sorted(buffer_ladder):
+            if b >= best.per_worker_buffer:
                 break
-            efficiency = cache[1].median_s / (nxt * dn) if dn > 0 else 1.0
-            if not met and efficiency < SCALING_EFFICIENCY_FLOOR:
-                stop_reason = (f"{nxt} workers reach only {100 * efficiency:.0f}% of perfect "
-                               "scaling: the pipeline stopped scaling below that")
+            smaller = dataclasses.replace(best, per_worker_buffer=b)
+            if good(smaller):
+                best = smaller
                 break
-            w = nxt
-    if met:
-        hi = min(t.workers for t in trials if t.median_s <= goal)
-        smallest(lambda d: d <= goal, hi, confirm_first=True)
-        stop_reason = f"{min(t.workers for t in trials if t.median_s <= goal)} workers meet " \
-                      "the target with headroom"
-    elif trials:
-        fastest = min(t.median_s for t in trials)
-        near = min(t.workers for t in trials if t.median_s <= fastest * (1 + MIN_GAIN))
-        smallest(lambda d: d <= fastest * (1 + MIN_GAIN), near, confirm_first=False)
-    return outcome(trials, target_s, cores, stop_reason)
+        if not met:
+            for b in sorted(b for b in buffer_ladder if b > best.per_worker_buffer):
+                larger = dataclasses.replace(best, per_worker_buffer=b)
+                if search.d(larger) > search.d(best) * (1 - MIN_GAIN):
+                    break
+                best = larger
+    result = outcome(search.trials, target_s, cores, "; ".join(reasons), run_steps)
+    return dataclasses.replace(result, reason=f"{result.reason}; {choice_note(result)}")
+
+
+def choice_note(result: TuningOutcome) -> str:
+    """The rule behind the choice, in words."""
+    label = result.chosen.settings.label()
+    if result.meets_target:
+        return (f"chose the cheapest setting that meets the target (fewest workers, then the "
+                f"smallest buffers): {label}")
+    return (f"no setting meets the target; chose the cheapest within "
+            f"{100 * MIN_GAIN:.0f}% of the fastest: {label}")

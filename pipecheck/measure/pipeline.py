@@ -13,12 +13,10 @@ import time
 from typing import Any, Callable, Iterator
 
 from pipecheck.errors import PipecheckError, PipelineError
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER  # noqa: F401
 
 WORKER_EXIT_WAIT_S = 3.0
 """How long a terminated worker gets to exit before it is killed."""
-
-DEFAULT_PER_WORKER_BUFFER = 2
-"""Batches each worker may hold ready (MultiprocessingOptions.per_worker_buffer_size)."""
 
 STAGE_REPORT_PERIOD_S = 0.25
 """How often Grain folds stage timings into its summary and workers send theirs to the main

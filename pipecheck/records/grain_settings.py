@@ -1,0 +1,67 @@
+"""Grain's performance knobs as one value: what the tuner searches and a saved config holds.
+
+``workers`` and ``per_worker_buffer`` are ``grain.MultiprocessingOptions(num_workers,
+per_worker_buffer_size)``; ``threads`` and ``prefetch`` are ``grain.ReadOptions(num_threads,
+prefetch_buffer_size)``. No Grain import here: :meth:`GrainSettings.options` imports it when
+called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pipecheck.records.base import Record
+
+DEFAULT_PER_WORKER_BUFFER = 2
+"""Batches each worker may hold ready: two let a worker produce the next batch while the
+previous one waits to be taken (Grain's own default of 1 leaves bursty workers idle)."""
+DEFAULT_THREADS = 1
+"""Read threads per process: one keeps a GIL-holding transform from fighting itself
+(16 threads were 4x slower than none on 2 cores for a numpy map)."""
+
+
+def default_prefetch(threads: int) -> int:
+    """Grain's read prefetch buffer pipecheck uses unless told: two elements in flight per
+    read thread (at least one)."""
+    return max(1, 2 * threads)
+
+
+@dataclasses.dataclass(frozen=True)
+class GrainSettings(Record):
+    """One setting of Grain's four performance knobs."""
+
+    workers: int = 0
+    """MultiprocessingOptions.num_workers (0: the pipeline runs in the training process)."""
+    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
+    """MultiprocessingOptions.per_worker_buffer_size."""
+    threads: int = DEFAULT_THREADS
+    """ReadOptions.num_threads."""
+    prefetch: int = 0
+    """ReadOptions.prefetch_buffer_size (0: ``default_prefetch(threads)``)."""
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "threads", "prefetch"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.per_worker_buffer < 1:
+            raise ValueError(f"per_worker_buffer must be >= 1, got {self.per_worker_buffer}")
+        if self.prefetch == 0:
+            object.__setattr__(self, "prefetch", default_prefetch(self.threads))
+
+    def cost(self) -> tuple[int, int, int, int]:
+        """Order of cheapness: fewest workers, then the smallest buffers (per-worker buffer,
+        read prefetch), then the fewest read threads."""
+        return (self.workers, self.per_worker_buffer, self.prefetch, self.threads)
+
+    def label(self) -> str:
+        return (f"workers={self.workers}, buffer={self.per_worker_buffer}, "
+                f"threads={self.threads}, prefetch={self.prefetch}")
+
+    def options(self) -> tuple[Any, Any]:
+        """``(grain.MultiprocessingOptions, grain.ReadOptions)`` for this setting."""
+        import grain
+
+        return (grain.MultiprocessingOptions(num_workers=self.workers,
+                                             per_worker_buffer_size=self.per_worker_buffer),
+                grain.ReadOptions(num_threads=self.threads, prefetch_buffer_size=self.prefetch))

@@ -1,0 +1,141 @@
+"""The joint search over Grain's four knobs against simulated pipelines (exact, no timing)."""
+
+import math
+
+import pytest
+
+from pipecheck.analysis.tuner import (
+    MIN_GAIN,
+    Trial,
+    choose,
+    ram_worker_ceiling,
+    run_time,
+    tune_grain,
+)
+from pipecheck.analysis.verdict import LOADER_HEADROOM
+from pipecheck.records.grain_settings import GrainSettings
+
+from .grain_sim import SimPipeline, grid
+
+PIPELINES = {
+    "latency-bound": (SimPipeline(sleep_s=0.120), 0.030),
+    "latency-bound, threads capped": (SimPipeline(sleep_s=0.120, cpu_s=0.004), 0.020),
+    "cpu-bound": (SimPipeline(cpu_s=0.040), 0.030),
+    "cpu-bound, falling past the cores": (SimPipeline(cpu_s=0.040, contention=0.3), 0.010),
+    "main-process-bound": (SimPipeline(sleep_s=0.060, consumer_s=0.025), 0.020),
+    "cheap": (SimPipeline(sleep_s=0.002), 0.050),
+}
+
+
+def _grid_choice(sim, target, max_workers=8):
+    trials = [sim.trial(s) for s in grid(max_workers)]
+    return choose(trials, target), len(trials)
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_joint_search_matches_the_exhaustive_grid_with_a_quarter_of_its_trials(name):
+    sim, target = PIPELINES[name]
+    (best, best_ok), n_grid = _grid_choice(SimPipeline(**_fields(sim)), target)
+    out = tune_grain(sim.trial, target, max_workers=8, cores=2)
+    assert len(out.trials) <= 0.25 * n_grid, [t.settings for t in out.trials]
+    assert out.meets_target == best_ok
+    if best_ok:  # the cheapest setting meeting the goal: no more workers than the grid's
+        assert out.chosen.workers <= best.workers
+        assert out.chosen.median_s <= target * LOADER_HEADROOM
+    else:  # the goal is out of reach: as fast as the grid's best, within 5%
+        assert out.chosen.median_s <= best.median_s * 1.05
+
+
+def _fields(sim):
+    return {k: getattr(sim, k) for k in ("sleep_s", "cpu_s", "consumer_s", "cores",
+                                         "contention", "start_s", "start_per_worker_s")}
+
+
+def test_threads_let_a_latency_bound_pipeline_run_without_workers():
+    sim = SimPipeline(sleep_s=0.120)
+    out = tune_grain(sim.trial, 0.030, max_workers=8, cores=2)
+    # 8 threads in the training process give 15 ms <= 27 ms; 4 give 30 ms
+    assert out.chosen.settings == GrainSettings(0, 2, 8, 8)
+    assert out.meets_target
+    assert "read threads" in out.reason
+
+
+def test_gil_bound_pipeline_tries_one_thread_step_only():
+    sim = SimPipeline(cpu_s=0.040)
+    out = tune_grain(sim.trial, 0.030, max_workers=8, cores=2)
+    assert out.chosen.workers == 2 and out.chosen.threads == 1
+    assert [s.threads for s in sim.calls].count(2) == 1
+
+
+def test_throughput_falling_past_the_cores_stops_and_takes_the_best_not_the_largest():
+    sim = SimPipeline(cpu_s=0.040, contention=0.3)
+    out = tune_grain(sim.trial, 0.010, max_workers=8, cores=2)
+    assert not out.meets_target
+    assert out.chosen.workers == 2
+    assert max(t.workers for t in out.trials) > 2  # it did look past the cores
+    assert f"gained less than {100 * MIN_GAIN:.0f}%" in out.reason
+
+
+def test_main_process_bound_pipeline_does_not_pile_up_workers():
+    sim = SimPipeline(sleep_s=0.060, consumer_s=0.025)
+    out = tune_grain(sim.trial, 0.020, max_workers=8, cores=2)
+    assert not out.meets_target
+    assert out.chosen.median_s == pytest.approx(0.025)
+    # the fewest workers that reach the consumer's limit: 60 ms / 25 ms -> 3
+    assert out.chosen.workers == 3
+
+
+def test_ram_budget_caps_the_worker_search_before_it_is_exceeded():
+    sim = SimPipeline(sleep_s=0.400, worker_mb=500.0, main_mb=1000.0)
+    out = tune_grain(sim.trial, 0.030, max_workers=16, cores=2, ram_budget_mb=3000.0,
+                     thread_ladder=(1,))
+    assert max(t.workers for t in out.trials) == 4  # (3000 - 1000) / 500
+    assert "RAM budget of 3000 MB allows at most 4 workers" in out.reason
+
+
+def test_ram_worker_ceiling():
+    assert ram_worker_ceiling(3000, 1000, 500) == 4
+    assert ram_worker_ceiling(900, 1000, 500) == 0
+    assert ram_worker_ceiling(3000, math.nan, 500) == 6
+    assert ram_worker_ceiling(3000, 1000, math.nan) is None
+
+
+def test_a_short_run_does_not_pay_for_the_start_up_of_more_workers():
+    # 0 workers: 50 ms/batch, starts at once; 4 workers: 12 ms/batch after 2.4 s of start-up
+    trials = [Trial(0, 1, 0.050, first_batch_s=0.05), Trial(4, 1, 0.012, first_batch_s=2.45)]
+    target = 0.020
+    assert run_time(trials[0], target, 50) == pytest.approx(0.05 + 50 * 0.050)
+    short, ok = choose(trials, target, run_steps=50)   # 2.55 s vs 3.45 s
+    assert short.workers == 0 and not ok
+    long, ok = choose(trials, target, run_steps=5000)  # 250 s vs 102 s
+    assert long.workers == 4 and ok
+    assert choose(trials, target)[0].workers == 4      # no run length: start-up not weighed
+
+
+def test_start_up_note_names_the_setting_passed_over():
+    sim = SimPipeline(sleep_s=0.120, start_per_worker_s=1.5)
+    out = tune_grain(sim.trial, 0.030, max_workers=8, cores=2, thread_ladder=(1,),
+                     run_steps=20)
+    assert out.chosen.workers == 0
+    assert "first batch takes" in out.reason and "run of 20 steps" in out.reason
+
+
+def test_buffers_shrink_when_the_goal_is_still_met():
+    sim = SimPipeline(cpu_s=0.040)
+    out = tune_grain(sim.trial, 0.030, max_workers=8, cores=2)
+    # a one-slot buffer costs 5% here: 21 ms still meets 27 ms
+    assert out.chosen.per_worker_buffer == 1 and out.chosen.prefetch == 1
+
+
+def test_cheapest_order_is_workers_then_buffers_then_threads():
+    a = GrainSettings(1, 4, 1, 1)
+    b = GrainSettings(2, 1, 1, 1)
+    c = GrainSettings(1, 1, 16, 16)
+    assert sorted([b, a, c], key=GrainSettings.cost) == [c, a, b]
+
+
+def test_the_outcome_says_it_chose_the_cheapest_setting():
+    out = tune_grain(SimPipeline(cpu_s=0.040).trial, 0.030, max_workers=8, cores=2)
+    assert out.reason.endswith("chose the cheapest setting that meets the target (fewest "
+                               "workers, then the smallest buffers): workers=2, buffer=1, "
+                               "threads=1, prefetch=1")
