@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pathlib
+import re
 import sys
 from typing import Any, Callable
 
@@ -32,6 +33,48 @@ ROLES_REQUIRED = ("init", "train_step")
 ROLES_OPTIONAL = ("dataset", "batch")
 
 
+USER_MODULE_PREFIX = "pipecheck_user_"
+
+
+def import_file(path: pathlib.Path, role: str) -> Any:
+    """Import ``path/to/file.py`` so that Grain's worker processes can use what it defines.
+
+    The file is imported as ``pipecheck_user_<stem>`` (a name of its own, so it shadows
+    nothing); spawned workers could not import that name, so cloudpickle (which Grain uses
+    to send the dataset to its workers) is told to pickle the module's functions and
+    classes by value. The file's directory is put on ``sys.path``, as ``python file.py``
+    does, so the file can import its sibling modules; spawned workers inherit ``sys.path``.
+    """
+    import cloudpickle
+
+    if not path.is_file():
+        raise ConfigError(f"workload.{role}: file {path} does not exist")
+    path = path.resolve()
+    directory = str(path.parent)
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    for module in list(sys.modules.values()):
+        if getattr(module, "__file__", None) == str(path) and \
+                getattr(module, "__name__", "").startswith(USER_MODULE_PREFIX):
+            return module  # the same file names several roles: import it once
+    base = USER_MODULE_PREFIX + re.sub(r"\W", "_", path.stem)
+    name, suffix = base, 1
+    while name in sys.modules:  # two files with the same stem
+        suffix += 1
+        name = f"{base}_{suffix}"
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    assert mod_spec is not None and mod_spec.loader is not None
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    try:
+        mod_spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    cloudpickle.register_pickle_by_value(module)
+    return module
+
+
 def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
     """Import ``module:function`` or ``file.py:function``; one-line errors."""
     module_name, sep, attr = spec.rpartition(":")
@@ -42,15 +85,7 @@ def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
         )
     try:
         if module_name.endswith(".py"):
-            path = pathlib.Path(module_name)
-            if not path.exists():
-                raise ConfigError(f"workload.{role}: file {path} does not exist")
-            name = f"pipecheck_user_{path.stem}"
-            mod_spec = importlib.util.spec_from_file_location(name, path)
-            assert mod_spec is not None and mod_spec.loader is not None
-            module = importlib.util.module_from_spec(mod_spec)
-            sys.modules[name] = module
-            mod_spec.loader.exec_module(module)
+            module = import_file(pathlib.Path(module_name), role)
         else:
             if "" not in sys.path and str(pathlib.Path.cwd()) not in sys.path:
                 sys.path.insert(0, str(pathlib.Path.cwd()))
