@@ -36,6 +36,7 @@ from pipecheck.records import store
 from pipecheck.records.common import Distribution, Finding, StepRecord, SyncSite
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.report.format import short_location
 
 DEFAULT_STEPS = 60
 """Real-data training steps."""
@@ -133,8 +134,7 @@ def sync_findings(sites: Sequence[SyncSite], n_steps: int, real_median_s: float,
             continue
         numbers = {"seconds_per_step": per_step, "share_of_step": share,
                    "samples": float(site.samples)}
-        where = f"{os.path.basename(site.location.rsplit(':', 1)[0])}:" \
-                f"{site.location.rsplit(':', 1)[1]}"
+        where = short_location(site.location)
         if verdict.verdict == FORCED_SYNC:
             findings.append(Finding(
                 kind="forced-sync",

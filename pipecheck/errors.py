@@ -11,6 +11,9 @@ class PipecheckError(Exception):
     """Base class: a problem the user can fix. ``str(err)`` is the whole message."""
 
     exit_code = 1
+    details: str | None = None
+    """The full stack of the exception behind this error, when it was made from one; the
+    CLI prints it with --traceback (kept as text so no frame, and no batch, stays alive)."""
 
 
 class ConfigError(PipecheckError):
@@ -31,6 +34,13 @@ class OutputExistsError(PipecheckError):
     exit_code = 2
 
 
+class OutputPathError(PipecheckError):
+    """An output path that cannot be written: a missing directory, a file where a directory
+    should be, a directory where the file should be, no permission."""
+
+    exit_code = 2
+
+
 class DataError(PipecheckError):
     """A missing, incomplete or corrupt data set / data directory."""
 
@@ -41,3 +51,10 @@ class PipelineError(PipecheckError):
     """The input pipeline failed: a worker raised, or it stopped producing (timeout)."""
 
     exit_code = 4
+
+
+class UserCodeError(PipecheckError):
+    """An exception raised by the user's own code: an entry point (init, batch, dataset),
+    the train step, or the dataset's transforms (also inside Grain's worker processes)."""
+
+    exit_code = 5

@@ -43,12 +43,35 @@ def _exit_past_stuck_threads(code: int) -> None:
     os._exit(code)
 
 
+TRACEBACK_FLAG = "--traceback"
+
+
+def split_traceback_flag(args: Sequence[str]) -> tuple[list[str], bool]:
+    """Take ``--traceback`` out of the arguments wherever it stands (before a ``--``), so
+    every command accepts it without declaring it."""
+    args = list(args)
+    end = args.index("--") if "--" in args else len(args)
+    found = TRACEBACK_FLAG in args[:end]
+    return [a for i, a in enumerate(args) if i >= end or a != TRACEBACK_FLAG], found
+
+
+def print_stack(e: BaseException) -> None:
+    """The full stack behind an error: the original exception's, when the error was made
+    from one (``details``), else the error's own."""
+    import traceback
+
+    details = getattr(e, "details", None)
+    click.echo(details or "".join(traceback.format_exception(e)), err=True, nl=False)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
+    args, show_stack = split_traceback_flag(sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=list(argv) if argv is not None else None, prog_name="pipecheck",
-                 standalone_mode=False)
+        cli.main(args=args, prog_name="pipecheck", standalone_mode=False)
     except PipecheckError as e:
+        if show_stack:
+            print_stack(e)
         click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
         from pipecheck.measure.pipeline import PipelineStallError
 

@@ -9,6 +9,9 @@ CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="pipecheck", prog_name="pipecheck")
+@click.option("--traceback", is_flag=True, expose_value=False,
+              help="On an error, print the full stack before the one-line message (also "
+                   "accepted after the command, e.g. pipecheck synthetic --traceback).")
 def cli() -> None:
     """Is this JAX training run held back by its input pipeline, by compute, or by the
     host forcing a sync with the device?

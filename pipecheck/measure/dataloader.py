@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis import stats
 from pipecheck.config import RunConfig
-from pipecheck.errors import ConfigError, PipecheckError, PipelineError
+from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.pipeline import (
     DEFAULT_PER_WORKER_BUFFER,
     PipelineStalled,
@@ -42,6 +42,7 @@ from pipecheck.measure.pipeline import (
 )
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.user_code import pipeline_error
 
 DEFAULT_BATCHES = 50
 DEFAULT_THREADS = 1
@@ -232,10 +233,6 @@ def collect_stages(
         sleep(poll_s)
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
-
-
 # --- measurement ------------------------------------------------------------------------------
 @dataclasses.dataclass
 class LoaderParts:
@@ -346,15 +343,13 @@ def measure_setting(
             "only slow")
     except KeyboardInterrupt:
         error = KeyboardInterrupt()
-    except PipecheckError as e:
-        error = type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}")
     except StopIteration:
         error = PipelineError(
             f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
             "repeat the dataset or ask for fewer --batches")
     except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
-        error = PipelineError(
-            f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}")
+        error = pipeline_error(e, label)  # text only: no frame outlives the clean-up
+        del e
     release(opened, before, failed=stalled,
             shm_before=shm_before if error is not None else None)
     opened.clear()

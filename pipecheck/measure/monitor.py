@@ -49,6 +49,7 @@ from pipecheck.records.common import (
     Finding,
 )
 from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
+from pipecheck.report.format import short_location
 
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
@@ -332,7 +333,8 @@ def build_result(
             # input-bound loop hides it): `pipecheck compare --real` judges that.
             findings.append(Finding(
                 kind="host-sync",
-                message=(f"the loop waits for the device at {s.location} ({s.code}): "
+                message=(f"the loop waits for the device at {short_location(s.location)} "
+                         f"({s.code}): "
                          f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
                          "`pipecheck compare --real` tells whether it costs step time"),
                 numbers={"seconds": s.seconds, "share": s.share},
@@ -368,7 +370,12 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
     from tabulate import tabulate
 
-    from pipecheck.report.format import distribution_rows, findings_text, ms, warnings_text
+    from pipecheck.report.format import (
+        distribution_rows,
+        findings_text,
+        ms,
+        warnings_text,
+    )
 
     rows: list[list[Any]] = distribution_rows(result.step_time, "step time")
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
@@ -380,7 +387,8 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
              tabulate(rows, tablefmt="simple", disable_numparse=True), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:
-        site_rows = [[s.location, s.code[:50], f"{s.seconds:.3f} s", f"{100 * s.share:.1f}%",
+        site_rows = [[short_location(s.location), s.code[:50], f"{s.seconds:.3f} s",
+                      f"{100 * s.share:.1f}%",
                       "pipecheck lagged sync (expected)" if s.internal else "your code"]
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",

@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from pipecheck.errors import PipecheckError, PipelineError
+from pipecheck.errors import PipelineError
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER  # noqa: F401
 
 WORKER_EXIT_WAIT_S = 3.0
@@ -203,10 +203,6 @@ def close_iterator(iterator: Any) -> None:
         close()
 
 
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
-
-
 SHM_DIR = "/dev/shm"
 
 
@@ -296,12 +292,10 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
                     f"the input pipeline ({label}) produced no batch for {timeout_s:g} s "
                     f"after {n} batches; it looks stuck. Raise --timeout if it is only slow"))
                 raise
-            except PipecheckError as e:
-                failure.append(type(e)(f"the input pipeline ({label}) failed: {_one_line(e)}"))
-                raise
             except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
-                failure.append(PipelineError(
-                    f"the input pipeline ({label}) raised {type(e).__name__}: {_one_line(e)}"))
+                from pipecheck.user_code import pipeline_error
+
+                failure.append(pipeline_error(e, label))
                 raise
             finally:
                 timer.disarm()

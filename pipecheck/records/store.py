@@ -13,7 +13,12 @@ import pathlib
 import tempfile
 from typing import Any, Mapping
 
-from pipecheck.errors import OutputExistsError, PipecheckError, ResultFormatError
+from pipecheck.errors import (
+    OutputExistsError,
+    OutputPathError,
+    PipecheckError,
+    ResultFormatError,
+)
 
 # Every record module registers its kind on import; none of them imports JAX.
 from pipecheck.records import (  # noqa: F401
@@ -75,18 +80,36 @@ def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T:
 
 
 def check_writable(path: str | os.PathLike[str] | None, force: bool) -> None:
-    """Fail early (before a long run) if ``path`` exists and ``force`` is not set."""
+    """Fail early (before a long run) if ``path`` cannot be written: it exists and ``force``
+    is not set, it is a directory, its directory is missing or is a file, or nothing can be
+    created there. The last is probed by creating (and removing) an empty temporary file,
+    which also holds for root, whom permission bits do not stop."""
     if path is None:
         return
     p = pathlib.Path(path)
+    if p.is_dir():
+        raise OutputPathError(f"{p} is a directory; give a file name for the output")
     if p.exists() and not force:
         raise OutputExistsError(
             f"{p} exists; pass --force to overwrite it or choose another path"
         )
-    if not p.parent.exists():
-        raise OutputExistsError(
-            f"directory {p.parent} does not exist; create it or choose another path"
+    parent = p.parent
+    if not parent.is_dir():
+        blocking = next((a for a in [parent, *parent.parents] if a.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            raise OutputPathError(
+                f"cannot write {p}: {blocking} is a file, not a directory; choose another path")
+        raise OutputPathError(
+            f"directory {parent} does not exist; create it or choose another path"
         )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".probe", dir=parent)
+    except OSError as e:
+        raise OutputPathError(
+            f"cannot create a file in {parent} ({e.strerror or type(e).__name__}); "
+            "choose another path") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bool) -> None:

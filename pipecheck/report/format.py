@@ -3,12 +3,39 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any, Sequence
 
 from tabulate import tabulate
 
 from pipecheck.records.common import Distribution, Finding
 from pipecheck.records.synthetic import SyntheticResult
+
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""pipecheck's own package directory (its files are shown as ``pipecheck/...``)."""
+
+
+def short_path(path: str, cwd: str | None = None) -> str:
+    """A file path as reports show it: pipecheck's own files as ``pipecheck/...``, files
+    under the working directory relative to it, any other path unchanged. Records keep
+    the absolute path; only what is printed is shortened."""
+    if path.startswith("<"):
+        return path
+    full = os.path.abspath(path)
+    if full.startswith(PACKAGE_DIR + os.sep):
+        return "pipecheck/" + os.path.relpath(full, PACKAGE_DIR).replace(os.sep, "/")
+    base = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    if full.startswith(base + os.sep):
+        return os.path.relpath(full, base)
+    return path
+
+
+def short_location(location: str, cwd: str | None = None) -> str:
+    """``path:line`` with the path shortened as by :func:`short_path`."""
+    path, sep, line = location.rpartition(":")
+    if not sep or not line.isdigit():
+        return short_path(location, cwd) if os.path.isabs(location) else location
+    return f"{short_path(path, cwd)}:{line}"
 
 
 def ms(seconds: float | None) -> str:
@@ -53,7 +80,7 @@ def distribution_rows(d: Distribution, label: str) -> list[list[str]]:
 def findings_text(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
-        where = f" [{f.location}]" if f.location else ""
+        where = f" [{short_location(f.location)}]" if f.location else ""
         lines.append(f"- {f.kind}{where}: {f.message}")
         if f.fix:
             lines.append(f"  fix: {f.fix}")

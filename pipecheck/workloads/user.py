@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from pipecheck.config import Key, RunConfig
 from pipecheck.errors import ConfigError
+from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
 
@@ -124,7 +125,8 @@ def build(config: RunConfig) -> Workload:
     if "dataset" not in entries and "batch" not in entries:
         raise ConfigError("a user workload needs workload.dataset or workload.batch "
                           "(to know the batch's shapes)")
-    fns = {role: load_entry_point(spec, role) for role, spec in entries.items()}
+    raw = {role: load_entry_point(spec, role) for role, spec in entries.items()}
+    fns = {role: guarded(role, fn) for role, fn in raw.items()}
     user_config = config.to_dict()
     n_dev = config["devices"]
     mesh = data_mesh(n_dev)
@@ -134,15 +136,18 @@ def build(config: RunConfig) -> Workload:
         from pipecheck.measure.pipeline import build_iter_dataset
 
         it = iter(build_iter_dataset(fns["dataset"](user_config), workers=0, threads=0))
-        example = dict(next(it))
+        try:
+            example = dict(next(it))
+        except Exception as e:  # noqa: BLE001 - the user's dataset may raise anything
+            raise pipeline_error(e, "workers=0, threads=0") from None
     example = {k: np.asarray(v) for k, v in example.items()}
     for k, v in example.items():
         if v.ndim == 0 or v.shape[0] % n_dev:
             raise ConfigError(f"batch entry {k!r} with shape {v.shape} does not split over "
                               f"devices={n_dev} along its first axis")
     spec = spec_of(example, batch_sharding(mesh))
-    step = fns["train_step"]
-    jitted = step if hasattr(step, "lower") else jax.jit(step)
+    step = raw["train_step"]
+    jitted = GuardedStep(step if hasattr(step, "lower") else jax.jit(step))
     name = str(getattr(step, "__name__", None)
                or getattr(getattr(step, "__wrapped__", None), "__name__", "train_step"))
     rep = replicated(mesh)

@@ -119,11 +119,15 @@ def test_worker_that_raises_ends_the_run_with_its_message(tmp_path):
     marker = uuid.uuid4().hex
     proc = run_cli("dataloader", "--config", user_config(tmp_path, "failing_dataset", fail_at=5),
                    "--workers", "2", "--batches", "20", env=_env(marker), timeout=120)
-    assert proc.returncode == 4, proc.stderr
+    assert proc.returncode == 5, proc.stderr  # an error in the user's code
     lines = error_lines(proc)
     assert len(lines) == 1, proc.stderr
-    assert lines[0].startswith("pipecheck: error: the input pipeline (workers=2, threads=1)")
-    assert "ValueError: cannot parse record 5" in lines[0]
+    line = next(i for i, text in enumerate((HERE / "pipecheck_test_pipelines.py").read_text()
+                                           .splitlines(), 1) if "cannot parse record" in text)
+    assert lines[0] == (
+        f"pipecheck: error: dataset (tests/integration/pipecheck_test_pipelines.py:{line}) "
+        "raised ValueError: cannot parse record 5: unexpected end of data "
+        "(in the input pipeline, workers=2, threads=1)")
     assert "Traceback" not in proc.stderr
     assert leftover(marker) == []
 

@@ -117,3 +117,126 @@ def test_shipped_example_compare_searches_workers(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert any(s["workers"] >= 1 for s in data["loader"]), data["loader"]
+
+
+# --- exceptions in the user's code: one line, exit 5, --traceback for the stack -------------
+FAILING_MODEL = textwrap.dedent('''
+    import grain
+    import jax.numpy as jnp
+    import numpy as np
+
+    FAIL_STEP = False
+
+
+    def check(config, where):
+        if config["params"].get("fail") == where:
+            raise ValueError(f"bad {where} setting")  # FAILS HERE
+
+
+    def init(config):
+        check(config, "init")
+        return {"w": np.zeros((8, 1), np.float32)}
+
+
+    def train_step(state, batch):
+        w = state["w"].T if FAIL_STEP else state["w"]
+        pred = batch["x"] @ w  # STEP
+        return state, {"loss": jnp.mean(pred)}
+
+
+    class MakeBatch:
+        def __init__(self, config):
+            self.fail_at = config["params"].get("fail_at", -1)
+
+        def __call__(self, i):
+            if i == self.fail_at:
+                raise ValueError(f"cannot parse record {i}")  # TRANSFORM
+            return {"x": np.ones((16, 8), np.float32)}
+
+
+    def dataset(config):
+        check(config, "dataset")
+        return grain.MapDataset.range(1 << 20).map(MakeBatch(config))
+''')
+
+
+def line_of(text: str, marker: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
+
+
+def failing_project(tmp_path: pathlib.Path, fail_step: bool = False, **params) -> pathlib.Path:
+    """model.py and a config in tmp_path (the directory the CLI runs in)."""
+    source = FAILING_MODEL.replace("FAIL_STEP = False", f"FAIL_STEP = {fail_step}")
+    (tmp_path / "model.py").write_text(source)
+    items = ", ".join(f"{k}: {v}" for k, v in params.items())
+    (tmp_path / "user.yml").write_text(
+        "workload:\n"
+        + "".join(f"  {r}: model.py:{r}\n" for r in ("init", "train_step", "dataset"))
+        + f"batch_size: 16\nparams: {{{items}}}\n")
+    return tmp_path / "model.py"
+
+
+def stderr_lines(proc) -> list[str]:
+    return [ln for ln in proc.stderr.splitlines()
+            if ln.strip() and not ln.startswith(("pipecheck: workers=", "W0", "I0"))]
+
+
+def test_an_exception_in_init_is_one_line(tmp_path):
+    model = failing_project(tmp_path, fail="init")
+    proc = run_cli("synthetic", "--config", "user.yml", "--steps", "3", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    line = line_of(model.read_text(), "FAILS HERE")
+    assert stderr_lines(proc) == [
+        f"pipecheck: error: init (model.py:{line}) raised ValueError: bad init setting"]
+
+
+def test_traceback_shows_the_whole_stack(tmp_path):
+    model = failing_project(tmp_path, fail="init")
+    proc = run_cli("synthetic", "--config", "user.yml", "--steps", "3", "--traceback",
+                   cwd=tmp_path)
+    assert proc.returncode == 5
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert f'model.py", line {line_of(model.read_text(), "FAILS HERE")}, in check' \
+        in proc.stderr
+    assert ', in init\n' in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("pipecheck: error: init (model.py")
+
+
+def test_an_exception_in_the_train_step_is_one_line(tmp_path):
+    model = failing_project(tmp_path, fail_step=True)
+    proc = run_cli("synthetic", "--config", "user.yml", "--steps", "3", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    (line,) = stderr_lines(proc)
+    assert line.startswith(f"pipecheck: error: train_step (model.py:"
+                           f"{line_of(model.read_text(), '# STEP')}) raised TypeError: ")
+
+
+def test_an_exception_in_the_dataset_entry_point_is_one_line(tmp_path):
+    model = failing_project(tmp_path, fail="dataset")
+    proc = run_cli("dataloader", "--config", "user.yml", "--batches", "3", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert stderr_lines(proc) == [
+        f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), 'FAILS HERE')}) "
+        "raised ValueError: bad dataset setting"]
+
+
+def test_an_exception_in_a_grain_worker_names_the_users_line(tmp_path):
+    model = failing_project(tmp_path, fail_at=6)
+    proc = run_cli("dataloader", "--config", "user.yml", "--workers", "2", "--batches", "20",
+                   cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert stderr_lines(proc) == [
+        f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), '# TRANSFORM')}) "
+        "raised ValueError: cannot parse record 6 (in the input pipeline, workers=2, threads=1)"]
+
+
+def test_an_exception_in_compares_real_data_run_is_one_line(tmp_path):
+    # The loader search reads 9 batches at 1 worker; the real-data run reaches record 30.
+    model = failing_project(tmp_path, fail_at=30)
+    proc = run_cli("compare", "--config", "user.yml", "--workers", "1", "--batches", "5",
+                   "--steps", "40", "--target-steps", "5", "--quiet", cwd=tmp_path)
+    assert proc.returncode == 5, proc.stderr
+    assert stderr_lines(proc) == [
+        f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), '# TRANSFORM')}) "
+        "raised ValueError: cannot parse record 30 (in the input pipeline, workers=1, "
+        "threads=1)"]

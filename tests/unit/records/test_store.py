@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from pipecheck.errors import OutputExistsError, ResultFormatError
+from pipecheck.errors import OutputExistsError, OutputPathError, ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, Throughput
 from pipecheck.records.synthetic import SyntheticResult
@@ -96,8 +96,31 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_missing_directory(tmp_path):
-    with pytest.raises(OutputExistsError, match="does not exist"):
+    with pytest.raises(OutputPathError, match="does not exist"):
         store.check_writable(tmp_path / "no" / "r.json", force=False)
+
+
+@pytest.mark.parametrize("below", ["r.json", "sub/r.json"])
+def test_a_file_where_a_directory_should_be(tmp_path, below):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(OutputPathError, match=r"file is a file, not a directory"):
+        store.check_writable(tmp_path / "file" / below, force=True)
+
+
+def test_a_directory_where_the_file_should_be(tmp_path):
+    with pytest.raises(OutputPathError, match="is a directory; give a file name"):
+        store.check_writable(tmp_path, force=True)
+
+
+def test_a_directory_nothing_can_be_created_in():
+    # /proc refuses new files even to root (permission bits would not).
+    with pytest.raises(OutputPathError, match="cannot create a file in /proc"):
+        store.check_writable("/proc/r.json", force=False)
+
+
+def test_the_writability_probe_leaves_nothing_behind(tmp_path):
+    store.check_writable(tmp_path / "r.json", force=False)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_nan_is_written_as_null(tmp_path):
