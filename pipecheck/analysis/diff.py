@@ -22,12 +22,14 @@ import numpy as np
 
 from pipecheck.analysis import maxtext, stats
 from pipecheck.errors import ResultFormatError
-from pipecheck.measure.loop import steady_state
-from pipecheck.records.base import FORMAT_VERSION
+from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
+from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.base import FORMAT_VERSION, check_version
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
+from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
 
 TAG_CAUSES = {
     "compile": maxtext.CAUSE_COMPILATION,
@@ -43,6 +45,9 @@ VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 
 MAX_LISTED_DIFFERENCES = 8
 
+JSON_PROBE_CHARS = 4096
+"""Characters read to tell a JSON result (starts with ``{`` after blanks) from a log."""
+
 
 
 
@@ -56,26 +61,31 @@ MAX_LISTED_DIFFERENCES = 8
 
 
 def _final_loss(steps: Sequence[StepRecord]) -> float | None:
-    for s in reversed(steps):
-        if s.loss is not None and math.isfinite(s.loss):
-            return float(s.loss)
-    return None
+    losses = column_of(steps, "loss")
+    finite = np.flatnonzero(np.isfinite(losses))
+    return float(losses[finite[-1]]) if finite.size else None
 
 
-def _step_of(d: Any, i: int, origin: str) -> StepRecord:
-    try:
-        loss = d.get("loss")
-        return StepRecord(
-            step=int(d["step"]),
-            time_s=float(d["time_s"]),
-            tags=tuple(str(t) for t in (d.get("tags") or ())),
-            spans={str(k): float(v) for k, v in (d.get("spans") or {}).items()},
-            loss=None if loss is None else float(loss),
-        )
-    except (AttributeError, KeyError, TypeError, ValueError) as e:
-        raise ResultFormatError(
-            f"{origin}: steps[{i}] is not a step record ({e.__class__.__name__}: {e})"
-        ) from None
+def _steps_of(raw: list[Any] | Mapping[str, Any], origin: str) -> StepTable[StepRecord]:
+    """The ``steps`` of any run kind: only the fields every kind shares are read."""
+    if isinstance(raw, Mapping):
+        return StepTable.from_json(StepRecord, raw, f"{origin}: steps")
+    builder = StepTableBuilder(StepRecord)
+    for i, d in enumerate(raw):
+        try:
+            loss = d.get("loss")
+            builder.append(
+                step=int(d["step"]),
+                time_s=float(d["time_s"]),
+                tags=tuple(str(t) for t in (d.get("tags") or ())),
+                spans={str(k): float(v) for k, v in (d.get("spans") or {}).items()},
+                loss=None if loss is None else float(loss),
+            )
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise ResultFormatError(
+                f"{origin}: steps[{i}] is not a step record ({e.__class__.__name__}: {e})"
+            ) from None
+    return builder.build()
 
 
 def _number(value: Any) -> float | None:
@@ -91,11 +101,8 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     when present, ``throughput``, ``compile``, ``step_time`` and ``warnings``."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
-    if data["format_version"] != FORMAT_VERSION:
-        raise ResultFormatError(
-            f"{origin} has format_version {data['format_version']!r}; this pipecheck reads "
-            f"version {FORMAT_VERSION} (re-run the measurement with this version)"
-        )
+    check_version(data, origin)
+    data = {**data, "format_version": FORMAT_VERSION}
     kind = str(data["kind"])
     if kind == ImportedRun.KIND:
         try:
@@ -104,12 +111,13 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
             raise ResultFormatError(f"{origin}: {e}") from None
         return summary_from_imported(imported, origin)
     raw_steps = data.get("steps")
-    if not isinstance(raw_steps, list) or not raw_steps:
+    if not isinstance(raw_steps, (list, Mapping)) or not raw_steps or (
+            isinstance(raw_steps, Mapping) and not raw_steps.get("n")):
         raise ResultFormatError(
             f"{origin} holds a {kind!r} result without per-step times ('steps'); "
             "diff compares training runs (synthetic, compare, monitor, imported)"
         )
-    steps = tuple(_step_of(d, i, origin) for i, d in enumerate(raw_steps))
+    steps = _steps_of(raw_steps, origin)
     env = data.get("env") if isinstance(data.get("env"), Mapping) else {}
     config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
     throughput = data.get("throughput") if isinstance(data.get("throughput"), Mapping) else {}
@@ -117,14 +125,13 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     assert isinstance(env, Mapping) and isinstance(config, Mapping)
     assert isinstance(throughput, Mapping) and isinstance(compile_info, Mapping)
 
-    steady = steady_state(steps)
-    times = [s.time_s for s in steady]
+    numbers = steps.column("step")
+    is_steady = (numbers >= 1) & ~steps.tag_mask(STEADY_STATE_EXCLUDED_TAGS)  # steady_state()
+    times = steps.column("time_s")[is_steady].tolist()
     med = float(np.median(times)) if times else math.nan
-    steady_ids = {s.step for s in steady}
     anomalies = []
-    for s in steps:
-        if s.step in steady_ids:
-            continue
+    for i in np.flatnonzero(~is_steady):
+        s = steps[int(i)]
         causes = [TAG_CAUSES[t] for t in s.tags if t in TAG_CAUSES]
         if s.tags == ("drain",) or s.tags == ("warmup",):
             continue  # kept apart by design, not an anomaly of the run
@@ -161,7 +168,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
         config=dict(config),
         steps=steps,
         step_time=Distribution.of(times),
-        mean_all_s=float(np.mean([s.time_s for s in steps])),
+        mean_all_s=float(np.mean(steps.column("time_s"))),
         first_step_s=first if first is not None else steps[0].time_s,
         params=_number(data.get("params")),
         final_loss=_final_loss(steps),
@@ -175,23 +182,27 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
 
 def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSummary:
     """A parsed MaxText log as a RunSummary."""
-    steady = run.steady_steps
+    is_steady = run.steady_mask
     mem = run.memory
+    steps = run.steps.as_rows_of(StepRecord)
+
+    def steady_column(name: str) -> tuple[float, ...]:
+        values = run.steps.column(name)[is_steady]
+        return tuple(values[~np.isnan(values)].tolist())
+
     return RunSummary(
         source=origin or run.source,
         kind=run.kind,
         env=dict(run.env),
         config=dict(run.config),
-        steps=tuple(StepRecord(s.step, s.time_s, s.tags, loss=s.loss) for s in run.steps),
+        steps=steps,
         step_time=run.step_time,
         mean_all_s=run.mean_all_s,
-        first_step_s=run.steps[0].time_s if run.steps else None,
+        first_step_s=run.steps[0].time_s if len(run.steps) else None,
         params=run.params,
-        final_loss=_final_loss([StepRecord(s.step, s.time_s, loss=s.loss) for s in run.steps]),
-        tflops_per_s_per_device=tuple(s.tflops_per_s_per_device for s in steady
-                                      if s.tflops_per_s_per_device is not None),
-        tokens_per_s_per_device=tuple(s.tokens_per_s_per_device for s in steady
-                                      if s.tokens_per_s_per_device is not None),
+        final_loss=_final_loss(steps),
+        tflops_per_s_per_device=steady_column("tflops_per_s_per_device"),
+        tokens_per_s_per_device=steady_column("tokens_per_s_per_device"),
         memory_compiled_bytes=(mem.compiled_total_gb * 1e9
                                if mem.compiled_total_gb is not None else None),
         memory_in_use_bytes=(mem.device_in_use_gb * 2**30
@@ -202,23 +213,34 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
     )
 
 
-def load_run(path: str | os.PathLike[str]) -> RunSummary:
-    """A pipecheck result JSON or a MaxText training log, told apart by content."""
-    text = maxtext.read_text(path)
-    if text.lstrip().startswith("{"):
+def load_run(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> RunSummary:
+    """A pipecheck result JSON or a MaxText training log, told apart by content. A log is
+    streamed, never read whole."""
+    with maxtext.open_text(path) as f:
+        head = f.read(JSON_PROBE_CHARS)
+        is_json = head.lstrip().startswith("{")
+        text = head + f.read() if is_json else ""
+    if is_json:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ResultFormatError(
                 f"{path} starts like JSON but is not valid JSON (line {e.lineno}: {e.msg})"
             ) from None
+        del text
         return summary_from_record(data, str(path))
-    if "completed step:" in text:
-        return summary_from_imported(maxtext.import_lines(text.splitlines(), str(path)))
-    raise ResultFormatError(
-        f"{path} is neither a pipecheck result (a JSON object with kind and format_version) "
-        "nor a MaxText training log (no 'completed step:' lines)"
-    )
+    try:
+        run = maxtext.import_log(path, progress)
+    except maxtext.LogFormatError:
+        with maxtext.open_text(path) as f:
+            mentions_steps = any("completed step:" in line for line in f)
+        if mentions_steps:
+            raise
+        raise ResultFormatError(
+            f"{path} is neither a pipecheck result (a JSON object with kind and "
+            "format_version) nor a MaxText training log (no 'completed step:' lines)"
+        ) from None
+    return summary_from_imported(run)
 
 
 # --- comparing ---------------------------------------------------------------------------

@@ -13,19 +13,23 @@ gets a likely cause from the events around it (``explain_anomalies``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import os
 import pathlib
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import numpy as np
 
 from pipecheck.analysis import stats
 from pipecheck.errors import ResultFormatError
+from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, LogMemory, LogStep
+from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
 
 
 class LogFormatError(ResultFormatError):
@@ -115,7 +119,8 @@ def _config_value(text: str) -> Any:
     return text
 
 
-def _parse_step(match: re.Match[str], line_no: int) -> LogStep | None:
+def _parse_step(match: re.Match[str], line_no: int) -> dict[str, Any] | None:
+    """The fields of one ``completed step:`` line, or None without a readable time."""
     fields: dict[str, Any] = {}
     metrics: dict[str, float] = {}
     for piece in match.group(2).split(","):
@@ -130,12 +135,18 @@ def _parse_step(match: re.Match[str], line_no: int) -> LogStep | None:
             metrics.setdefault(key, num)
     if "time_s" not in fields:
         return None
-    return LogStep(step=int(match.group(1)), metrics=metrics, line=line_no, **fields)
+    return dict(step=int(match.group(1)), metrics=metrics, line=line_no, **fields)
+
+
+PROGRESS_EVERY_LINES = 20000
+"""Lines read between two progress updates: often enough for a smooth bar, rare enough to
+cost nothing next to parsing them."""
 
 
 @dataclasses.dataclass
 class _Parsed:
-    steps: list[LogStep] = dataclasses.field(default_factory=list)
+    steps: StepTable[LogStep] = dataclasses.field(
+        default_factory=lambda: StepTable.from_rows(LogStep, ()))
     events: list[LogEvent] = dataclasses.field(default_factory=list)
     env: dict[str, Any] = dataclasses.field(default_factory=dict)
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -146,25 +157,44 @@ class _Parsed:
     unreadable_steps: int = 0
 
 
-def parse_lines(lines: Sequence[str]) -> _Parsed:
-    """Read the lines that matter; ignore the rest."""
+def _physical_lines(lines: Iterable[str]) -> Iterator[str]:
+    """Split what a file iterator yields the way ``str.splitlines`` splits the whole text,
+    so line numbers do not depend on whether the log was streamed or read at once."""
+    for chunk in lines:
+        yield from (chunk.splitlines() or [""])
+
+
+def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None) -> _Parsed:
+    """Read the lines that matter; ignore the rest.
+
+    One pass, one line in memory at a time: steps go straight into columns (a
+    ``StepTableBuilder``), so a million-step log costs a few arrays, not a million
+    objects. ``progress(chars)`` is called every ``PROGRESS_EVERY_LINES`` lines with the
+    characters read since the last call."""
     p = _Parsed()
+    builder = StepTableBuilder(LogStep)
     seen: set[int] = set()
     last_step: int | None = None
     per_step_pending = False
-    for n, raw in enumerate(lines, start=1):
+    chars = 0
+    for n, raw in enumerate(_physical_lines(lines), start=1):
+        if progress is not None:
+            chars += len(raw) + 1
+            if n % PROGRESS_EVERY_LINES == 0:
+                progress(chars)
+                chars = 0
         line = GLOG_HEADER.sub("", raw.rstrip("\r\n"))
         m = _STEP.search(line)
         if m:
             step = _parse_step(m, n)
             if step is None:
                 p.unreadable_steps += 1
-            elif step.step in seen:
+            elif step["step"] in seen:
                 p.duplicates += 1
             else:
-                seen.add(step.step)
-                p.steps.append(step)
-                last_step = step.step
+                seen.add(step["step"])
+                builder.append(**step)
+                last_step = step["step"]
             continue
         if (m := _SAVE.search(line)) or (m := _ASYNC.search(line)):
             kind = "checkpoint_save" if m.re is _SAVE else "checkpoint_async_start"
@@ -206,7 +236,13 @@ def parse_lines(lines: Sequence[str]) -> _Parsed:
             per_step_pending = False
         elif m := _CONFIG.search(line):
             p.config[m.group(1)] = _config_value(m.group(2))
-    p.steps.sort(key=lambda s: s.step)
+    if progress is not None and chars:
+        progress(chars)
+    steps = builder.build()
+    numbers = steps.column("step")
+    if numbers.size > 1 and np.any(numbers[1:] < numbers[:-1]):
+        steps = steps.take(np.argsort(numbers, kind="stable"))
+    p.steps = steps
     return p
 
 
@@ -221,12 +257,12 @@ def explain_anomalies(
     charged the queued device work to the slow step), anything else is unexplained.
     Returns the anomalies (by step) and the steady-state median they are measured against.
     """
-    if not steps:
+    if not len(steps):
         return [], math.nan
-    rest = list(steps[1:])
-    flagged = set(stats.robust_outliers([s.time_s for s in rest]))
-    steady = [s.time_s for i, s in enumerate(rest) if i not in flagged]
-    med = float(np.median(steady)) if steady else math.nan
+    rest_times = column_of(steps, "time_s")[1:]
+    flagged = stats.robust_outliers(rest_times)
+    steady = np.delete(rest_times, flagged)
+    med = float(np.median(steady)) if steady.size else math.nan
 
     def ratio(t: float) -> float:
         return t / med if med > 0 else math.nan
@@ -236,10 +272,9 @@ def explain_anomalies(
                          "first step logged: it includes tracing and compiling the train step")]
     slow_steps = {first.step}
     checkpoint = [e for e in events if e.kind in CHECKPOINT_EVENTS and e.anchor_step is not None]
-    for i, s in enumerate(rest):
-        if i not in flagged:
-            continue
-        previous = steps[i]  # rest[i] is steps[i + 1]
+    for i in flagged:  # in step order; only the flagged rows become objects
+        s = steps[i + 1]
+        previous = steps[i]
         if s.time_s > med:
             slow_steps.add(s.step)
             near = [e for e in checkpoint
@@ -267,19 +302,25 @@ def explain_anomalies(
     return anomalies, med
 
 
-def import_lines(lines: Sequence[str], source: str) -> ImportedRun:
-    """Parse a MaxText training log into an ``ImportedRun``."""
-    p = parse_lines(lines)
-    if not p.steps:
+def import_lines(lines: Iterable[str], source: str,
+                 progress: Callable[[int], None] | None = None) -> ImportedRun:
+    """Parse a MaxText training log (any iterable of lines, e.g. an open file) into an
+    ``ImportedRun``. ``progress`` as in ``parse_lines``."""
+    p = parse_lines(lines, progress)
+    if not len(p.steps):
         raise LogFormatError(
             f"{source} has no 'completed step: N, seconds: ...' lines; is it a MaxText "
             "training log?"
         )
     anomalies, _ = explain_anomalies(p.steps, p.events)
-    tag_of = {a.step: CAUSE_TAGS[a.cause] for a in anomalies}
-    steps = tuple(dataclasses.replace(s, tags=(tag_of[s.step],)) if s.step in tag_of else s
-                  for s in p.steps)
-    steady = [s.time_s for s in steps if s.step not in tag_of]
+    numbers = p.steps.column("step")  # sorted and unique
+    rows = np.searchsorted(numbers, [a.step for a in anomalies])
+    steps = p.steps.with_tags({int(r): (CAUSE_TAGS[a.cause],)
+                               for r, a in zip(rows, anomalies, strict=True)})
+    times = steps.column("time_s")
+    is_steady = np.ones(len(steps), dtype=bool)
+    is_steady[rows] = False
+    steady = times[is_steady]
     warnings = stats.quality_warnings(steady)
     if p.duplicates:
         warnings.append(f"{p.duplicates} 'completed step' line(s) repeat a step already read "
@@ -297,7 +338,7 @@ def import_lines(lines: Sequence[str], source: str) -> ImportedRun:
         config=p.config,
         steps=steps,
         step_time=Distribution.of(steady),
-        mean_all_s=float(np.mean([s.time_s for s in steps])),
+        mean_all_s=float(np.mean(times)),
         anomalies=tuple(anomalies),
         events=tuple(p.events),
         params=p.params,
@@ -307,20 +348,44 @@ def import_lines(lines: Sequence[str], source: str) -> ImportedRun:
     )
 
 
-def read_text(path: str | os.PathLike[str]) -> str:
-    """A file's text, or a one-line LogFormatError."""
+BINARY_PROBE_BYTES = 4096
+"""A NUL byte among a file's first bytes marks it as binary, not a log or a JSON result."""
+
+
+@contextlib.contextmanager
+def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A log or result file opened for streaming text, or a one-line LogFormatError
+    (missing, unreadable, binary). Undecodable bytes become U+FFFD."""
     p = pathlib.Path(path)
     try:
-        data = p.read_bytes()
+        f = open(p, "rb")  # noqa: SIM115 - closed below, after the binary check
     except FileNotFoundError:
         raise LogFormatError(f"{p} does not exist") from None
     except OSError as e:
         raise LogFormatError(f"cannot read {p}: {e.strerror or e.__class__.__name__}") from None
-    if b"\0" in data[:4096]:
-        raise LogFormatError(f"{p} is a binary file, not a training log or pipecheck result")
-    return data.decode("utf-8", errors="replace")
+    with f:
+        if b"\0" in f.peek(BINARY_PROBE_BYTES)[:BINARY_PROBE_BYTES]:
+            raise LogFormatError(f"{p} is a binary file, not a training log or pipecheck result")
+        with io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="") as text:
+            yield text
 
 
-def import_log(path: str | os.PathLike[str]) -> ImportedRun:
-    """Read and parse a MaxText training log file."""
-    return import_lines(read_text(path).splitlines(), source=str(path))
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A file's text, or a one-line LogFormatError."""
+    with open_text(path) as f:
+        return f.read()
+
+
+def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> ImportedRun:
+    """Read and parse a MaxText training log file, streaming it line by line."""
+    size = _size(path)
+    with open_text(path) as f, progress.task(f"reading {os.path.basename(str(path))}",
+                                             size, "B") as task:
+        return import_lines(f, source=str(path), progress=task.advance)
+
+
+def _size(path: str | os.PathLike[str]) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Callable, Iterator, Sequence, Union
 
 import numpy as np
+
+from pipecheck.progress import NO_PROGRESS, Progress
+
+Samples = Union[Sequence[float], np.ndarray]
+"""Raw samples: a list, a tuple or a numpy array."""
 
 # Quality thresholds (named, so reports and tests speak the same language).
 MIN_STEADY_SAMPLES = 10
@@ -38,7 +43,7 @@ class Summary:
     n: int
 
 
-def summarize(samples: Sequence[float]) -> Summary:
+def summarize(samples: Samples) -> Summary:
     """Median, percentiles, IQR and mean of ``samples``; NaNs for an empty input."""
     arr = np.asarray(samples, dtype=float)
     if arr.size == 0:
@@ -56,7 +61,7 @@ def summarize(samples: Sequence[float]) -> Summary:
     )
 
 
-def quality_warnings(samples: Sequence[float], what: str = "step time") -> list[str]:
+def quality_warnings(samples: Samples, what: str = "step time") -> list[str]:
     """Warnings, as data, about how far a distribution can be trusted."""
     warnings: list[str] = []
     s = summarize(samples)
@@ -73,6 +78,17 @@ def quality_warnings(samples: Sequence[float], what: str = "step time") -> list[
     return warnings
 
 
+RESAMPLE_CHUNK_ELEMENTS = 1 << 22
+"""Resampled values (or block starts) held at once while bootstrapping: 4M numbers, 32 MB.
+Up to ~90,000 steps all block starts fit in one draw, so the generator is drawn exactly
+as before the chunking (same intervals); above, a chunk of resamples at a time."""
+
+DIRECT_MAX_N = 20000
+"""Up to this many samples a resample's median is taken from its gathered values; above,
+from the ranks near the median only (``_window_medians``): the same numbers, found
+without touching the values far from the median."""
+
+
 def _block_resample_indices(
     n: int, block: int, rng: np.random.Generator, resamples: int
 ) -> np.ndarray:
@@ -80,8 +96,133 @@ def _block_resample_indices(
     block = max(1, min(block, n))
     n_blocks = math.ceil(n / block)
     starts = rng.integers(0, n - block + 1, size=(resamples, n_blocks))
-    idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(resamples, -1)
+    return _indices_of_starts(starts, n, block)
+
+
+def _indices_of_starts(starts: np.ndarray, n: int, block: int) -> np.ndarray:
+    idx = (starts[:, :, None] + np.arange(block)[None, None, :]).reshape(starts.shape[0], -1)
     return idx[:, :n]
+
+
+def _block_starts(n: int, block: int, rng: np.random.Generator,
+                  resamples: int) -> Iterator[np.ndarray]:
+    """The block starts of ``resamples`` moving-block resamples, a chunk of rows at a time
+    (one draw, as ``_block_resample_indices`` makes it, when they fit in one chunk)."""
+    n_blocks = math.ceil(n / block)
+    rows = max(1, RESAMPLE_CHUNK_ELEMENTS // n_blocks)
+    for first in range(0, resamples, rows):
+        yield rng.integers(0, n - block + 1, size=(min(rows, resamples - first), n_blocks))
+
+
+WINDOW_PILOT_RESAMPLES = 64
+"""Resamples whose middles size the rank window of ``_window_medians`` (the others that
+fall outside it are computed directly, so a small pilot costs speed, never exactness)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ranked:
+    """A series with each value's rank (ties broken by position): computed once, used by
+    every chunk of resamples."""
+
+    values: np.ndarray
+    sorted_values: np.ndarray
+    rank: np.ndarray
+
+    @classmethod
+    def of(cls, arr: np.ndarray) -> _Ranked:
+        order = np.argsort(arr, kind="stable")
+        rank = np.empty(arr.size, dtype=np.int64)
+        rank[order] = np.arange(arr.size)
+        return cls(arr, arr[order], rank)
+
+    def prefix_below(self, r: int) -> np.ndarray:
+        """prefix[i]: how many of the first i values have a rank below ``r`` (int32: the
+        random look-ups into it stay in cache longer)."""
+        return np.concatenate(([0], np.cumsum(self.rank < r, dtype=np.int32)))
+
+
+def _window_medians(arr: np.ndarray | _Ranked, starts: np.ndarray, block: int) -> np.ndarray:
+    """Medians of the moving-block resamples with these ``starts`` (rows), equal to
+    ``np.median(arr[_indices_of_starts(starts, n, block)], axis=1)`` without building it.
+
+    Each value is replaced by its rank (ties broken by position), so a resample's median
+    is the value at its middle rank(s). Counting, per block, the ranks below a window around
+    the middle needs only prefix sums; only the ranks inside the window are gathered and
+    partitioned. The window is sized from a pilot of resamples; a resample whose middle
+    falls outside it is computed directly. Work per resample: its number of blocks plus
+    the window, not n."""
+    ranked = arr if isinstance(arr, _Ranked) else _Ranked.of(arr)
+    n = ranked.values.size
+    n_blocks = starts.shape[1]
+    last_length = n - (n_blocks - 1) * block
+    starts = starts.astype(np.int32 if n < 2**31 - 1 else np.int64)
+    k1, k2 = (n - 1) // 2, n // 2
+
+    def per_resample(prefix: np.ndarray, rows: slice = slice(None)) -> np.ndarray:
+        """Per resample: how many of its values the prefix counts."""
+        full = np.take(prefix[block:] - prefix[: prefix.size - block], starts[rows, :-1])
+        tail = starts[rows, -1]
+        return full.sum(axis=1) + (np.take(prefix, tail + last_length) - np.take(prefix, tail))
+
+    # a resample's middle rank moves by as much as its count below the sample's middle
+    shift = k2 - per_resample(ranked.prefix_below(k2), slice(0, WINDOW_PILOT_RESAMPLES))
+    reach = int(np.abs(shift).max())
+    margin = 2 * reach + 4 * math.isqrt(max(1, reach) * block) + 2 * block + 64
+    lo, hi = max(0, k2 + int(shift.min()) - margin), min(n, k2 + int(shift.max()) + margin + 1)
+    prefix_lo = ranked.prefix_below(lo)
+    below = per_resample(prefix_lo)
+    # the ranks inside the window, in position order, and where each block's run of them
+    # begins in that list (prefix_in) and how long it is (per_block)
+    inside_ranks = ranked.rank[(ranked.rank >= lo) & (ranked.rank < hi)]
+    prefix_in = ranked.prefix_below(hi) - prefix_lo
+    del prefix_lo
+    first = np.take(prefix_in, starts)
+    per_block = np.take(prefix_in, starts + block) if n_blocks > 1 else first
+    if n_blocks > 1:
+        per_block[:, -1] = np.take(prefix_in, starts[:, -1] + last_length)
+    else:
+        per_block = np.take(prefix_in, starts + last_length)
+    per_block -= first
+    inside = per_block.sum(axis=1)
+    out = np.empty(starts.shape[0])
+    for r in range(starts.shape[0]):
+        a, b = k1 - below[r], k2 - below[r]
+        if a < 0 or b >= inside[r]:  # the middle is outside the window: do it directly
+            out[r] = np.median(ranked.values[_indices_of_starts(starts[r : r + 1], n, block)])
+            continue
+        counts = per_block[r]
+        gather = np.repeat(first[r] - np.cumsum(counts) + counts, counts) + np.arange(inside[r])
+        ranks = np.partition(inside_ranks[gather], (a, b) if a != b else a)
+        out[r] = (ranked.sorted_values[ranks[a]] + ranked.sorted_values[ranks[b]]) / 2.0
+    return out
+
+
+def _resample_statistics(arr: np.ndarray, block: int, rng: np.random.Generator,
+                         resamples: int, statistic: str,
+                         advance: Callable[[int], None] | None = None) -> np.ndarray:
+    """The statistic (median or mean) of each of ``resamples`` moving-block resamples,
+    a chunk of resamples at a time (bounded memory at any length)."""
+    n = arr.size
+    block = max(1, min(block, n))
+    prefix = np.concatenate(([0.0], np.cumsum(arr))) if statistic == "mean" else None
+    ranked = _Ranked.of(arr) if statistic == "median" and n > DIRECT_MAX_N else None
+    out = []
+    for starts in _block_starts(n, block, rng, resamples):
+        if statistic == "mean":
+            assert prefix is not None
+            lengths = np.full(starts.shape[1], block)
+            lengths[-1] = n - (starts.shape[1] - 1) * block
+            out.append((prefix[starts + lengths] - prefix[starts]).sum(axis=1) / n)
+        elif n <= DIRECT_MAX_N:
+            rows = max(1, RESAMPLE_CHUNK_ELEMENTS // n)
+            out += [np.median(arr[_indices_of_starts(starts[i : i + rows], n, block)], axis=1)
+                    for i in range(0, starts.shape[0], rows)]
+        else:
+            assert ranked is not None
+            out.append(_window_medians(ranked, starts, block))
+        if advance is not None:
+            advance(starts.shape[0])
+    return np.concatenate(out)
 
 
 def default_block_length(n: int) -> int:
@@ -90,12 +231,13 @@ def default_block_length(n: int) -> int:
 
 
 def bootstrap_ci(
-    samples: Sequence[float],
+    samples: Samples,
     statistic: str = "median",
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
     block: int | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> tuple[float, float]:
     """Moving-block bootstrap confidence interval of the median (or the mean).
 
@@ -111,15 +253,15 @@ def bootstrap_ci(
         raise ValueError(f"statistic must be 'median' or 'mean', got {statistic!r}")
     rng = np.random.default_rng(seed)
     blk = block or default_block_length(arr.size)
-    resampled = arr[_block_resample_indices(arr.size, blk, rng, resamples)]
-    values = np.median(resampled, axis=1) if statistic == "median" else resampled.mean(axis=1)
+    with progress.task(f"bootstrapping the {statistic}", resamples, " resamples") as task:
+        values = _resample_statistics(arr, blk, rng, resamples, statistic, task.advance)
     alpha = (1.0 - confidence) / 2.0
     lo, hi = np.quantile(values, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
 
 
 def median_ci(
-    samples: Sequence[float],
+    samples: Samples,
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -142,11 +284,13 @@ class MedianDifference:
 
 
 def median_difference(
-    a: Sequence[float],
-    b: Sequence[float],
+    a: Samples,
+    b: Samples,
     confidence: float = 0.95,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    progress: Progress = NO_PROGRESS,
+    what: str = "the median difference",
 ) -> MedianDifference:
     """Difference of medians (b - a), block-bootstrap interval and Mann-Whitney p-value.
 
@@ -160,8 +304,9 @@ def median_difference(
         return MedianDifference(nan, nan, nan, nan, nan, False)
     rng = np.random.default_rng(seed)
     ba, bb = default_block_length(xa.size), default_block_length(xb.size)
-    ma = np.median(xa[_block_resample_indices(xa.size, ba, rng, resamples)], axis=1)
-    mb = np.median(xb[_block_resample_indices(xb.size, bb, rng, resamples)], axis=1)
+    with progress.task(f"bootstrapping {what}", 2 * resamples, " resamples") as task:
+        ma = _resample_statistics(xa, ba, rng, resamples, "median", task.advance)
+        mb = _resample_statistics(xb, bb, rng, resamples, "median", task.advance)
     diffs = mb - ma
     alpha = (1.0 - confidence) / 2.0
     lo, hi = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
@@ -173,7 +318,7 @@ def median_difference(
     return MedianDifference(diff, lo, hi, rel, p, significant)
 
 
-def mann_whitney_u_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
+def mann_whitney_u_p(a: Samples, b: Samples) -> float:
     """Two-sided Mann-Whitney U test p-value (normal approximation, tie-corrected)."""
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
@@ -181,20 +326,11 @@ def mann_whitney_u_p(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.nd
     if n1 == 0 or n2 == 0:
         return math.nan
     both = np.concatenate([xa, xb])
-    order = np.argsort(both, kind="mergesort")
-    ranks = np.empty(both.size)
-    sorted_vals = both[order]
-    # average ranks for ties
-    i = 0
-    tie_term = 0.0
-    while i < both.size:
-        j = i
-        while j + 1 < both.size and sorted_vals[j + 1] == sorted_vals[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
-        t = j - i + 1
-        tie_term += t**3 - t
-        i = j + 1
+    # average ranks for ties, from the sorted distinct values: O(n log n), no n x m work
+    _, inverse, ties = np.unique(both, return_inverse=True, return_counts=True)
+    ends = np.cumsum(ties)  # 1-based rank of the last member of each group of equal values
+    ranks = (ends - (ties - 1) / 2.0)[inverse]
+    tie_term = float(np.sum(ties.astype(float) ** 3 - ties))
     r1 = ranks[:n1].sum()
     u1 = r1 - n1 * (n1 + 1) / 2.0
     mu = n1 * n2 / 2.0
@@ -217,7 +353,7 @@ very steady series (tiny MAD) does not call a 3% blip an outlier."""
 
 
 def robust_outliers(
-    samples: Sequence[float],
+    samples: Samples,
     z: float = OUTLIER_ROBUST_Z,
     min_relative: float = OUTLIER_MIN_RELATIVE,
 ) -> list[int]:
@@ -231,15 +367,11 @@ def robust_outliers(
     if arr.size < 3:
         return []
     med = float(np.median(arr))
-    mad = float(np.median(np.abs(arr - med)))
-    out = []
-    for i, x in enumerate(arr):
-        dev = abs(float(x) - med)
-        if med > 0 and dev < min_relative * med:
-            continue
-        if mad > 0 and 0.6745 * dev / mad <= z:
-            continue
-        if dev == 0:
-            continue
-        out.append(i)
-    return out
+    dev = np.abs(arr - med)
+    mad = float(np.median(dev))
+    flagged = dev != 0
+    if med > 0:
+        flagged &= ~(dev < min_relative * med)
+    if mad > 0:
+        flagged &= ~(0.6745 * dev / mad <= z)
+    return np.flatnonzero(flagged).tolist()  # type: ignore[no-any-return]

@@ -13,9 +13,15 @@ import typing
 from typing import Any, Mapping, TypeVar
 
 from pipecheck.errors import ResultFormatError
+from pipecheck.records.steps import StepTable, is_columnar_row
 
-FORMAT_VERSION = 1
-"""Bumped whenever a field changes meaning or is removed; loaders refuse other versions."""
+FORMAT_VERSION = 2
+"""Bumped whenever a field changes meaning or is removed; loaders refuse unknown versions.
+Version 2 stores per-step data by column (``records.steps``); version 1 wrote a list of
+per-step objects and is still read."""
+
+READABLE_VERSIONS = (1, 2)
+"""Every version this pipecheck reads: older files stay readable after an upgrade."""
 
 
 T = TypeVar("T")
@@ -31,9 +37,14 @@ def _convert_in(tp: Any, value: Any) -> Any:
         return _convert_in(args[0], value) if len(args) == 1 else value
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return from_dict(tp, value)
+    if origin is StepTable:
+        return StepTable.from_json(typing.get_args(tp)[0], value)
     if origin is tuple:
         args = typing.get_args(tp)
         inner = args[0] if args else Any
+        if getattr(inner, "COLUMNAR", False):
+            # the tuple API is kept for fields typed as a tuple of steps
+            return tuple(StepTable.from_json(inner, value))
         return tuple(_convert_in(inner, v) for v in value)
     if origin in (dict, Mapping) or tp in (dict, Mapping):
         args = typing.get_args(tp)
@@ -42,6 +53,17 @@ def _convert_in(tp: Any, value: Any) -> Any:
     if tp is float and isinstance(value, (int, float)):
         return float(value)
     return value
+
+
+def check_version(data: Mapping[str, Any], origin: str) -> None:
+    """Refuse a record whose ``format_version`` this pipecheck cannot read."""
+    version = data.get("format_version")
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
+        readable = ", ".join(map(str, READABLE_VERSIONS))
+        raise ResultFormatError(
+            f"{origin} has format_version {version!r}; this pipecheck reads versions "
+            f"{readable} (re-run the measurement with this version, or upgrade pipecheck)"
+        )
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
@@ -62,6 +84,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
 
 
 def _convert_out(value: Any) -> Any:
+    if isinstance(value, StepTable):
+        return value.to_json()
+    if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
+        return StepTable.from_rows(type(value[0]), value).to_json()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):

@@ -4,7 +4,7 @@ info, throughput, sync sites, wall-time breakdowns."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import ClassVar, Mapping
 
 from pipecheck.analysis import stats
 from pipecheck.records.base import Record
@@ -24,7 +24,7 @@ class Distribution(Record):
     samples_s: tuple[float, ...]
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> Distribution:
+    def of(cls, samples: stats.Samples) -> Distribution:
         s = stats.summarize(samples)
         raw = tuple(float(x) for x in samples)
         return cls(s.median, s.mean, s.p10, s.p90, s.p99, s.iqr, s.n, raw)
@@ -48,6 +48,8 @@ class Finding(Record):
 class StepRecord(Record):
     """One step: its interval between consecutive loss syncs, tags, and host spans in it."""
 
+    COLUMNAR: ClassVar[bool] = True
+    """Stored by column in files (``records.steps``)."""
     step: int
     time_s: float
     tags: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Mapping
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, mean_inflation
+from pipecheck.records.steps import StepTable
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -20,7 +21,8 @@ class RunSummary(Record):
     kind: str
     env: Mapping[str, Any]
     config: Mapping[str, Any]
-    steps: tuple[StepRecord, ...]
+    steps: StepTable[StepRecord]
+    """Every step, by column (iterates as ``StepRecord`` rows)."""
     step_time: Distribution
     """Steady-state step times."""
     mean_all_s: float
@@ -37,6 +39,10 @@ class RunSummary(Record):
     anomalies: tuple[Anomaly, ...] = ()
     events: tuple[LogEvent, ...] = ()
     warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepTable):  # built from a tuple of StepRecord rows
+            object.__setattr__(self, "steps", StepTable.from_rows(StepRecord, self.steps))
 
     @property
     def mean_inflation(self) -> float:

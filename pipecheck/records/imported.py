@@ -6,14 +6,19 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Mapping
 
+import numpy as np
+
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution
+from pipecheck.records.steps import StepTable
 
 
 @dataclasses.dataclass(frozen=True)
 class LogStep(Record):
     """One ``completed step:`` line. ``tags`` name the cause when the step is an anomaly."""
 
+    COLUMNAR: ClassVar[bool] = True
+    """Stored by column, in memory and in files (``records.steps``)."""
     step: int
     time_s: float
     tags: tuple[str, ...] = ()
@@ -70,7 +75,8 @@ class ImportedRun(Record):
     source: str
     env: Mapping[str, Any]
     config: Mapping[str, Any]
-    steps: tuple[LogStep, ...]
+    steps: StepTable[LogStep]
+    """Every step read, by column (iterates as ``LogStep`` rows)."""
     step_time: Distribution
     """Steady-state step times (no first step, no anomalies)."""
     mean_all_s: float
@@ -87,10 +93,19 @@ class ImportedRun(Record):
     format_version: int = FORMAT_VERSION
     kind: str = "imported"
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepTable):  # built from a tuple of LogStep rows
+            object.__setattr__(self, "steps", StepTable.from_rows(LogStep, self.steps))
+
     @property
-    def steady_steps(self) -> list[LogStep]:
-        excluded = {a.step for a in self.anomalies}
-        return [s for s in self.steps if s.step not in excluded]
+    def steady_mask(self) -> np.ndarray:
+        """Which of ``steps`` are in the steady state (not an anomaly)."""
+        excluded = np.fromiter((a.step for a in self.anomalies), np.int64, len(self.anomalies))
+        return ~np.isin(self.steps.column("step"), excluded)
+
+    @property
+    def steady_steps(self) -> StepTable[LogStep]:
+        return self.steps.take(np.flatnonzero(self.steady_mask))
 
     @property
     def mean_inflation(self) -> float:

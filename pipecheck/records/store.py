@@ -29,7 +29,14 @@ from pipecheck.records import (  # noqa: F401
     monitor,
     synthetic,
 )
-from pipecheck.records.base import _KINDS, FORMAT_VERSION, T, from_dict, to_dict
+from pipecheck.records.base import (
+    _KINDS,
+    FORMAT_VERSION,
+    T,
+    check_version,
+    from_dict,
+    to_dict,
+)
 
 
 def record_to_json(record: Any) -> str:
@@ -40,12 +47,9 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
     """Turn a loaded JSON object into its record class, checking version and kind."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
-    version = data["format_version"]
-    if version != FORMAT_VERSION:
-        raise ResultFormatError(
-            f"{origin} has format_version {version!r}; this pipecheck reads version "
-            f"{FORMAT_VERSION} (re-run the measurement with this version)"
-        )
+    check_version(data, origin)
+    # an older file is read into today's record: saved again, it is written as today's
+    data = {**data, "format_version": FORMAT_VERSION}
     kind = data["kind"]
     if not isinstance(kind, str):
         raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")

@@ -6,6 +6,7 @@ import math
 import statistics
 from typing import Any, Sequence
 
+import numpy as np
 from tabulate import tabulate
 
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
@@ -137,10 +138,15 @@ def _gb(v: float | None) -> str:
 def format_imported(run: ImportedRun) -> str:
     """``pipecheck import``: what was read from the log and its steady state."""
     d, mem = run.step_time, run.memory
-    steady = run.steady_steps
-    tflops = [s.tflops_per_s_per_device for s in steady if s.tflops_per_s_per_device is not None]
-    tokens = [s.tokens_per_s_per_device for s in steady if s.tokens_per_s_per_device is not None]
-    losses = [s.loss for s in run.steps if s.loss is not None]
+    steady = run.steady_mask
+
+    def present(name: str, rows: np.ndarray | slice = slice(None)) -> list[float]:
+        values = run.steps.column(name)[rows]
+        return values[~np.isnan(values)].tolist()  # type: ignore[no-any-return]
+
+    tflops = present("tflops_per_s_per_device", steady)
+    tokens = present("tokens_per_s_per_device", steady)
+    losses = present("loss")
 
     def med(xs: Sequence[float]) -> str:
         return "-" if not xs else _num(statistics.median(xs))

@@ -175,3 +175,49 @@ def test_imported_record_round_trips(run_a, tmp_path):
     again = store.load(out, expect=maxtext.ImportedRun)
     assert again == run_a
     assert again.kind == "imported" and again.format_version == store.FORMAT_VERSION
+
+
+def test_streamed_log_numbers_lines_as_the_whole_text_would(tmp_path):
+    text = LOG_A.read_text()
+    # blank lines, Windows line ends and a form feed inside a line
+    odd = text.replace("\n", "\r\n", 5).replace("Config param steps", "\n\nConfig param steps")
+    odd = odd.replace("Grain pool will", "Grain\x0cpool will")
+    p = tmp_path / "odd.log"
+    p.write_bytes(odd.encode())
+    run = maxtext.import_log(p)
+    lines = odd.splitlines()
+    for s in run.steps:
+        assert f"completed step: {s.step}," in lines[s.line - 1]
+    for e in run.events:
+        assert e.text in lines[e.line - 1]
+
+
+def test_import_reports_progress_over_the_files_bytes():
+    from pipecheck.progress import Progress, Task
+
+    calls = []
+
+    class Recording(Progress):
+        def task(self, description, total, unit=""):
+            calls.append((description, total, unit))
+            outer = self
+            outer.done = 0
+
+            class T(Task):
+                def advance(self, n=1):
+                    outer.done += n
+
+            return T()
+
+    p = Recording()
+    maxtext.import_log(LOG_A, progress=p)
+    assert calls == [("reading maxtext_a.log", LOG_A.stat().st_size, "B")]
+    assert p.done == LOG_A.stat().st_size  # an ASCII log: one character, one byte
+
+
+def test_steps_are_stored_by_column(run_a):
+    from pipecheck.records.steps import StepTable
+
+    assert isinstance(run_a.steps, StepTable)
+    assert run_a.steps.column("time_s")[1] == 0.512
+    assert run_a.steps.tag_mask("compile").tolist() == [True] + [False] * 29

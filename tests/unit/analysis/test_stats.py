@@ -1,6 +1,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from pipecheck.analysis import stats
 
@@ -60,3 +61,125 @@ def test_a_single_stall_does_not_make_a_difference_significant():
 def test_mann_whitney_extremes():
     assert stats.mann_whitney_u_p([1, 2, 3, 4, 5, 6], [11, 12, 13, 14, 15, 16]) < 0.01
     assert stats.mann_whitney_u_p([1, 2, 3], [1, 2, 3]) > 0.9
+
+
+# --- long runs: the scalable methods give the numbers the direct ones gave ---------------
+
+
+def _old_median_difference(a, b, confidence=0.95, resamples=stats.BOOTSTRAP_RESAMPLES, seed=0):
+    """The direct method as it was: every resample gathered whole (resamples x n)."""
+    xa, xb = np.asarray(a, float), np.asarray(b, float)
+    rng = np.random.default_rng(seed)
+    ia = stats._block_resample_indices(xa.size, stats.default_block_length(xa.size), rng,
+                                       resamples)
+    ib = stats._block_resample_indices(xb.size, stats.default_block_length(xb.size), rng,
+                                       resamples)
+    diffs = np.median(xb[ib], axis=1) - np.median(xa[ia], axis=1)
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(diffs, [alpha, 1.0 - alpha])
+    return float(np.median(xb)) - float(np.median(xa)), float(lo), float(hi)
+
+
+def _old_mann_whitney_u_p(a, b):
+    """The rank test as it was: a Python loop over the sorted values for the ties."""
+    xa, xb = np.asarray(a, float), np.asarray(b, float)
+    n1, n2 = xa.size, xb.size
+    both = np.concatenate([xa, xb])
+    order = np.argsort(both, kind="mergesort")
+    ranks = np.empty(both.size)
+    sorted_vals = both[order]
+    i, tie_term = 0, 0.0
+    while i < both.size:
+        j = i
+        while j + 1 < both.size and sorted_vals[j + 1] == sorted_vals[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2.0 + 1.0
+        tie_term += (j - i + 1) ** 3 - (j - i + 1)
+        i = j + 1
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    sigma_sq = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
+    z = max((abs(u1 - n1 * n2 / 2.0) - 0.5) / math.sqrt(sigma_sq), 0.0)
+    return math.erfc(z / math.sqrt(2.0))
+
+
+def _log_like(rng, n, scale):
+    """Step times as MaxText prints them: three decimals, so many ties."""
+    return np.round(rng.gamma(20, scale, n), 3)
+
+
+@pytest.mark.parametrize("n", [5, 40, 700, 3000, 25000])
+def test_median_difference_agrees_with_the_direct_method(n):
+    rng = np.random.default_rng(n)
+    a, b = _log_like(rng, n, 0.010), _log_like(rng, n + 3, 0.0101)
+    resamples = 300 if n > stats.DIRECT_MAX_N else stats.BOOTSTRAP_RESAMPLES
+    diff, lo, hi = _old_median_difference(a, b, resamples=resamples)
+    d = stats.median_difference(a, b, resamples=resamples)
+    # same draws (one matrix up to ~90,000 steps), same medians: the same interval exactly
+    assert (d.diff, d.ci_low, d.ci_high) == (diff, lo, hi)
+    assert d.p_value == pytest.approx(_old_mann_whitney_u_p(a, b), rel=1e-9, abs=1e-300)
+
+
+def test_window_medians_equal_the_gathered_medians_even_when_the_window_misses(monkeypatch):
+    rng = np.random.default_rng(7)
+    for n, data in [(1001, np.round(rng.normal(1, 0.1, 1001), 2)),      # heavy ties
+                    (30000, rng.normal(1, 0.1, 30000)),
+                    (5000, np.repeat(rng.normal(1, 0.1, 50), 100))]:    # slow phases
+        blk = stats.default_block_length(n)
+        starts = rng.integers(0, n - blk + 1, size=(200, -(-n // blk)))
+        direct = np.median(data[stats._indices_of_starts(starts, n, blk)], axis=1)
+        assert np.array_equal(stats._window_medians(data, starts, blk), direct)
+        # a one-resample pilot sizes the window too small for some: they are done directly
+        monkeypatch.setattr(stats, "WINDOW_PILOT_RESAMPLES", 1)
+        assert np.array_equal(stats._window_medians(data, starts, blk), direct)
+        monkeypatch.undo()
+
+
+def test_chunked_draws_give_an_interval_within_the_bootstraps_noise(monkeypatch):
+    rng = np.random.default_rng(11)
+    a, b = _log_like(rng, 1500, 0.010), _log_like(rng, 1500, 0.0101)
+    seeds = [_old_median_difference(a, b, seed=s) for s in range(6)]
+    lows, highs = [s[1] for s in seeds], [s[2] for s in seeds]
+    monkeypatch.setattr(stats, "RESAMPLE_CHUNK_ELEMENTS", 1000)  # many small draws
+    d = stats.median_difference(a, b)
+    spread_lo, spread_hi = max(lows) - min(lows), max(highs) - min(highs)
+    assert min(lows) - spread_lo <= d.ci_low <= max(lows) + spread_lo
+    assert min(highs) - spread_hi <= d.ci_high <= max(highs) + spread_hi
+
+
+def test_bootstrap_of_the_mean_from_block_sums_agrees():
+    rng = np.random.default_rng(3)
+    x = rng.gamma(20, 0.01, 500)
+    r = np.random.default_rng(stats.BOOTSTRAP_SEED)
+    blk = stats.default_block_length(x.size)
+    means = x[stats._block_resample_indices(x.size, blk, r, stats.BOOTSTRAP_RESAMPLES)].mean(1)
+    expected = np.quantile(means, [0.025, 0.975])
+    assert stats.bootstrap_ci(x, "mean") == pytest.approx(tuple(expected), rel=1e-12)
+
+
+def test_robust_outliers_vectorized_matches_the_rule():
+    x = [1.0] * 20 + [1.02, 5.0, 0.1, 1.3]
+    assert stats.robust_outliers(x) == [21, 22, 23]
+    assert stats.robust_outliers(np.asarray(x)) == [21, 22, 23]
+
+
+def test_bootstrap_reports_progress_by_resample():
+    from pipecheck.progress import Progress, Task
+
+    seen = []
+
+    class Recording(Progress):
+        def task(self, description, total, unit=""):
+            seen.append((description, total))
+            outer = self
+
+            class T(Task):
+                def advance(self, n=1):
+                    outer.done = getattr(outer, "done", 0) + n
+
+            return T()
+
+    p = Recording()
+    stats.median_difference([0.05] * 30, [0.06] * 30, progress=p)
+    assert seen == [("bootstrapping the median difference", 2 * stats.BOOTSTRAP_RESAMPLES)]
+    assert p.done == 2 * stats.BOOTSTRAP_RESAMPLES

@@ -11,7 +11,9 @@ import pytest
 from pipecheck.errors import PipecheckError
 from pipecheck.measure.monitor import Monitor, MonitorError, default_loss
 from pipecheck.records import store
+from pipecheck.records.common import StepRecord
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.steps import StepTable
 from tests.sim_device import SimDevice
 
 C = 0.05
@@ -82,9 +84,9 @@ def test_record_round_trips_through_json(tmp_path: Any) -> None:
     assert data["kind"] == "monitor" and data["format_version"] == store.FORMAT_VERSION
     assert {"env", "config", "step_time", "first_step_s", "steps", "sync_sites", "breakdown",
             "warnings"} <= set(data)
-    assert data["steps"][5] == {"step": 5, "time_s": pytest.approx(CKPT),
-                                "tags": ["checkpoint"], "spans": data["steps"][5]["spans"],
-                                "loss": pytest.approx(1 / 6)}
+    step5 = StepTable.from_json(StepRecord, data["steps"])[5]  # stored by column
+    assert (step5.step, step5.time_s, step5.tags, step5.loss) == (
+        5, pytest.approx(CKPT), ("checkpoint",), pytest.approx(1 / 6))
     loaded = store.load(path, expect=MonitorResult)
     assert loaded == r
     with pytest.raises(PipecheckError, match="exists"):
