@@ -8,6 +8,8 @@ import time
 
 from pipecheck.config import resolve
 from pipecheck.measure.synthetic import measure_synthetic
+from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
 from pipecheck.workloads import build_workload
 
 from ..conftest import run_cli
@@ -61,10 +63,11 @@ def test_first_step_includes_the_compilation(tmp_path):
     data, _ = run_synthetic_json(tmp_path, "c60", "workload=calibrated", "compute_ms=60")
     c = data["compile"]
     assert c["train_step_compiles"] == 1 and c["compile_s"] > 0
-    assert "compile" in data["steps"][0]["tags"]  # (a gc tag may come with it)
+    steps = StepTable.from_json(StepRecord, data["steps"])  # stored by column
+    assert "compile" in steps[0].tags  # (a gc tag may come with it)
     assert c["first_step_s"] >= c["compile_s"]  # the first step includes the compilation
     assert c["first_step_s"] > 1.5 * data["step_time"]["median_s"]
-    assert all("compile" not in s["tags"] for s in data["steps"][1:])
+    assert all("compile" not in s.tags for s in steps[1:])
 
 
 def test_aot_sharding_mismatch_compiles_twice_and_is_explained(tmp_path):
@@ -88,7 +91,7 @@ def test_aot_sharding_mismatch_compiles_twice_and_is_explained(tmp_path):
 
 def test_default_demo_run_writes_a_complete_record(tmp_path):
     data, proc = run_synthetic_json(tmp_path, "demo")
-    assert data["kind"] == "synthetic" and data["format_version"] == 1
+    assert data["kind"] == "synthetic" and data["format_version"] == 2
     assert data["config"]["workload"] == "demo"
     for key in ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count",
                 "host", "python"):
@@ -99,7 +102,7 @@ def test_default_demo_run_writes_a_complete_record(tmp_path):
     t = data["throughput"]
     assert t["tokens_per_s"] > t["examples_per_s"] > 0
     assert t["tflops_per_s"] > 0 and t["peak_memory_bytes"] > 0
-    assert len(data["steps"]) == 6
+    assert data["steps"]["n"] == 6
     assert "target step time median" in proc.stdout
     assert any("only 4 steady-state" in w for w in data["warnings"])
 
