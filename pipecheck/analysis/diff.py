@@ -263,10 +263,10 @@ def _plain_row(name: str, unit: str, a: float | None, b: float | None,
 
 
 def _tested_row(name: str, unit: str, xa: Sequence[float], xb: Sequence[float],
-                confidence: float) -> DiffRow:
+                confidence: float, progress: Progress = NO_PROGRESS) -> DiffRow:
     if len(xa) < 2 or len(xb) < 2:
         return _plain_row(name, unit, _median(xa), _median(xb))
-    d = stats.median_difference(xa, xb, confidence)
+    d = stats.median_difference(xa, xb, confidence, progress=progress, what=name)
     return DiffRow(
         name, unit, _median(xa), _median(xb), d.diff, _finite(d.relative),
         "significant" if d.significant else "not significant",
@@ -352,17 +352,20 @@ def _version(env: Mapping[str, Any], key: str) -> str | None:
     return None if v is None else str(v)
 
 
-def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE) -> DiffResult:
-    """Compare two runs: rows with B - A, relative change and significance, plus warnings."""
+def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
+              progress: Progress = NO_PROGRESS) -> DiffResult:
+    """Compare two runs: rows with B - A, relative change and significance, plus warnings.
+    ``progress`` hears of each bootstrap (seconds each on million-step runs)."""
     sa, sb = a.step_time, b.step_time
-    median_row = _tested_row("step time median", "s", sa.samples_s, sb.samples_s, confidence)
+    median_row = _tested_row("step time median", "s", sa.samples_s, sb.samples_s, confidence,
+                             progress)
     rows = (
         _plain_row("parameters", "count", a.params, b.params),
         _plain_row("final loss", "loss", a.final_loss, b.final_loss),
         _tested_row("TFLOP/s per device", "TFLOP/s", a.tflops_per_s_per_device,
-                    b.tflops_per_s_per_device, confidence),
+                    b.tflops_per_s_per_device, confidence, progress),
         _tested_row("tokens/s per device", "tokens/s", a.tokens_per_s_per_device,
-                    b.tokens_per_s_per_device, confidence),
+                    b.tokens_per_s_per_device, confidence, progress),
         median_row,
         _plain_row("step time p90", "s", sa.p90_s if sa.n else None, sb.p90_s if sb.n else None),
         _plain_row("step time mean", "s", sa.mean_s if sa.n else None,

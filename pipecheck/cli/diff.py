@@ -26,10 +26,12 @@ def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
     and Mann-Whitney U must both agree). Anomalous steps are listed with a likely cause.
     """
     from pipecheck.analysis.diff import diff_runs, load_run
+    from pipecheck.cli.progress import TerminalProgress
     from pipecheck.report.diff import format_diff
 
     check_outputs(force, json_path)
-    result = diff_runs(load_run(a), load_run(b))
+    progress = TerminalProgress()
+    result = diff_runs(load_run(a, progress), load_run(b, progress), progress=progress)
     click.echo(format_diff(result))
     save_json(result, json_path, force)
 
@@ -46,9 +48,10 @@ def import_log_command(log: str, json_path: str | None, force: bool) -> None:
     'pipecheck diff' also accepts.
     """
     from pipecheck.analysis.maxtext import import_log
+    from pipecheck.cli.progress import TerminalProgress
     from pipecheck.report.diff import format_imported
 
     check_outputs(force, json_path)
-    run = import_log(log)
+    run = import_log(log, TerminalProgress())
     click.echo(format_imported(run))
     save_json(run, json_path, force)

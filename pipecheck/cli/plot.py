@@ -37,4 +37,11 @@ def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
     from pipecheck.report.plot import plot_run
 
     shown = plot_run(run_json, output, _parse_window(window), force)
-    click.echo(f"wrote {output} (Gantt of steps {shown[0]}-{shown[1]})")
+    if shown.window is not None:
+        lower = f"Gantt of steps {shown.window[0]}-{shown.window[1]}"
+    elif shown.lower == "anomalies":
+        lower = "no spans in this run: the steps kept out of the steady state as a table"
+    else:
+        lower = "no spans and no steps kept out of the steady state: the series alone"
+    band = "; steady state binned into a band" if shown.banded else ""
+    click.echo(f"wrote {output} ({lower}{band})")

@@ -12,19 +12,35 @@ used, and the PNG is written atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import math
 import os
-import statistics
 from typing import Any, Sequence
 
+import numpy as np
+
 from pipecheck.errors import PipecheckError, ResultFormatError
-from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS, steady_state
+from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 
 DEFAULT_WINDOW = 12
 """Steps shown in the Gantt when no window is given."""
+
+BAND_MIN_STEPS = 5000
+"""Above this many steps the series is drawn as a binned band, not one dot per step: a
+plot ~1400 pixels wide has no room for more dots than that to read apart."""
+
+BAND_BINS = 700
+"""Bins of the band: about one per two pixels of the series panel's width."""
+
+MAX_LABELLED_STEPS = 30
+"""Tagged steps labelled with their number (the slowest first); every one is still drawn."""
+
+MAX_TABLE_ROWS = 25
+"""Rows of the anomaly table that stands in for the Gantt of a run without spans."""
 
 INTERVAL_ORDER = ("checkpoint", "eval", "log", "gc", "data_wait", "device_put", "dispatch",
                   "sync")
@@ -61,23 +77,58 @@ def _pyplot() -> Any:
     return plt
 
 
-def steps_of(record: Any, origin: str) -> list[StepRecord]:
-    steps = list(getattr(record, "steps", ()) or ())
-    if not steps:
+def steps_of(record: Any, origin: str) -> Sequence[StepRecord]:
+    steps = getattr(record, "steps", ()) or ()
+    if not len(steps):
         raise ResultFormatError(f"{origin} holds no per-step records (steps) to plot")
-    return steps
+    return steps  # type: ignore[no-any-return]
 
 
 def default_window(steps: Sequence[StepRecord], size: int = DEFAULT_WINDOW) -> tuple[int, int]:
     """A window of ``size`` steps: around the first checkpoint/eval/gc step, else after the
     first step. Returns (first, last) step numbers, inclusive."""
-    numbers = [s.step for s in steps]
-    special = [s.step for s in steps
-               if s.step > 0 and any(t in ("checkpoint", "eval", "gc") for t in s.tags)]
-    first = max(numbers[0], special[0] - 3) if special else min(numbers[0] + 1, numbers[-1])
-    last = min(numbers[-1], first + size - 1)
-    first = max(numbers[0], last - size + 1)
+    numbers = column_of(steps, "step")
+    special = numbers[(numbers > 0) & tag_mask_of(steps, ("checkpoint", "eval", "gc"))]
+    lo, hi = int(numbers[0]), int(numbers[-1])
+    first = max(lo, int(special[0]) - 3) if special.size else min(lo + 1, hi)
+    last = min(hi, first + size - 1)
+    first = max(lo, last - size + 1)
     return first, last
+
+
+@dataclasses.dataclass(frozen=True)
+class Band:
+    """Steady-state step times summarized per bin of consecutive steps (ms)."""
+
+    first: np.ndarray
+    last: np.ndarray
+    """First and last step number of each bin."""
+    p10: np.ndarray
+    median: np.ndarray
+    p90: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    """Min and max of each bin."""
+
+
+def binned_band(numbers: np.ndarray, values: np.ndarray, bins: int = BAND_BINS) -> Band:
+    """Pure: split the (step number, value) series into ``bins`` runs of consecutive
+    points and give each run's p10, median, p90, min and max (nearest-rank, from one sort:
+    linear after it, whatever the length)."""
+    n = values.size
+    bins = max(1, min(bins, n))
+    bin_of = (np.arange(n) * bins) // max(n, 1)
+    order = np.lexsort((values, bin_of))
+    sorted_values = values[order]
+    starts = np.searchsorted(bin_of, np.arange(bins))  # bin_of is sorted already
+    counts = np.diff(np.append(starts, n))
+
+    def at(q: float) -> np.ndarray:
+        return sorted_values[starts + np.minimum(counts - 1, (q * (counts - 1) + 0.5)
+                                                 .astype(np.int64))]
+
+    return Band(numbers[starts], numbers[starts + counts - 1], at(0.10), at(0.5), at(0.90),
+                sorted_values[starts], sorted_values[starts + counts - 1])
 
 
 def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, float]],
@@ -102,92 +153,193 @@ def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, floa
     return bars, intervals
 
 
-def render_png(steps: Sequence[StepRecord], window: tuple[int, int], title: str) -> bytes:
-    plt = _pyplot()
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8),
-                                   gridspec_kw={"height_ratios": [1, 1.2]})
-    xs = [s.step for s in steps]
-    ys = [s.time_s * 1e3 for s in steps]
-    ax1.plot(xs, ys, "-", color="#1f77b4", lw=1, alpha=0.6, zorder=1)
-    ax1.plot(xs, ys, "o", color="#1f77b4", ms=3, zorder=2, label="step time")
-    steady = [s.time_s * 1e3 for s in steady_state(steps)]
-    if steady:
-        med = statistics.median(steady)
-        ax1.axhline(med, ls="--", color="#2ca02c", lw=1,
-                    label=f"steady-state median {med:.1f} ms")
-    for tag, (marker, color) in TAG_STYLE.items():
-        pts = [(s.step, s.time_s * 1e3) for s in steps if tag in s.tags]
-        if pts:
-            ax1.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=70,
-                        color=color, zorder=3, label=tag, edgecolors="black", linewidths=0.5)
-    others = sorted({t for s in steps for t in s.tags} - set(TAG_STYLE))
-    for tag in others:
-        pts = [(s.step, s.time_s * 1e3) for s in steps if tag in s.tags]
-        ax1.scatter([p[0] for p in pts], [p[1] for p in pts], marker="v", s=60, zorder=3,
-                    label=tag)
-    positive = [y for y in ys if y > 0]
-    if positive and steady and max(positive) / max(min(steady), 1e-9) > 20:
-        ax1.set_yscale("log")
-    ax1.axvspan(window[0] - 0.5, window[1] + 0.5, color="#ffdd88", alpha=0.3,
-                label="Gantt window")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("step time (ms)")
-    ax1.set_title(title)
-    ax1.grid(alpha=0.3)
-    ax1.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] | None,
+                  title: str) -> str:
+    """The step-time series: every point of a short run, or for a long one the steady
+    state as a binned band; tagged steps always drawn one by one. Returns a note for the
+    title when labels were left out."""
+    numbers = column_of(steps, "step")
+    times = column_of(steps, "time_s") * 1e3
+    rows = _tagged_rows(steps)
+    tagged = np.zeros(numbers.size, dtype=bool)
+    if isinstance(steps, StepTable):
+        tagged[sorted(steps.tagged())] = True
+    else:
+        tagged[[i for i, s in enumerate(steps) if s.tags]] = True
+    steady = ~tagged & (numbers >= 1)
+    if not steady.any():
+        steady = ~tagged
+    note = ""
+    if numbers.size <= BAND_MIN_STEPS:
+        ax.plot(numbers, times, "-", color="#1f77b4", lw=1, alpha=0.6, zorder=1)
+        ax.plot(numbers, times, "o", color="#1f77b4", ms=3, zorder=2, label="step time")
+    else:
+        band = binned_band(numbers[steady], times[steady])
+        x = (band.first + band.last) / 2.0
+        ax.fill_between(x, band.low, band.high, color="#1f77b4", alpha=0.12, lw=0,
+                        label="steady state: min-max per bin")
+        ax.fill_between(x, band.p10, band.p90, color="#1f77b4", alpha=0.35, lw=0,
+                        label=f"steady state: p10-p90 per bin ({band.median.size} bins)")
+        ax.plot(x, band.median, "-", color="#1f77b4", lw=1, label="steady state: median per bin")
+    if steady.any():
+        med = float(np.median(times[steady]))
+        ax.axhline(med, ls="--", color="#2ca02c", lw=1,
+                   label=f"steady-state median {med:.1f} ms")
+    all_tags = sorted({t for s in rows for t in s.tags})
+    for tag in [t for t in TAG_STYLE if t in all_tags] + [t for t in all_tags
+                                                           if t not in TAG_STYLE]:
+        marker, color = TAG_STYLE.get(tag, ("v", None))
+        pts = [(s.step, s.time_s * 1e3) for s in rows if tag in s.tags]
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=70 if color else 60,
+                   color=color, zorder=3, label=f"{tag} ({len(pts)})",
+                   edgecolors="black", linewidths=0.5)
+    # each tagged step labelled with its number, the slowest first when there are many
+    labelled = sorted(rows, key=lambda s: -s.time_s)[:MAX_LABELLED_STEPS]
+    if numbers.size > BAND_MIN_STEPS or len(rows) <= MAX_LABELLED_STEPS:
+        for s in labelled:
+            ax.annotate(str(s.step), (s.step, s.time_s * 1e3), textcoords="offset points",
+                        xytext=(3, 4), fontsize=6, zorder=4)
+        if len(rows) > len(labelled):
+            note = f" (step numbers on the {len(labelled)} slowest of {len(rows)} tagged steps)"
+    positive = times[times > 0]
+    if positive.size and steady.any() and positive.max() / max(times[steady].min(), 1e-9) > 20:
+        ax.set_yscale("log")
+    if window is not None:
+        ax.axvspan(window[0] - 0.5, window[1] + 0.5, color="#ffdd88", alpha=0.3,
+                   label="Gantt window")
+    ax.set_xlabel("step")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(title + note, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
+    return note
 
-    win = [s for s in steps if window[0] <= s.step <= window[1]]
+
+def _tagged_rows(steps: Sequence[StepRecord]) -> list[StepRecord]:
+    """The steps that carry a tag, as rows (few, whatever the run's length)."""
+    if isinstance(steps, StepTable):
+        return list(steps.take(sorted(steps.tagged())))
+    return [s for s in steps if s.tags]
+
+
+def _has_spans(steps: Sequence[StepRecord]) -> bool:
+    if isinstance(steps, StepTable):
+        return any(np.any(np.nan_to_num(c) > 0) for c in steps.map_columns("spans").values())
+    return any(getattr(s, "spans", None) for s in steps)
+
+
+def anomaly_rows(steps: Sequence[StepRecord], anomalies: Sequence[Any] = ()) -> list[list[str]]:
+    """Pure: the table that replaces the Gantt for a run without spans: each step kept out
+    of the steady state, with its cause (a record's ``anomalies``) or its tags."""
+    if anomalies:
+        return [[str(a.step), f"{a.time_s * 1e3:.1f}",
+                 f"{a.ratio:.1f}x" if math.isfinite(a.ratio) else "-", a.cause]
+                for a in anomalies]
+    return [[str(s.step), f"{s.time_s * 1e3:.1f}", "-", ", ".join(s.tags)]
+            for s in _tagged_rows(steps)]
+
+
+def _gantt_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int]) -> None:
+    numbers = column_of(steps, "step")
+    rows = np.flatnonzero((numbers >= window[0]) & (numbers <= window[1]))
+    win = (list(steps.take(rows)) if isinstance(steps, StepTable)
+           else [steps[int(i)] for i in rows])
     bars, intervals = gantt_bars(win)
     kinds = [k for k in (*INTERVAL_ORDER, "other") if any(b[0] == k for b in bars)]
     kinds[len(kinds):] = sorted({b[0] for b in bars} - set(kinds))
     row = {k: i for i, k in enumerate(kinds)}
     for kind, start, dur in bars:
-        ax2.broken_barh([(start * 1e3, dur * 1e3)], (row[kind] - 0.4, 0.8),
-                        facecolors=COLORS.get(kind, "#bcbd22"), edgecolor="black", lw=0.3)
-    label_at = ax2.get_xaxis_transform()  # x in data, y in axes fraction
-    for step, start, dur in intervals:
-        ax2.axvline(start * 1e3, color="black", lw=0.6, alpha=0.5)
-        tagged = [t for t in (s.tags for s in win if s.step == step)][0]
-        label = f"{step}" + (f"\n{','.join(tagged)}" if tagged else "")
-        color = "#d62728" if any(t in STEADY_STATE_EXCLUDED_TAGS for t in tagged) else "black"
-        ax2.text((start + dur / 2) * 1e3, 1.01, label, ha="center", va="bottom",
-                 fontsize=7, color=color, transform=label_at)
+        ax.broken_barh([(start * 1e3, dur * 1e3)], (row[kind] - 0.4, 0.8),
+                       facecolors=COLORS.get(kind, "#bcbd22"), edgecolor="black", lw=0.3)
+    label_at = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    for (step, start, dur), s in zip(intervals, win, strict=True):
+        ax.axvline(start * 1e3, color="black", lw=0.6, alpha=0.5)
+        label = f"{step}" + (f"\n{','.join(s.tags)}" if s.tags else "")
+        color = "#d62728" if any(t in STEADY_STATE_EXCLUDED_TAGS for t in s.tags) else "black"
+        ax.text((start + dur / 2) * 1e3, 1.01, label, ha="center", va="bottom",
+                fontsize=7, color=color, transform=label_at)
     if intervals:
         end = intervals[-1][1] + intervals[-1][2]
-        ax2.axvline(end * 1e3, color="black", lw=0.6, alpha=0.5)
-        ax2.set_xlim(0, end * 1e3)
-    ax2.set_yticks(range(len(kinds)))
-    ax2.set_yticklabels(kinds)
-    ax2.set_ylim(-0.6, len(kinds) - 0.4)
-    ax2.invert_yaxis()
-    ax2.set_xlabel(f"ms from the start of step {window[0]} (spans in loop order per step)")
-    ax2.set_title(f"Gantt of steps {window[0]}-{window[1]} (step numbers above each interval)",
-                  fontsize=10, pad=24)
-    ax2.grid(axis="x", alpha=0.3)
+        ax.axvline(end * 1e3, color="black", lw=0.6, alpha=0.5)
+        ax.set_xlim(0, end * 1e3)
+    ax.set_yticks(range(len(kinds)))
+    ax.set_yticklabels(kinds)
+    ax.set_ylim(-0.6, len(kinds) - 0.4)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"ms from the start of step {window[0]} (spans in loop order per step)")
+    ax.set_title(f"Gantt of steps {window[0]}-{window[1]} (step numbers above each interval)",
+                 fontsize=10, pad=24)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def _table_panel(ax: Any, rows: list[list[str]]) -> None:
+    shown = rows[:MAX_TABLE_ROWS]
+    ax.axis("off")
+    more = f" (first {len(shown)} of {len(rows)})" if len(rows) > len(shown) else ""
+    ax.set_title(f"steps kept out of the steady state{more}", fontsize=10)
+    table = ax.table(cellText=shown, colLabels=["step", "time (ms)", "x median", "cause"],
+                     loc="upper center", cellLoc="left", colLoc="left",
+                     colWidths=[0.12, 0.14, 0.12, 0.62])
+    table.auto_set_font_size(False)
+    table.set_fontsize(7)
+
+
+def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, title: str,
+               anomalies: Sequence[Any] = ()) -> tuple[bytes, str]:
+    """The PNG, and what the second panel shows: ``"gantt"`` (the run has spans),
+    ``"anomalies"`` (no spans: the steps kept out of the steady state as a table) or
+    ``"none"`` (neither: one panel)."""
+    plt = _pyplot()
+    if _has_spans(steps) and window is not None:
+        lower = "gantt"
+    else:
+        lower = "anomalies" if anomaly_rows(steps, anomalies) else "none"
+    if lower == "none":
+        fig, ax1 = plt.subplots(1, 1, figsize=(13, 4.5))
+    else:
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8),
+                                       gridspec_kw={"height_ratios": [1, 1.2]})
+    _series_panel(ax1, steps, window if lower == "gantt" else None, title)
+    if lower == "gantt":
+        assert window is not None
+        _gantt_panel(ax2, steps, window)
+    elif lower == "anomalies":
+        _table_panel(ax2, anomaly_rows(steps, anomalies))
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
     plt.close(fig)
-    return buf.getvalue()
+    return buf.getvalue(), lower
 
 
 def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
-             window: tuple[int, int] | None = None, force: bool = False) -> tuple[int, int]:
-    """Render ``run_path``'s steps to a PNG at ``out_path``; return the Gantt window."""
+             window: tuple[int, int] | None = None, force: bool = False) -> PlotOutcome:
+    """Render ``run_path``'s steps to a PNG at ``out_path``; say what the panels show."""
     store.check_writable(out_path, force)
     record: Any = store.load(run_path)
     steps = steps_of(record, str(run_path))
-    numbers = {s.step for s in steps}
+    numbers = column_of(steps, "step")
     if window is None:
         window = default_window(steps)
-    elif not any(window[0] <= n <= window[1] for n in numbers):
+    elif not np.any((numbers >= window[0]) & (numbers <= window[1])):
         raise ResultFormatError(
             f"--steps {window[0]}:{window[1]} holds none of the run's steps "
-            f"({min(numbers)}..{max(numbers)})")
+            f"({int(numbers.min())}..{int(numbers.max())})")
     kind = getattr(record, "kind", "run")
     median = getattr(getattr(record, "step_time", None), "median_s", math.nan)
     title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median " + (
         f"{median * 1e3:.1f} ms" if math.isfinite(median) else "-")
-    png = render_png(steps, window, title)
+    png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))
     store.write_text_atomic(out_path, png, force)
-    return window
+    return PlotOutcome(window if lower == "gantt" else None, lower,
+                       banded=len(steps) > BAND_MIN_STEPS)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotOutcome:
+    """What ``plot_run`` drew: the Gantt's window (None without a Gantt), the second panel
+    (``gantt``, ``anomalies`` or ``none``), and whether the series was binned."""
+
+    window: tuple[int, int] | None
+    lower: str
+    banded: bool

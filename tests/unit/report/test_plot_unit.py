@@ -37,3 +37,61 @@ def test_missing_matplotlib_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(PlotUnavailableError) as e:
         _pyplot()
     assert str(e.value) == "pipecheck plot needs matplotlib: pip install 'pipecheck[plot]'"
+
+
+def test_binned_band_summarizes_each_run_of_consecutive_steps() -> None:
+    import numpy as np
+
+    from pipecheck.report.plot import binned_band
+
+    numbers = np.arange(1, 1001)
+    values = np.tile(np.arange(10.0), 100)  # every bin of 100 holds 0..9 ten times
+    band = binned_band(numbers, values, bins=10)
+    assert band.first.tolist() == list(range(1, 1001, 100))
+    assert band.last.tolist() == list(range(100, 1001, 100))
+    assert band.low.tolist() == [0.0] * 10 and band.high.tolist() == [9.0] * 10
+    assert band.p10.tolist() == [1.0] * 10 and band.p90.tolist() == [8.0] * 10
+    assert band.median.tolist() == [5.0] * 10  # nearest rank of 99 * 0.5 + 0.5 -> 50th
+    uneven = binned_band(np.arange(7), np.array([5.0, 1, 2, 9, 3, 4, 0]), bins=3)
+    assert uneven.first.tolist() == [0, 3, 5] and uneven.high.tolist() == [5.0, 9.0, 4.0]
+
+
+def test_a_run_without_spans_gets_the_anomaly_table_not_an_empty_gantt() -> None:
+    pytest.importorskip("matplotlib")
+    from pipecheck.records.imported import Anomaly
+    from pipecheck.report.plot import anomaly_rows, render_png
+
+    steps = [StepRecord(i, 40.0 if i == 0 else 0.5) for i in range(20)]
+    assert anomaly_rows(steps) == []
+    anomalies = [Anomaly(0, 40.0, 80.0, "compilation", "first step")]
+    assert anomaly_rows(steps, anomalies) == [["0", "40000.0", "80.0x", "compilation"]]
+    png, lower = render_png(steps, default_window(steps), "t", anomalies)
+    assert lower == "anomalies" and png[:4] == b"\x89PNG"
+    _, lower = render_png(steps, default_window(steps), "t")
+    assert lower == "none"  # no spans, nothing kept apart: one panel, no empty one
+    with_spans = [StepRecord(i, 0.5, (), {"sync": 0.4}) for i in range(20)]
+    assert render_png(with_spans, default_window(with_spans), "t")[1] == "gantt"
+
+
+def test_a_long_run_is_plotted_as_a_band_with_every_tagged_step(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from pipecheck.records import store
+    from pipecheck.records.common import Distribution
+    from pipecheck.records.imported import ImportedRun, LogStep
+    from pipecheck.records.steps import StepTable
+    from pipecheck.report.plot import BAND_MIN_STEPS, plot_run
+
+    n = 4 * BAND_MIN_STEPS
+    times = np.full(n, 0.5)
+    times[[0, 1001, 2001]] = [40.0, 9.0, 9.5]
+    table = StepTable(LogStep, n, {"step": np.arange(n), "time_s": times,
+                                   "line": np.arange(n)})
+    table = table.with_tags({0: ("compile",), 1001: ("checkpoint",), 2001: ("checkpoint",)})
+    run = ImportedRun(source="gen.log", env={}, config={}, steps=table,
+                      step_time=Distribution.of(times[2:100]), mean_all_s=float(times.mean()))
+    store.save(run, tmp_path / "r.json")
+    out = plot_run(tmp_path / "r.json", tmp_path / "r.png")
+    assert out.banded and out.lower == "anomalies" and out.window is None
+    assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
