@@ -19,6 +19,7 @@ import os
 from typing import Any, Sequence
 
 import numpy as np
+from tabulate import tabulate
 
 from pipecheck.errors import PipecheckError, ResultFormatError
 from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
@@ -273,15 +274,16 @@ def _gantt_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int]) 
 
 
 def _table_panel(ax: Any, rows: list[list[str]]) -> None:
+    """The anomaly table as one block of monospaced text (a matplotlib table of many cells
+    costs seconds to draw)."""
     shown = rows[:MAX_TABLE_ROWS]
     ax.axis("off")
     more = f" (first {len(shown)} of {len(rows)})" if len(rows) > len(shown) else ""
     ax.set_title(f"steps kept out of the steady state{more}", fontsize=10)
-    table = ax.table(cellText=shown, colLabels=["step", "time (ms)", "x median", "cause"],
-                     loc="upper center", cellLoc="left", colLoc="left",
-                     colWidths=[0.12, 0.14, 0.12, 0.62])
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
+    text = tabulate(shown, headers=["step", "time (ms)", "x median", "cause"],
+                    tablefmt="simple", disable_numparse=True)
+    ax.text(0.0, 1.0, text, family="monospace", fontsize=7, va="top", ha="left",
+            transform=ax.transAxes)
 
 
 def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, title: str,
