@@ -64,6 +64,17 @@ def print_stack(e: BaseException) -> None:
     click.echo(details or "".join(traceback.format_exception(e)), err=True, nl=False)
 
 
+def _leave_multihost_run(code: int) -> None:
+    """After an error in a multi-process run, leave at once: JAX's shutdown at exit waits
+    for every peer (some may be gone or still measuring) and then aborts with a C++ stack."""
+    from pipecheck.cli.hosts import ACTIVE
+
+    if ACTIVE:
+        from pipecheck.measure.distributed import hard_exit
+
+        hard_exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; return the exit code instead of raising."""
     args, show_stack = split_traceback_flag(sys.argv[1:] if argv is None else argv)
@@ -73,6 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if show_stack:
             print_stack(e)
         click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        _leave_multihost_run(e.exit_code)
         from pipecheck.measure.pipeline import PipelineStallError
 
         if isinstance(e, PipelineStallError):
@@ -90,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("pipecheck: interrupted", err=True)
+        _leave_multihost_run(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except click.exceptions.Exit as e:
         return e.exit_code

@@ -5,15 +5,16 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
     int_list,
     load_config,
     output_options,
-    save_json,
     wrote_trace,
 )
+from pipecheck.measure.distributed import DistributedOptions
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -39,9 +40,11 @@ from pipecheck.cli.options import (
               help="Write a Chrome trace event JSON: one track per setting, one slice per "
                    "batch (open in ui.perfetto.dev or chrome://tracing).")
 @output_options
+@distributed_options
 def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int],
                threads: list[int], batches: int, no_device_put: bool, timeout_s: float,
-               trace_path: str | None, json_path: str | None, force: bool) -> None:
+               trace_path: str | None, json_path: str | None, force: bool,
+               dist: DistributedOptions) -> None:
     """Time the Grain input pipeline alone, per worker count (and read-thread count).
 
     For each setting: the first batch (iterator creation, worker spawn) apart; then the
@@ -54,18 +57,20 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
 
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path)
+    options = {"workers": workers, "threads": threads, "batches": batches,
+               "no_device_put": no_device_put}
     try:
-        result = measure_dataloader(
-            cfg, workers, threads, batches, device_put=not no_device_put,
-            timeout_s=timeout_s or None,
-            progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
-        )
+        with joined(dist, "dataloader", cfg, options) as session:
+            result = measure_dataloader(
+                cfg, workers, threads, batches, device_put=not no_device_put,
+                timeout_s=timeout_s or None,
+                progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
+            )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message
-    click.echo(format_dataloader(result))
-    save_json(result, json_path, force)
-    if trace_path:
+    reported = report(session, dist, result, format_dataloader, json_path, force)
+    if trace_path and reported is not None:
         from pipecheck.report.trace import dataloader_trace, write_trace
 
-        write_trace(trace_path, dataloader_trace(result), force)
+        write_trace(trace_path, dataloader_trace(reported), force)
         wrote_trace(trace_path)

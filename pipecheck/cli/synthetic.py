@@ -5,14 +5,15 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
     load_config,
     output_options,
-    save_json,
     wrote_trace,
 )
+from pipecheck.measure.distributed import DistributedOptions
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -24,8 +25,10 @@ from pipecheck.cli.options import (
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
                    "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
+@distributed_options
 def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
-              json_path: str | None, force: bool, trace_path: str | None) -> None:
+              json_path: str | None, force: bool, trace_path: str | None,
+              dist: DistributedOptions) -> None:
     """Measure the target step time: train on one batch that already sits on the devices.
 
     Step time is the interval between consecutive host syncs on the *previous* step's
@@ -38,11 +41,10 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
 
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path)
-    run = synthetic_run(cfg, steps or DEFAULT_STEPS)
-    result = run.result
-    click.echo(format_synthetic(result))
-    save_json(result, json_path, force)
-    if trace_path:
+    with joined(dist, "synthetic", cfg, {"steps": steps}) as session:
+        run = synthetic_run(cfg, steps or DEFAULT_STEPS)
+    reported = report(session, dist, run.result, format_synthetic, json_path, force)
+    if trace_path and reported is not None:
         from pipecheck.report.trace import write_recorder_trace
 
         write_recorder_trace(trace_path, run.recorder, run.compile_events,

@@ -226,18 +226,21 @@ def make_dataset(config: Any) -> Any:
     with ``ReadOptions(num_threads)``, batches it to ``batch_size`` and adds workers.
     """
     import grain
+    import jax
 
     from pipecheck.data.sources import open_records
     from pipecheck.data.tokenizer import TokenizeAndPack
     from pipecheck.measure.pipeline import BatchedExamples
+    from pipecheck.workloads.devices import host_batch_size
 
     source = open_records(config["source"], num_docs=config["num_docs"], seed=config["seed"],
                           data_dir=config["data_dir"], split=config["split"])
+    # One process per host: each reads its own shard of the records.
     examples = (
-        grain.MapDataset.source(source)
+        grain.MapDataset.source(source)[jax.process_index()::jax.process_count()]
         .seed(config["seed"])
         .shuffle()
         .repeat()
         .map(TokenizeAndPack(config["seq_len"], config["text_key"]))
     )
-    return BatchedExamples(examples, config["batch_size"])
+    return BatchedExamples(examples, host_batch_size(config["batch_size"], config["devices"]))

@@ -247,8 +247,6 @@ class LoaderParts:
 def loader_parts(config: RunConfig) -> LoaderParts:
     """The workload's dataset and device_put, without building its model or train step
     (built-in workloads); user workloads are built through their entry points."""
-    import jax
-
     if config.workload == "user":
         from pipecheck.workloads import build_workload
 
@@ -257,16 +255,11 @@ def loader_parts(config: RunConfig) -> LoaderParts:
             raise ConfigError("this user workload has no dataset entry point; "
                               "pipecheck dataloader needs workload.dataset")
         return LoaderParts(wl.dataset(), wl.put, wl.tokens_key)
-    from pipecheck.workloads.devices import batch_sharding, data_mesh
+    from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
 
-    if config["batch_size"] % config["devices"]:
-        raise ConfigError(
-            f"batch_size={config['batch_size']} does not split over devices={config['devices']}; "
-            "use a multiple of the device count")
-    sharding = batch_sharding(data_mesh(config["devices"]))
-
-    def put(batch: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: jax.device_put(v, sharding) for k, v in batch.items()}
+    mesh = data_mesh(config["devices"])  # first: CPU devices are set before JAX starts
+    host_batch_size(config["batch_size"], config["devices"])  # the one-line error, early
+    put = put_global(batch_sharding(mesh))
 
     if config.workload == "demo":
         from pipecheck.data import demo_text

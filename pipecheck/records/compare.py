@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Mapping
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.hosts import HostSummary, Straggler
 
 
 @register_kind
@@ -41,5 +42,11 @@ class CompareResult(Record):
     """Where T, D and R came from: "measured" or the file they were read from."""
     steps: tuple[StepRecord, ...] = ()
     warnings: tuple[str, ...] = ()
+    hosts: tuple[HostSummary, ...] = ()
+    """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
+    straggler: Straggler | None = None
+    """The host every other host waits for, or None (see docs/multihost.md)."""
+    host_findings: tuple[Finding, ...] = ()
+    """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     format_version: int = FORMAT_VERSION
     kind: str = "compare"

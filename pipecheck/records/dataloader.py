@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import Distribution
+from pipecheck.records.common import Distribution, Finding
+from pipecheck.records.hosts import HostSummary, Straggler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,5 +57,11 @@ class DataloaderResult(Record):
     batches: int
     device_put: bool = True
     timeout_s: float | None = None
+    hosts: tuple[HostSummary, ...] = ()
+    """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
+    straggler: Straggler | None = None
+    """The host every other host waits for, or None (see docs/multihost.md)."""
+    host_findings: tuple[Finding, ...] = ()
+    """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     format_version: int = FORMAT_VERSION
     kind: str = KIND

@@ -14,6 +14,7 @@ from pipecheck.records.common import (
     StepRecord,
     SyncSite,
 )
+from pipecheck.records.hosts import HostSummary, Straggler
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,12 @@ class MonitorResult(Record):
     compile: CompileInfo | None = None
     findings: tuple[Finding, ...] = ()
     warnings: tuple[str, ...] = ()
+    hosts: tuple[HostSummary, ...] = ()
+    """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
+    straggler: Straggler | None = None
+    """The host every other host waits for, or None (see docs/multihost.md)."""
+    host_findings: tuple[Finding, ...] = ()
+    """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     format_version: int = FORMAT_VERSION
     kind: str = "monitor"
 

@@ -6,7 +6,8 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
+from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, Throughput
+from pipecheck.records.hosts import HostSummary, Straggler
 
 
 @register_kind
@@ -22,5 +23,11 @@ class SyntheticResult(Record):
     throughput: Throughput
     warnings: tuple[str, ...] = ()
     steps: tuple[StepRecord, ...] = ()
+    hosts: tuple[HostSummary, ...] = ()
+    """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
+    straggler: Straggler | None = None
+    """The host every other host waits for, or None (see docs/multihost.md)."""
+    host_findings: tuple[Finding, ...] = ()
+    """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     format_version: int = FORMAT_VERSION
     kind: str = "synthetic"

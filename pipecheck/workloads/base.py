@@ -53,16 +53,26 @@ class Workload:
         return n
 
     def put(self, host_batch: Mapping[str, Any]) -> Any:
-        """Move a host batch to the devices with the spec's sharding (as training does)."""
+        """Move a host batch to the devices with the spec's sharding (as training does);
+        across processes, the host-local batch becomes this process's part of the global
+        array."""
         import jax
 
-        return {k: jax.device_put(v, self.batch_spec[k].sharding) for k, v in host_batch.items()}
+        if jax.process_count() == 1:
+            return {k: jax.device_put(v, self.batch_spec[k].sharding)
+                    for k, v in host_batch.items()}
+        return {k: jax.make_array_from_process_local_data(
+                    self.batch_spec[k].sharding, v, self.batch_spec[k].shape)
+                for k, v in host_batch.items()}
 
 
 def spec_of(host_batch: Mapping[str, Any], sharding: Any) -> dict[str, Any]:
-    """ShapeDtypeStructs (with sharding) describing ``host_batch``."""
+    """ShapeDtypeStructs (with sharding) describing the global batch of which ``host_batch``
+    is this process's part (the whole of it in one process)."""
     import jax
 
+    n = jax.process_count()
     return {
-        k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=sharding) for k, v in host_batch.items()
+        k: jax.ShapeDtypeStruct((v.shape[0] * n, *v.shape[1:]), v.dtype, sharding=sharding)
+        for k, v in host_batch.items()
     }

@@ -9,7 +9,10 @@ the step it just dispatched, the classic forced sync. ``aot_sharding_mismatch``
 lowers the step ahead of time with an unsharded batch spec, reproducing the
 double-compilation bug. ``checkpoint_every``/``checkpoint_ms`` and
 ``eval_every``/``eval_ms`` add host-blocking checkpoints and evals (step hooks
-that run after the previous step's loss was observed).
+that run after the previous step's loss was observed). In a multi-process run each process
+loads its share of the batches (every ``process_count``-th index) and process
+``straggler_process`` loads with ``straggler_load_ms`` instead of ``load_ms``: a straggler
+on purpose.
 """
 
 from __future__ import annotations
@@ -23,7 +26,13 @@ from pipecheck.config import COMMON_KEYS, Key, RunConfig
 from pipecheck.measure.loop import StepHook
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads.base import Workload, spec_of
-from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
+from pipecheck.workloads.devices import (
+    batch_sharding,
+    data_mesh,
+    host_batch_size,
+    put_global,
+    replicated,
+)
 
 KEYS: tuple[Key, ...] = (
     *COMMON_KEYS,
@@ -44,6 +53,10 @@ KEYS: tuple[Key, ...] = (
         minimum=0),
     Key("eval_ms", float, 100.0, "host-blocking cost of one eval, in ms: wait for the state, "
         "then sleep until this much has elapsed", minimum=0),
+    Key("straggler_process", int, -1, "in a multi-process run, the process whose loader is "
+        "slow on purpose (-1: none)", minimum=-1),
+    Key("straggler_load_ms", float, 0.0, "that process's per-batch loading latency, in ms, "
+        "instead of load_ms", minimum=0),
 )
 
 CALIBRATION_ITERS = (8, 72)
@@ -188,13 +201,26 @@ class CalibratedBatches:
         return {"x": x}
 
 
-def make_dataset(config: RunConfig) -> Any:
-    """The calibrated input pipeline: an endless MapDataset of whole batches."""
-    import grain
+def load_ms_for(config: RunConfig, process_index: int) -> float:
+    """This process's per-batch loading latency: ``straggler_load_ms`` on the straggler."""
+    if config["straggler_process"] == process_index:
+        return float(config["straggler_load_ms"])
+    return float(config["load_ms"])
 
-    batches = CalibratedBatches(config["batch_size"], config["feature_dim"], config["load_ms"],
+
+def make_dataset(config: RunConfig) -> Any:
+    """The calibrated input pipeline: an endless MapDataset of whole (host-local) batches,
+    sharded by process (this process reads every ``process_count``-th batch index)."""
+    import grain
+    import jax
+
+    from pipecheck.workloads.devices import host_batch_size
+
+    index, count = jax.process_index(), jax.process_count()
+    batches = CalibratedBatches(host_batch_size(config["batch_size"], config["devices"]),
+                                config["feature_dim"], load_ms_for(config, index),
                                 config["cpu_ms"], config["seed"])
-    return grain.MapDataset.range(1 << 30).map(batches)
+    return grain.MapDataset.range(1 << 30)[index::count].map(batches)
 
 
 def build(config: RunConfig) -> Workload:
@@ -203,23 +229,22 @@ def build(config: RunConfig) -> Workload:
 
     n_dev = config["devices"]
     mesh = data_mesh(n_dev)
-    if config["batch_size"] % n_dev:
-        from pipecheck.errors import ConfigError
-
-        raise ConfigError(
-            f"batch_size={config['batch_size']} does not split over devices={n_dev}; "
-            "use a multiple of the device count"
-        )
+    local_batch = host_batch_size(config["batch_size"], n_dev)
     dim = config["feature_dim"]
     data_sharding = batch_sharding(mesh)
     rep = replicated(mesh)
-    example = CalibratedBatches(config["batch_size"], dim, 0.0, 0.0, config["seed"])(0)
+    example = CalibratedBatches(local_batch, dim, 0.0, 0.0, config["seed"])(0)
     spec = spec_of(example, data_sharding)
     rng = np.random.default_rng(config["seed"])
     w_host = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
     w = jax.device_put(w_host, rep)
-    x = jax.device_put(example["x"], data_sharding)
+    x = put_global(data_sharding)(example)["x"]
     iters, per_iter = calibrate_iters(w, x, config["compute_ms"])
+    if jax.process_count() > 1:
+        # Every process must run the same step: process 0's calibration decides.
+        from jax.experimental import multihost_utils
+
+        iters = int(multihost_utils.broadcast_one_to_all(np.int32(iters)))
     flops = 2.0 * config["batch_size"] * dim * dim * iters
 
     def init_state() -> dict[str, Any]:

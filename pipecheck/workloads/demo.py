@@ -14,7 +14,7 @@ import numpy as np
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
 from pipecheck.errors import ConfigError
 from pipecheck.workloads.base import Workload, spec_of
-from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
+from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, replicated
 
 KEYS: tuple[Key, ...] = (
     *(Key(k.name, k.type, 8, k.help, k.choices, k.minimum) if k.name == "batch_size" else k
@@ -130,18 +130,14 @@ def build(config: RunConfig) -> Workload:
             f"n_heads={config['n_heads']} must divide d_model={config['d_model']}"
         )
     n_dev = config["devices"]
-    if config["batch_size"] % n_dev:
-        raise ConfigError(
-            f"batch_size={config['batch_size']} does not split over devices={n_dev}; "
-            "use a multiple of the device count"
-        )
     mesh = data_mesh(n_dev)
+    local_batch = host_batch_size(config["batch_size"], n_dev)
     rep = replicated(mesh)
     train_step, optimizer = make_train_step(config)
     host_params = init_params(config, config["seed"])
     rng = np.random.default_rng(config["seed"] + 1)
     example = {
-        "tokens": rng.integers(4, VOCAB_SIZE, (config["batch_size"], config["seq_len"]),
+        "tokens": rng.integers(4, VOCAB_SIZE, (local_batch, config["seq_len"]),
                                dtype=np.int32)
     }
     spec = spec_of(example, batch_sharding(mesh))

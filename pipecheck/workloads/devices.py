@@ -1,4 +1,10 @@
-"""Devices and the data-parallel Mesh a workload runs on."""
+"""Devices and the data-parallel Mesh a workload runs on.
+
+In a multi-process run (one process per host, ``jax.distributed``) the Mesh spans every
+process's devices, each process loads its own share of the global batch (``host-local``
+batches), and ``put_global`` assembles them into global arrays: the train step then ends
+in a real cross-process all-reduce.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +24,7 @@ def ensure_device_count(n: int) -> None:
 
     if not xla_bridge.backends_are_initialized():
         jax.config.update("jax_num_cpu_devices", n)
-    available = len(jax.devices())
+    available = len(jax.local_devices())
     if available < n:
         raise ConfigError(
             f"devices={n} but JAX has only {available} device(s) in this process; "
@@ -28,12 +34,49 @@ def ensure_device_count(n: int) -> None:
 
 
 def data_mesh(n: int) -> Any:
-    """A 1-D Mesh over the first ``n`` devices, axis ``data``."""
+    """A 1-D Mesh, axis ``data``, over the first ``n`` devices of every process."""
     import jax
     from jax.sharding import Mesh
 
     ensure_device_count(n)
-    return Mesh(np.array(jax.devices()[:n]), (DATA_AXIS,))
+    if jax.process_count() == 1:
+        return Mesh(np.array(jax.devices()[:n]), (DATA_AXIS,))
+    devices = [d for p in range(jax.process_count())
+               for d in sorted((d for d in jax.devices() if d.process_index == p),
+                               key=lambda d: d.id)[:n]]
+    return Mesh(np.array(devices), (DATA_AXIS,))
+
+
+def process_count() -> int:
+    import jax
+
+    return int(jax.process_count())
+
+
+def host_batch_size(batch_size: int, devices: int) -> int:
+    """Examples this process loads per step: its share of the global ``batch_size``."""
+    processes = process_count()
+    if batch_size % (devices * processes):
+        where = (f"devices={devices}" if processes == 1
+                 else f"{processes} processes x devices={devices}")
+        raise ConfigError(f"batch_size={batch_size} does not split over {where}; use a "
+                          f"multiple of {devices * processes}")
+    return batch_size // processes
+
+
+def put_global(sharding: Any) -> Any:
+    """``put(host_batch)`` for a loop: ``device_put`` in one process; across processes,
+    this process's host-local batch becomes its part of a global array."""
+    import jax
+
+    if jax.process_count() == 1:
+        def put(batch: Any) -> dict[str, Any]:
+            return {k: jax.device_put(v, sharding) for k, v in batch.items()}
+    else:
+        def put(batch: Any) -> dict[str, Any]:
+            return {k: jax.make_array_from_process_local_data(sharding, v)
+                    for k, v in batch.items()}
+    return put
 
 
 def batch_sharding(mesh: Any) -> Any:

@@ -1,0 +1,43 @@
+"""What one host sends to process 0: its result reduced to a bounded ``HostSummary``."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, Sequence
+
+from pipecheck.analysis.straggler import summarize_host
+from pipecheck.records.common import StepRecord
+from pipecheck.records.hosts import HostLoader, HostSummary
+
+
+def host_loader(setting: Any) -> HostLoader:
+    """D with its interval at one loader setting, computed as the verdict computes it."""
+    from pipecheck.compare import loader_estimate
+
+    est = loader_estimate(setting)
+    return HostLoader(setting.workers, setting.threads, est.median, est.low, est.high,
+                      setting.first_batch_s)
+
+
+def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
+    """(step, step time, data wait) of the steady-state steps."""
+    from pipecheck.measure.loop import steady_state
+
+    return [(s.step, s.time_s, s.spans.get("data_wait", 0.0)) for s in steady_state(steps)]
+
+
+def host_summary(process_id: int, result: Any, hostname: str | None = None) -> HostSummary:
+    """This host's summary of a synthetic, dataloader, compare or Monitor result."""
+    from pipecheck.records.compare import CompareResult
+    from pipecheck.records.dataloader import DataloaderResult
+    from pipecheck.records.synthetic import SyntheticResult
+
+    hostname = hostname or socket.gethostname()
+    if isinstance(result, DataloaderResult):
+        return summarize_host(process_id, hostname, [host_loader(s) for s in result.results])
+    steps = step_triples(result.steps)
+    if isinstance(result, SyntheticResult):  # no input pipeline: no data wait to compare
+        return summarize_host(process_id, hostname, (), steps, with_data_wait=False)
+    loader = [host_loader(s) for s in result.loader] if isinstance(result, CompareResult) \
+        else []
+    return summarize_host(process_id, hostname, loader, steps)
