@@ -1,0 +1,98 @@
+"""Multi-process runs on one machine: 2 and 3 local processes joined by jax.distributed
+(gloo collectives on CPU), each a real `pipecheck` process with Grain workers."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from .multihost import free_port, launched, pipecheck_argv
+
+CALIBRATED = ["--set", "workload=calibrated", "--set", "feature_dim=64",
+              "--set", "compute_ms=5"]
+RUN_TIMEOUT_S = 120
+
+
+def test_three_hosts_one_slow_loader_is_named(tmp_path):
+    out = tmp_path / "run.json"
+    argv = pipecheck_argv(
+        3, free_port(), "dataloader", *CALIBRATED, "--set", "batch_size=24",
+        "--set", "load_ms=8", "--set", "straggler_process=2", "--set", "straggler_load_ms=40",
+        "--workers", "1", "--batches", "16", "--json", str(out), "--json-per-host")
+    with launched(tmp_path, argv) as run:
+        codes = run.wait(RUN_TIMEOUT_S)
+        assert codes == [0, 0, 0], [run.stderr(i) for i in range(3)]
+        assert not run.left_running()
+    record = json.loads(out.read_text())
+    assert [h["process_id"] for h in record["hosts"]] == [0, 1, 2]
+    s = record["straggler"]
+    assert s["process_id"] == 2 and s["metric"] == "loader time"
+    assert 2.0 < s["ratio"] < 8.0, s  # 40 ms against 8 ms of latency, with 1 worker each
+    assert "every host waits for process 2" in s["evidence"]
+    assert "straggler: process 2" in run.stdout(0)
+    for i in (1, 2):
+        lines = run.stdout(i).strip().splitlines()
+        assert lines == [f"pipecheck: process {i} of 3 done; process 0 on "
+                         f"{record['env']['host']} prints the report and writes {out}"]
+        own = json.loads((tmp_path / f"run.process-{i}.json").read_text())
+        assert [h["process_id"] for h in own["hosts"]] == [i]
+
+
+def test_two_equal_hosts_have_no_straggler(tmp_path):
+    out = tmp_path / "run.json"
+    argv = pipecheck_argv(2, free_port(), "dataloader", *CALIBRATED, "--set", "load_ms=10",
+                          "--workers", "1", "--batches", "16", "--json", str(out))
+    with launched(tmp_path, argv) as run:
+        assert run.wait(RUN_TIMEOUT_S) == [0, 0], run.stderr(0) + run.stderr(1)
+        assert not run.left_running()
+    record = json.loads(out.read_text())
+    assert record["straggler"] is None
+    assert [f["kind"] for f in record["host_findings"]] == ["hosts-equal"]
+    assert "straggler: none" in run.stdout(0)
+
+
+def test_missing_peer_is_one_line_within_the_timeout(tmp_path):
+    argv = pipecheck_argv(2, free_port(), "synthetic", *CALIBRATED, timeout_s=4)
+    started = time.monotonic()
+    with launched(tmp_path, [argv[0], None]) as run:  # process 1 never starts
+        codes = run.wait(60)
+        elapsed = time.monotonic() - started
+        assert codes[0] == 5, run.stderr(0)
+        assert not run.left_running()
+    err = run.stderr(0).strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("pipecheck: error: not all of 2 processes at "
+                                               "the coordinator"), err
+    assert "joined within 4 s" in err[0]
+    assert elapsed < 4 + 30  # the timeout plus start-up, long before JAX's own abort
+
+
+def test_killed_peer_is_named_within_the_timeout(tmp_path):
+    argv = pipecheck_argv(2, free_port(), "dataloader", *CALIBRATED, "--set", "load_ms=5",
+                          "--workers", "1", "--batches", "5000", timeout_s=5)
+    with launched(tmp_path, argv) as run:
+        for i in (0, 1):
+            run.wait_for_stderr(i, "timing 5000 batches", 60)
+        run.kill(1)
+        killed = time.monotonic()
+        codes = run.wait(40)
+        waited = time.monotonic() - killed
+        assert codes[0] == 5, run.stderr(0)
+        assert not run.left_running()
+    assert waited < 5 + 5, waited
+    lines = [line for line in run.stderr(0).splitlines() if "error" in line]
+    assert lines == ["pipecheck: error: process 1 stopped responding for 5 s (it died, hung "
+                     "or lost its network); stopping. See its log"]
+
+
+def test_different_configs_are_refused_naming_the_key(tmp_path):
+    port = free_port()
+    argv = pipecheck_argv(2, port, "synthetic", *CALIBRATED, timeout_s=30)
+    argv[1] += ["--set", "seed=3"]
+    with launched(tmp_path, argv) as run:
+        assert run.wait(60) == [5, 5], run.stderr(0) + run.stderr(1)
+        assert not run.left_running()
+    for i, (there, here) in enumerate([(3, 0), (0, 3)]):
+        err = run.stderr(i).strip().splitlines()
+        assert err == [f"pipecheck: error: process {1 - i} was started with a different "
+                       f"config than process {i}: seed is {there} there and {here} here; run "
+                       "the same command (same --config, --set and options) on every process"]
