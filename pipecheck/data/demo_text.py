@@ -226,18 +226,17 @@ def make_dataset(config: Any) -> Any:
     with ``ReadOptions(num_threads)``, batches it to ``batch_size`` and adds workers.
     """
     import grain
-    import jax
 
     from pipecheck.data.sources import open_records
     from pipecheck.data.tokenizer import TokenizeAndPack
     from pipecheck.measure.pipeline import BatchedExamples
-    from pipecheck.workloads.devices import host_batch_size
+    from pipecheck.workloads.devices import host_batch_size, shard_by_process
 
     source = open_records(config["source"], num_docs=config["num_docs"], seed=config["seed"],
                           data_dir=config["data_dir"], split=config["split"])
     # One process per host: each reads its own shard of the records.
     examples = (
-        grain.MapDataset.source(source)[jax.process_index()::jax.process_count()]
+        shard_by_process(grain.MapDataset.source(source))
         .seed(config["seed"])
         .shuffle()
         .repeat()

@@ -179,7 +179,9 @@ class KeyValueStore:
         except Exception as e:  # noqa: BLE001 - JAX raises its runtime error on a timeout
             if "DEADLINE_EXCEEDED" in str(e) or "timed out" in str(e).lower():
                 return None
-            raise
+            raise DistributedError(
+                "lost the connection to process 0 (the coordinator): it died, hung or lost "
+                "its network; see its log") from None
 
     def entries(self, directory: str) -> dict[str, str]:
         """Every key under ``directory`` (without the directory) and its value."""
@@ -309,6 +311,7 @@ class Session:
             self.kv.set("reporter", self.hostname)
         self.kv.set(f"config/{self.process_id}", json.dumps(mine, sort_keys=True, default=str))
         peers = range(1, self.process_count) if self.is_reporter else (0,)
+        problem: str | None = None
         for p in peers:
             raw = self.kv.get(f"config/{p}", self.timeout_s)
             if raw is None:
@@ -316,12 +319,21 @@ class Session:
                                        f"{self.timeout_s:g} s; see its log")
             theirs = json.loads(raw)
             key = first_difference(mine, theirs)
-            if key is not None:
-                raise DistributedError(
+            if key is not None and problem is None:
+                problem = (
                     f"process {p} was started with a different config than process "
                     f"{self.process_id}: {key} is {theirs.get(key)!r} there and "
                     f"{mine.get(key)!r} here; run the same command (same --config, --set "
                     "and options) on every process")
+        self.kv.set(f"checked/{self.process_id}", "1")
+        if self.is_reporter:
+            # Process 0 holds the store: it stays until every process has read its config,
+            # so each of them can name the difference too.
+            deadline = time.monotonic() + self.timeout_s
+            for p in range(1, self.process_count):
+                self.kv.get(f"checked/{p}", max(0.001, deadline - time.monotonic()))
+        if problem is not None:
+            raise DistributedError(problem)
 
     def reporter_host(self) -> str:
         """The host name of process 0 (known after ``check_same``)."""

@@ -32,6 +32,7 @@ from pipecheck.workloads.devices import (
     host_batch_size,
     put_global,
     replicated,
+    shard_by_process,
 )
 
 KEYS: tuple[Key, ...] = (
@@ -214,13 +215,10 @@ def make_dataset(config: RunConfig) -> Any:
     import grain
     import jax
 
-    from pipecheck.workloads.devices import host_batch_size
-
-    index, count = jax.process_index(), jax.process_count()
     batches = CalibratedBatches(host_batch_size(config["batch_size"], config["devices"]),
-                                config["feature_dim"], load_ms_for(config, index),
+                                config["feature_dim"], load_ms_for(config, jax.process_index()),
                                 config["cpu_ms"], config["seed"])
-    return grain.MapDataset.range(1 << 30)[index::count].map(batches)
+    return shard_by_process(grain.MapDataset.range(1 << 30)).map(batches)
 
 
 def build(config: RunConfig) -> Workload:

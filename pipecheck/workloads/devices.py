@@ -64,6 +64,17 @@ def host_batch_size(batch_size: int, devices: int) -> int:
     return batch_size // processes
 
 
+def shard_by_process(ds: Any) -> Any:
+    """This process's share of a Grain MapDataset: every ``process_count``-th record (as
+    ``grain.sharding.ShardByJaxProcess`` would); unchanged in one process, so a one-process
+    pipeline gains no extra stage."""
+    import jax
+
+    if jax.process_count() == 1:
+        return ds
+    return ds[jax.process_index()::jax.process_count()]
+
+
 def put_global(sharding: Any) -> Any:
     """``put(host_batch)`` for a loop: ``device_put`` in one process; across processes,
     this process's host-local batch becomes its part of a global array."""
