@@ -77,7 +77,12 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
     if not dist.enabled:
         yield None
         return
-    from pipecheck.measure.distributed import DistributedError, fingerprint, initialize
+    from pipecheck.measure.distributed import (
+        DistributedError,
+        fingerprint,
+        initialize,
+        looks_like_lost_peer,
+    )
 
     initialize(dist, on_fatal=fatal)
     session = Session(dist.timeout_s).watch(fatal)
@@ -85,7 +90,15 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
     session.check_same(fingerprint(command, config.to_dict(), options))
     try:
         yield session
-    except (PipecheckError, KeyboardInterrupt, click.exceptions.Abort):
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        raise
+    except PipecheckError as e:
+        # The train step failing in a collective is reported as the step's error; when a
+        # peer is gone, name the peer instead.
+        if looks_like_lost_peer(e):
+            lost = session.wait_for_lost_peer()
+            if lost is not None:
+                raise DistributedError(lost) from None
         raise
     except Exception as e:  # noqa: BLE001 - a collective failed: usually a peer is gone
         lost = session.wait_for_lost_peer()

@@ -47,7 +47,7 @@ OnFatal = Callable[[str, int], None]
 class DistributedError(PipecheckError):
     """A multi-process run failed: a peer never joined, died, or ran another config."""
 
-    exit_code = 5
+    exit_code = 6
 
 
 _HOST_PORT = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")
@@ -188,6 +188,18 @@ class KeyValueStore:
         prefix = KEY_PREFIX + directory.rstrip("/") + "/"
         return {k[len(prefix):] if k.startswith(prefix) else k: v
                 for k, v in self._client.key_value_dir_get(prefix)}
+
+
+PEER_FAILURE_SIGNS = ("gloo", "connection reset", "connection refused", "unavailable",
+                      "broken pipe", "heartbeat")
+"""Words in an error raised by a collective or the runtime when a peer is gone."""
+
+
+def looks_like_lost_peer(error: BaseException) -> bool:
+    """Whether an error (a collective's, maybe wrapped as the user's step failing) may come
+    from a peer that died: then the heartbeat's verdict names it."""
+    text = str(error).lower()
+    return any(sign in text for sign in PEER_FAILURE_SIGNS)
 
 
 def first_difference(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:

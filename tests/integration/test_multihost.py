@@ -57,7 +57,7 @@ def test_missing_peer_is_one_line_within_the_timeout(tmp_path):
     with launched(tmp_path, [argv[0], None]) as run:  # process 1 never starts
         codes = run.wait(60)
         elapsed = time.monotonic() - started
-        assert codes[0] == 5, run.stderr(0)
+        assert codes[0] == 6, run.stderr(0)
         assert not run.left_running()
     err = run.stderr(0).strip().splitlines()
     assert len(err) == 1 and err[0].startswith("pipecheck: error: not all of 2 processes at "
@@ -76,7 +76,7 @@ def test_killed_peer_is_named_within_the_timeout(tmp_path):
         killed = time.monotonic()
         codes = run.wait(40)
         waited = time.monotonic() - killed
-        assert codes[0] == 5, run.stderr(0)
+        assert codes[0] == 6, run.stderr(0)
         assert not run.left_running()
     assert waited < 5 + 5, waited
     lines = [line for line in run.stderr(0).splitlines() if "error" in line]
@@ -89,7 +89,7 @@ def test_different_configs_are_refused_naming_the_key(tmp_path):
     argv = pipecheck_argv(2, port, "synthetic", *CALIBRATED, timeout_s=30)
     argv[1] += ["--set", "seed=3"]
     with launched(tmp_path, argv) as run:
-        assert run.wait(60) == [5, 5], run.stderr(0) + run.stderr(1)
+        assert run.wait(60) == [6, 6], run.stderr(0) + run.stderr(1)
         assert not run.left_running()
     for i, (there, here) in enumerate([(3, 0), (0, 3)]):
         err = run.stderr(i).strip().splitlines()
