@@ -178,12 +178,15 @@ def find_straggler(values: Sequence[HostValue], metric: str,
     others = tuple(v.process_id for v in rest[: len(rest) // 2]
                    if _clearly_above(v, ref_value, ref_high))
     ratio = slowest.value / max(ref_value, RATIO_FLOOR_S)
-    what = ("its loader gives a batch in" if metric == "loader time"
-            else "it waits for data")
-    per = "" if metric == "loader time" else " per step"
+    floor = ", over a 1 ms floor" if ref_value < RATIO_FLOOR_S else ""
+    if metric == "loader time":
+        what = (f"its loader gives a batch in {_ms(slowest.value)}, the median host's in "
+                f"{_ms(ref_value)}")
+    else:
+        what = (f"it waits {_ms(slowest.value)} per step for data, the median host "
+                f"{_ms(ref_value)}")
     evidence = (f"every host waits for process {slowest.process_id} ({slowest.hostname}) at "
-                f"each step's all-reduce: {what} {_ms(slowest.value)}{per}, the median host in "
-                f"{_ms(ref_value)} ({ratio:.1f}x)")
+                f"each step's all-reduce: {what} ({ratio:.1f}x{floor})")
     if setting:
         evidence += f" at {setting}"
     if step_s is not None and math.isfinite(step_s):

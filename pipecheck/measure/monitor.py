@@ -35,6 +35,7 @@ The record (``MonitorResult``) is the same kind of versioned JSON the commands w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -125,6 +126,10 @@ class Monitor:
     clock, read_loss, env:
         Injectable for tests: the clock, the lagged sync (``float``), and the environment
         stored in the record (default: collected from JAX at ``finish``).
+    gather, distributed_timeout_s, json_per_host:
+        In a script that called ``jax.distributed.initialize`` (one process per host),
+        ``finish`` gathers every process's bounded summary to process 0 (``gather=True``),
+        waiting at most ``distributed_timeout_s`` for the others; see docs/multihost.md.
     """
 
     def __init__(
@@ -141,6 +146,9 @@ class Monitor:
         clock: Callable[[], float] = time.perf_counter,
         read_loss: Callable[[Any], float] = read_scalar,
         env: Mapping[str, Any] | None = None,
+        gather: bool = True,
+        distributed_timeout_s: float = 120.0,
+        json_per_host: bool = False,
     ) -> None:
         if config is None:
             self.config: dict[str, Any] = {}
@@ -159,6 +167,10 @@ class Monitor:
         self._watch_compiles = watch_compiles
         self._watch_gc = watch_gc
         self._env = env
+        self._gather = gather
+        self._distributed_timeout_s = distributed_timeout_s
+        self._json_per_host = json_per_host
+        self._session: Any = None
         self._stack = contextlib.ExitStack()
         self._locator: _LoopSyncLocator | None = None
         self._watcher: Any = None
@@ -272,12 +284,58 @@ class Monitor:
             self._env = collect_env()
         self._result = build_result(
             self.recorder, self._env, self.config, self._locator, self._watcher)
+        if self._gather:
+            self._result = self._gather_hosts(self._result)
         return self._result
 
+    def _gather_hosts(self, result: MonitorResult) -> MonitorResult:
+        """In a multi-process run (``jax.distributed`` initialized by the script), every
+        process sends its bounded summary to process 0, whose record gets ``hosts`` and
+        ``straggler``; the others keep their own record."""
+        from pipecheck.measure import distributed
+
+        if not distributed.is_initialized():
+            return result
+        import jax
+
+        if jax.process_count() < 2:
+            return result
+        from pipecheck.analysis.straggler import analyze
+        from pipecheck.measure.hosts import host_summary
+
+        session = distributed.Session(self._distributed_timeout_s)
+        self._session = session
+        own = host_summary(session.process_id, result, session.hostname)
+        hosts = session.gather(own)
+        if hosts is None:
+            session.finish()
+            return dataclasses.replace(result, hosts=(own,))
+        analysis = analyze(hosts)
+        session.finish()
+        return dataclasses.replace(result, hosts=tuple(hosts), straggler=analysis.straggler,
+                                   host_findings=analysis.findings)
+
+    @property
+    def is_reporter(self) -> bool:
+        """True on process 0 of a multi-process run (and in a one-process run): the process
+        whose record holds every host."""
+        return self._session is None or self._session.is_reporter
+
     def save(self, path: str, force: bool = False) -> MonitorResult:
-        """Finish if needed and write the record to ``path`` (atomically)."""
+        """Finish if needed and write the record to ``path`` (atomically).
+
+        In a multi-process run only process 0 writes ``path`` (its record holds every
+        host); with ``json_per_host=True`` every process also writes its own record to
+        ``path`` with ``.process-I`` before the extension."""
         result = self.finish()
-        store.save(result, path, force)
+        if self._session is not None and self._json_per_host:
+            from pipecheck.measure.distributed import per_host_path
+
+            own = dataclasses.replace(result, hosts=tuple(
+                h for h in result.hosts if h.process_id == self._session.process_id))
+            store.save(own, per_host_path(path, self._session.process_id), force)
+        if self.is_reporter:
+            store.save(result, path, force)
         return result
 
     def write_trace(self, path: str, force: bool = False) -> None:
@@ -289,8 +347,19 @@ class Monitor:
         write_recorder_trace(path, self.recorder, events, "pipecheck monitor", force)
 
     def report(self) -> str:
-        """The text report of the finished run."""
-        return format_monitor(self.finish())
+        """The text report of the finished run (process 0's shows every host; the other
+        processes' say where it is)."""
+        result = self.finish()
+        if not self.is_reporter:
+            assert self._session is not None
+            return (f"pipecheck: process {self._session.process_id} of "
+                    f"{self._session.process_count} done; process 0 reports every host")
+        text = format_monitor(result)
+        if result.hosts:
+            from pipecheck.report.hosts import format_hosts
+
+            text += "\n\n" + format_hosts(result.hosts, result.straggler, result.host_findings)
+        return text
 
     def __enter__(self) -> Monitor:
         self.start()

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 import time
+
+import pytest
+
+from tests.conftest import REPO
 
 from .multihost import free_port, launched, pipecheck_argv
 
@@ -96,3 +102,32 @@ def test_different_configs_are_refused_naming_the_key(tmp_path):
         assert err == [f"pipecheck: error: process {1 - i} was started with a different "
                        f"config than process {i}: seed is {there} there and {here} here; run "
                        "the same command (same --config, --set and options) on every process"]
+
+
+@pytest.mark.parametrize("mode", ["sync-stall", "slow-host"])
+def test_monitor_in_a_two_process_user_script(tmp_path, mode):
+    """The user's own script (outside the repo, __main__ guard, Grain workers, a real
+    all-reduce in the step) under Monitor on 2 processes: process 0's record holds both
+    hosts. Every host stalling at once is not a straggler; a host loading slowly is."""
+    script = tmp_path / "train.py"
+    shutil.copy(REPO / "tests" / "data" / "multihost_loop.py", script)
+    out = tmp_path / "run.json"
+    port = str(free_port())
+    argv = [[sys.executable, str(script), str(out), str(i), "2", port, mode] for i in (0, 1)]
+    with launched(tmp_path, argv) as run:
+        assert run.wait(RUN_TIMEOUT_S) == [0, 0], run.stderr(0) + run.stderr(1)
+        assert not run.left_running()
+    record = json.loads(out.read_text())
+    assert [h["process_id"] for h in record["hosts"]] == [0, 1]
+    kinds = [f["kind"] for f in record["host_findings"]]
+    if mode == "sync-stall":
+        assert record["straggler"] is None, record["straggler"]
+        assert kinds == ["synchronized-stall"]
+        assert "every host waited for its data at once" in record["host_findings"][0]["message"]
+    else:
+        assert record["straggler"]["process_id"] == 1
+        assert record["straggler"]["metric"] == "data wait"
+        assert kinds[0] == "straggler"
+    # (JAX's gloo prints its own "[Gloo] Rank 1 is connected" line before.)
+    assert run.stdout(1).strip().splitlines()[-1] == (
+        "pipecheck: process 1 of 2 done; process 0 reports every host")
