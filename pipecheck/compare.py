@@ -33,7 +33,7 @@ from pipecheck.analysis.verdict import (
 )
 from pipecheck.config import RunConfig
 from pipecheck.records import store
-from pipecheck.records.common import Distribution, Finding, StepRecord, SyncSite
+from pipecheck.records.common import Anomaly, Distribution, Finding, StepRecord, SyncSite
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.report.format import short_location
@@ -69,6 +69,11 @@ class RealRun:
     total_steps: int = 0
     """Steps the sync sites cover (a long Monitor run keeps only a window of ``steps``)."""
     compile_events: tuple[Any, ...] = ()
+    """Every function's compile events in pipecheck's real-data loop (for the trace)."""
+    compiles: Mapping[int, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    """Seconds JAX spent compiling each function, by step (explains slow steps)."""
+    anomalies: tuple[Anomaly, ...] | None = None
+    """A Monitor run's anomalies as recorded (None: find them from the steps)."""
 
     @property
     def n_steps(self) -> int:
@@ -396,8 +401,11 @@ def compare_run(
         from pipecheck.measure.pipeline import DEFAULT_PER_WORKER_BUFFER
 
         warmup = warmup_steps(chosen.workers, DEFAULT_PER_WORKER_BUFFER)
-    real_steps = tag_warmup(real.steps, warmup)
-    from pipecheck.measure.loop import steady_state
+    from pipecheck.measure.loop import steady_state, with_anomalies
+
+    real_steps, real_anomalies = with_anomalies(tag_warmup(real.steps, warmup), real.compiles)
+    if real.anomalies is not None:
+        real_anomalies = real.anomalies
 
     real_samples = [s.time_s for s in steady_state(real_steps)]
     progress(f"      real-data step time R = {_ms(Estimate.of(real_samples).median)}")
@@ -452,6 +460,7 @@ def compare_run(
         compile=syn.compile,
         sources=sources,
         steps=real_steps,
+        anomalies=real_anomalies,
         warnings=tuple(warnings + list(syn.warnings)),
     ), real=real)
 
@@ -517,7 +526,7 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
     """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
     locator sampling this thread."""
     from pipecheck.measure.compile_watch import CompileWatcher
-    from pipecheck.measure.loop import run_lagged_sync_loop
+    from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
     from pipecheck.measure.pipeline import open_batches
     from pipecheck.measure.spans import SpanRecorder
     from pipecheck.measure.sync_locator import SyncLocator
@@ -532,8 +541,9 @@ def measure_real(workload: Any, parts: Any, workers: int, threads: int, steps: i
             hooks=workload.hooks, compiles=lambda: watcher.compiles)
     # Compiled again on real batches (the synthetic run compiled the step first): explain.
     findings = tuple(watcher.findings()) if watcher.compiles else ()
+    events = (*watcher.events, *watcher.other_events)
     return RealRun(tuple(outcome.steps), tuple(locator.sites()), findings, recorder,
-                   len(outcome.steps), tuple(watcher.events))
+                   len(outcome.steps), events, compiles_per_step(recorder, events))
 
 
 def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
@@ -544,4 +554,5 @@ def read_real_run(path: str, config: RunConfig, warnings: list[str]) -> RealRun:
     if run.config:
         warnings += config_mismatch(run.config, config, path)
     warnings += env_mismatch(run.env, path)
-    return RealRun(tuple(run.steps), tuple(run.sync_sites), total_steps=run.total_steps)
+    return RealRun(tuple(run.steps), tuple(run.sync_sites), total_steps=run.total_steps,
+                   anomalies=run.anomalies)

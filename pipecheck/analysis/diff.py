@@ -22,7 +22,7 @@ import numpy as np
 
 from pipecheck.analysis import maxtext, stats
 from pipecheck.errors import ResultFormatError
-from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
+from pipecheck.measure.loop import steady_mask, step_anomalies
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.base import FORMAT_VERSION, check_version
 from pipecheck.records.common import Distribution, StepRecord
@@ -30,16 +30,6 @@ from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunS
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
-
-TAG_CAUSES = {
-    "compile": maxtext.CAUSE_COMPILATION,
-    "checkpoint": maxtext.CAUSE_CHECKPOINT,
-    "eval": "evaluation",
-    "gc": "garbage collection",
-    "drain": "drain (last interval: no next batch fetched in it)",
-    "warmup": "warm-up (batches served from the prefetch buffer)",
-}
-"""Cause of a pipecheck run's step kept out of the steady state, by its tag."""
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 
@@ -94,6 +84,19 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _anomalies_of(data: Mapping[str, Any], steps: Sequence[StepRecord],
+                  origin: str) -> tuple[Anomaly, ...]:
+    """The anomalies a record holds (explained with its compile events), or for a record
+    without them, those the steady-state rule finds in its steps."""
+    stored = data.get("anomalies")
+    if isinstance(stored, list):
+        try:
+            return tuple(Anomaly.from_dict(a) for a in stored)
+        except ResultFormatError as e:
+            raise ResultFormatError(f"{origin}: anomalies: {e}") from None
+    return tuple(step_anomalies(steps))
+
+
 def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     """A pipecheck result (as the JSON object) as a RunSummary.
 
@@ -125,22 +128,10 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     assert isinstance(env, Mapping) and isinstance(config, Mapping)
     assert isinstance(throughput, Mapping) and isinstance(compile_info, Mapping)
 
-    numbers = steps.column("step")
-    is_steady = (numbers >= 1) & ~steps.tag_mask(STEADY_STATE_EXCLUDED_TAGS)  # steady_state()
+    is_steady = steady_mask(steps)
     times = steps.column("time_s")[is_steady].tolist()
     med = float(np.median(times)) if times else math.nan
-    anomalies = []
-    for i in np.flatnonzero(~is_steady):
-        s = steps[int(i)]
-        causes = [TAG_CAUSES[t] for t in s.tags if t in TAG_CAUSES]
-        if s.tags == ("drain",) or s.tags == ("warmup",):
-            continue  # kept apart by design, not an anomaly of the run
-        if causes:
-            cause, evidence = causes[0], f"tagged {', '.join(s.tags)} by pipecheck"
-        else:
-            cause, evidence = maxtext.CAUSE_COMPILATION, "first step: includes compiling the step"
-        anomalies.append(Anomaly(s.step, s.time_s, s.time_s / med if med > 0 else math.nan,
-                                 cause, evidence))
+    anomalies = _anomalies_of(data, steps, origin)
 
     devices = _number(env.get("device_count")) or 1.0
     flops = _number(throughput.get("flops_per_step"))

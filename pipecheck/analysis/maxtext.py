@@ -1,20 +1,31 @@
 """MaxText training logs as pipecheck records (``pipecheck import``, kind ``imported``).
 
-Only the lines that matter are read; everything else is ignored. Lines may carry a glog
-header (``I0312 09:14:27.118203 140233 train.py:196] ...``) and may be interleaved with
-lines from other threads and processes, so every pattern is searched for anywhere in a
+Only the lines that matter are read; everything else is ignored. Lines carry an absl
+header (``I1122 10:23:54.123456 140234567 train.py:512] ...``: level, date, time, thread
+id, source) or none (``print`` output), may have a prefix before it, and are interleaved
+with lines of other threads and processes; so every pattern is searched for anywhere in a
 line and nothing depends on two lines being adjacent, except ``Per train step:``, whose
-``Total TFLOPs`` arrives on a later line.
+``Total TFLOPs`` arrives on a later line. A checkpoint line without a header takes the
+time of the last header before it; a bare step line, the time of the next one (the step
+interval needs a time it was written by, not after).
 
 The steady state is every logged step except the first (it includes compilation) and the
-steps that ``stats.robust_outliers`` finds far from the median. Each of those anomalies
-gets a likely cause from the events around it (``explain_anomalies``).
+steps ``anomalies.flag_outliers`` finds far from the others (the one rule every run uses).
+Each anomaly gets a likely cause by **timestamp overlap** with what ran in the background
+(``explain_anomalies``): an orbax async checkpoint save in flight (from its ``Background
+save thread started`` line to its ``Background save thread done. Time taken: Xs`` line),
+the training thread blocked on a save (``Waiting for previous save to complete took X
+seconds``, ``Waited X seconds for step S to finish before starting checkpointing``). Step
+intervals come from the step lines' timestamps: MaxText writes step N's line one step late,
+after dispatching step N+1 (``LOG_LAG_STEPS``).
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import dataclasses
+import datetime
 import io
 import math
 import os
@@ -24,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck.analysis import anomalies, stats
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution
@@ -37,10 +48,10 @@ class LogFormatError(ResultFormatError):
 
 
 # --- causes of anomalous steps ---------------------------------------------------------
-CAUSE_COMPILATION = "compilation"
-CAUSE_CHECKPOINT = "checkpoint stall"
-CAUSE_ATTRIBUTION = "attribution shift"
-CAUSE_UNEXPLAINED = "unexplained"
+CAUSE_COMPILATION = anomalies.CAUSE_COMPILATION
+CAUSE_CHECKPOINT = anomalies.CAUSE_CHECKPOINT
+CAUSE_ATTRIBUTION = anomalies.CAUSE_ATTRIBUTION
+CAUSE_UNEXPLAINED = anomalies.CAUSE_UNEXPLAINED
 
 CAUSE_TAGS = {
     CAUSE_COMPILATION: "compile",
@@ -52,16 +63,36 @@ CAUSE_TAGS = {
 tags pipecheck's own runs use for the same causes)."""
 
 CHECKPOINT_STALL_WINDOW = 2
-"""A slow step at most this many steps after a checkpoint event's step is a checkpoint stall.
-The save of step S runs after step S is dispatched, so its cost lands in step S+1 or S+2."""
+"""For checkpoint lines without a timestamp only: a slow step at most this many steps after
+the line's step is a checkpoint stall (the save of step S runs after step S is dispatched,
+so its cost lands in step S+1 or S+2)."""
 
 CHECKPOINT_EVENTS = (
     "checkpoint_save", "checkpoint_async_start", "checkpoint_wait_previous", "checkpoint_wait_step",
+    "checkpoint_saved",
 )
+
+BLOCKING_EVENTS = ("checkpoint_wait_previous", "checkpoint_wait_step")
+"""Lines saying the training thread was blocked for ``seconds`` until the line's time."""
+
+LOG_LAG_STEPS = 1
+"""MaxText's metric logger buffers one step: the line of step N is written after step N+1
+is dispatched, so step N's interval ends at the time of step N-1's line."""
+
+WAIT_MATCH_S = 1.0
+"""A "Waiting for previous save" line written up to this long after a save's background
+thread finished is waiting for that save (log lines are written a little after the fact)."""
+
+ANCHOR_WINDOW = 64
+"""Steps either side whose line times may anchor a step's interval (see ``step_intervals``):
+wide enough to reach past a checkpoint or eval that delays a few lines, narrow enough that
+the step times' millisecond rounding cannot drift the chain by more than tens of ms."""
 
 # --- line patterns ---------------------------------------------------------------------
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-GLOG_HEADER = re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+:\d+\]\s?")
+GLOG_HEADER = re.compile(
+    r"[IWEF](?P<month>\d{2})(?P<day>\d{2}) (?P<clock>(?P<h>\d{2}):(?P<m>\d{2}):"
+    r"(?P<s>\d{2}(?:\.\d+)?))\s+(?P<thread>\d+)\s+[^\s:\]]+:\d+\]\s?")
 _STEP = re.compile(r"completed step:\s*(\d+)\s*,(.*)")
 _PARAMS = re.compile(rf"number parameters:\s*({_NUM})\s*billion")
 _JAX = re.compile(r"System Information: Jax Version:\s*(\S+)")
@@ -72,7 +103,13 @@ _OUTPUT_MEM = re.compile(rf"Output size:\s*({_NUM})\s*GB")
 _TEMP_MEM = re.compile(rf"Temp size:\s*({_NUM})\s*GB")
 _USING = re.compile(rf"Using \(GB\)\s*({_NUM})\s*/\s*({_NUM})")
 _SAVE = re.compile(r"Saving checkpoint at step\s*(\d+)")
+_SAVED = re.compile(r"Saved a checkpoint at step\s*(\d+)")
 _ASYNC = re.compile(r"Started an asynchronous checkpoint save for step\s*(\d+)")
+_BG_START = re.compile(
+    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread started")
+_BG_DONE = re.compile(
+    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread done\. "
+    rf"Time taken:\s*(?P<seconds>{_NUM})\s*s")
 _WAIT_PREV = re.compile(rf"Waiting for previous save to complete took\s*({_NUM})\s*seconds")
 _WAIT_STEP = re.compile(
     rf"Waited\s*({_NUM})\s*seconds for step\s*(\d+)\s*to finish before starting checkpointing"
@@ -155,6 +192,10 @@ class _Parsed:
     memory: dict[str, float] = dataclasses.field(default_factory=dict)
     duplicates: int = 0
     unreadable_steps: int = 0
+    line_at: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    """When each step's line was written at the latest, aligned with ``steps`` (seconds
+    since the first timestamp; NaN: unknown): its header's time, or for a bare line the
+    time of the next header."""
 
 
 def _physical_lines(lines: Iterable[str]) -> Iterator[str]:
@@ -162,6 +203,18 @@ def _physical_lines(lines: Iterable[str]) -> Iterator[str]:
     so line numbers do not depend on whether the log was streamed or read at once."""
     for chunk in lines:
         yield from (chunk.splitlines() or [""])
+
+
+def _day_and_seconds(m: re.Match[str]) -> tuple[int, float]:
+    """An absl header's date (a day number) and time of day in seconds. The year is not
+    logged: a run that crosses New Year's Eve is not supported."""
+    day = datetime.date(2000, int(m["month"]), int(m["day"])).toordinal()
+    return day, int(m["h"]) * 3600.0 + int(m["m"]) * 60.0 + float(m["s"])
+
+
+def _event(kind: str, n: int, m: re.Match[str], at: float | None, clock: str | None,
+           **fields: Any) -> LogEvent:
+    return LogEvent(kind, n, m.group(0), at_s=at, clock=clock, **fields)
 
 
 def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None) -> _Parsed:
@@ -177,13 +230,29 @@ def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = N
     last_step: int | None = None
     per_step_pending = False
     chars = 0
+    line_at = array.array("d")
+    unstamped: list[int] = []  # rows of bare step lines waiting for the next header's time
+    origin: tuple[int, float] | None = None
+    at: float | None = None
+    clock: str | None = None
     for n, raw in enumerate(_physical_lines(lines), start=1):
         if progress is not None:
             chars += len(raw) + 1
             if n % PROGRESS_EVERY_LINES == 0:
                 progress(chars)
                 chars = 0
-        line = GLOG_HEADER.sub("", raw.rstrip("\r\n"))
+        line = raw.rstrip("\r\n")
+        h = GLOG_HEADER.search(line)
+        if h:
+            day, seconds = _day_and_seconds(h)
+            origin = (day, seconds) if origin is None else origin
+            # days and seconds apart, rounded to the microseconds the log prints
+            at = round((day - origin[0]) * 86400.0 + (seconds - origin[1]), 6)
+            clock = h["clock"]
+            line = line[h.end():]
+            for row in unstamped:  # bare step lines before this one: written by now
+                line_at[row] = at
+            unstamped = []
         m = _STEP.search(line)
         if m:
             step = _parse_step(m, n)
@@ -194,19 +263,13 @@ def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = N
             else:
                 seen.add(step["step"])
                 builder.append(**step)
+                line_at.append(at if h and at is not None else math.nan)
+                if not h:
+                    unstamped.append(len(line_at) - 1)
                 last_step = step["step"]
             continue
-        if (m := _SAVE.search(line)) or (m := _ASYNC.search(line)):
-            kind = "checkpoint_save" if m.re is _SAVE else "checkpoint_async_start"
-            s = int(m.group(1))
-            p.events.append(LogEvent(kind, n, m.group(0), step=s, anchor_step=s))
-        elif m := _WAIT_PREV.search(line):
-            p.events.append(LogEvent("checkpoint_wait_previous", n, m.group(0),
-                                     seconds=float(m.group(1)), anchor_step=last_step))
-        elif m := _WAIT_STEP.search(line):
-            s = int(m.group(2))
-            p.events.append(LogEvent("checkpoint_wait_step", n, m.group(0), step=s,
-                                     seconds=float(m.group(1)), anchor_step=s))
+        if event := _checkpoint_event(line, n, at, clock, last_step):
+            p.events.append(event)
         elif m := _PARAMS.search(line):
             p.params = float(m.group(1)) * 1e9
         elif m := _JAX.search(line):
@@ -239,67 +302,179 @@ def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = N
     if progress is not None and chars:
         progress(chars)
     steps = builder.build()
+    p.line_at = np.frombuffer(line_at, dtype=np.float64).copy()
     numbers = steps.column("step")
     if numbers.size > 1 and np.any(numbers[1:] < numbers[:-1]):
-        steps = steps.take(np.argsort(numbers, kind="stable"))
+        order = np.argsort(numbers, kind="stable")
+        steps = steps.take(order)
+        p.line_at = p.line_at[order]
     p.steps = steps
     return p
 
 
+def _checkpoint_event(line: str, n: int, at: float | None, clock: str | None,
+                      last_step: int | None) -> LogEvent | None:
+    """The checkpoint event a line reports, if any."""
+    for kind, pattern in (("checkpoint_save", _SAVE), ("checkpoint_saved", _SAVED),
+                          ("checkpoint_async_start", _ASYNC)):
+        if m := pattern.search(line):
+            s = int(m.group(1))
+            return _event(kind, n, m, at, clock, step=s, anchor_step=s)
+    if m := _BG_START.search(line):
+        return _event("async_save_started", n, m, at, clock, anchor_step=last_step)
+    if m := _BG_DONE.search(line):
+        return _event("async_save_done", n, m, at, clock, seconds=float(m["seconds"]),
+                      anchor_step=last_step)
+    if m := _WAIT_PREV.search(line):
+        return _event("checkpoint_wait_previous", n, m, at, clock, seconds=float(m.group(1)),
+                      anchor_step=last_step)
+    if m := _WAIT_STEP.search(line):
+        s = int(m.group(2))
+        return _event("checkpoint_wait_step", n, m, at, clock, step=s,
+                      seconds=float(m.group(1)), anchor_step=s)
+    return None
+
+
+def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray,
+                   lag: int = LOG_LAG_STEPS,
+                   window: int = ANCHOR_WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """Pure: each step's (start, end) in the log's seconds, from its line times; NaN where
+    no stamped line is near. Arrays over the steps in order (step ``numbers``, ``seconds``,
+    ``line_at``: when each step's line was written at the latest).
+
+    MaxText's step times are differences of consecutive clock readings, so the steps tile
+    the run: step N ends where step N-1 ended plus its own time. One clock reading anchors
+    the chain. The line of step N - ``lag`` is written after step N ended, later by whatever
+    ran in between (a checkpoint save, an eval), never earlier; so within ``window`` steps
+    either side, the line that implies the earliest end is the least delayed, and anchors.
+    """
+    n = len(numbers)
+    if n == 0:
+        return np.zeros(0), np.zeros(0)
+    cum = np.cumsum(seconds)
+    row = np.searchsorted(numbers, numbers - lag)  # the row of step N - lag, if logged
+    row = np.minimum(row, n - 1)
+    has = numbers[row] == numbers - lag
+    stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)
+    offset = stamp - cum  # end_k - cum_k, delayed by the work after step k, never early
+    padded = np.concatenate([np.full(window, math.inf), offset, np.full(window, math.inf)])
+    best = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1).min(axis=1)
+    end = np.where(np.isfinite(best), np.round(cum + best, 6), math.nan)
+    return np.round(end - seconds, 6), end
+
+
+@dataclasses.dataclass(frozen=True)
+class Background:
+    """Something that ran while steps ran: an async save in flight, or the training thread
+    blocked on a save. ``end`` is infinite for a save the log never saw finish."""
+
+    start: float
+    end: float
+    kind: str
+    """``async_save``, or the blocking event's kind (``checkpoint_wait_previous`` ...)."""
+    evidence: str
+
+    @property
+    def blocking(self) -> bool:
+        return self.kind != "async_save"
+
+
+def _when(e: LogEvent) -> str:
+    return f"line {e.line}" + (f" ({e.clock})" if e.clock else "")
+
+
+def background(events: Sequence[LogEvent]) -> list[Background]:
+    """Pure: the async saves in flight and the blocking waits, as time intervals."""
+    timed = [e for e in events if e.at_s is not None]
+    starts = [e for e in timed if e.kind == "checkpoint_async_start"]
+    out: list[Background] = []
+    open_saves: dict[str, LogEvent] = {}
+    for e in timed:
+        assert e.at_s is not None
+        if e.kind in BLOCKING_EVENTS and e.seconds is not None:
+            out.append(Background(e.at_s - e.seconds, e.at_s, e.kind, f"{_when(e)}: {e.text}"))
+        elif e.kind == "async_save_started":
+            open_saves[e.text.split("]")[1]] = e
+        elif e.kind == "async_save_done" and e.seconds is not None:
+            begun = open_saves.pop(e.text.split("]")[1], None)
+            start = e.at_s - e.seconds
+            out.append(Background(start, e.at_s, "async_save",
+                                  _save_text(start, e.seconds, begun, e, starts)))
+    for begun in open_saves.values():
+        assert begun.at_s is not None
+        out.append(Background(begun.at_s, math.inf, "async_save",
+                              _save_text(begun.at_s, None, begun, None, starts)))
+    return out
+
+
+def _save_text(start: float, seconds: float | None, begun: LogEvent | None,
+               done: LogEvent | None, starts: Sequence[LogEvent]) -> str:
+    near = min(starts, key=lambda e: abs((e.at_s or 0.0) - start), default=None)
+    of = f" of step {near.step}" if near is not None and near.step is not None else ""
+    lines = [x for x in (begun, near, done) if x is not None]
+    where = ", ".join(_when(x) for x in sorted(set(lines), key=lambda x: x.line))
+    took = f"{seconds:.1f} s" if seconds is not None else "not seen to finish"
+    return f"async checkpoint save{of} in flight ({took}; {where})"
+
+
+def _overlap(a: tuple[float, float], b: Background) -> float:
+    return max(0.0, min(a[1], b.end) - max(a[0], b.start))
+
+
+def checkpoint_evidence(interval: tuple[float, float], ops: Sequence[Background]) -> list[str]:
+    """What ran in the background during ``interval``, most overlap first; a later save's
+    wait for a save that was in flight then is evidence too, wherever it fell."""
+    hits = sorted((b for b in ops if _overlap(interval, b) > 0),
+                  key=lambda b: -_overlap(interval, b))
+    for save in [b for b in hits if not b.blocking]:
+        hits += [b for b in ops if b.kind == "checkpoint_wait_previous" and b not in hits
+                 and save.start < b.end <= save.end + WAIT_MATCH_S]
+    return [b.evidence for b in hits]
+
+
 def explain_anomalies(
-    steps: Sequence[LogStep], events: Sequence[LogEvent]
+    steps: Sequence[LogStep], events: Sequence[LogEvent],
+    line_at: np.ndarray | None = None,
 ) -> tuple[list[Anomaly], float]:
     """The steps to keep out of the steady state, each with a likely cause.
 
-    The first step is always one (compilation). Of the others, ``stats.robust_outliers``
-    picks those far from the median; a slow one near a checkpoint event is a checkpoint
-    stall, a fast one right after a slow one an attribution shift (host-side timing
-    charged the queued device work to the slow step), anything else is unexplained.
-    Returns the anomalies (by step) and the steady-state median they are measured against.
+    The first step is compilation. Of the others, ``anomalies.flag_outliers`` picks those
+    far from the rest. A slow one that overlaps, by the log's timestamps, an async save in
+    flight or the training thread blocked on a save is a checkpoint stall, with those lines
+    as evidence (checkpoint lines without a time: within ``CHECKPOINT_STALL_WINDOW`` steps
+    of theirs); a fast one right after a slow one is an attribution shift; anything else is
+    unexplained. ``line_at``: when each step's line was written (``parse_lines``). Returns
+    the anomalies (by step) and the steady-state median.
     """
     if not len(steps):
         return [], math.nan
-    rest_times = column_of(steps, "time_s")[1:]
-    flagged = stats.robust_outliers(rest_times)
-    steady = np.delete(rest_times, flagged)
-    med = float(np.median(steady)) if steady.size else math.nan
+    numbers = column_of(steps, "step")
+    seconds = column_of(steps, "time_s")
+    at = np.full(len(steps), math.nan) if line_at is None else line_at
+    start, end = step_intervals(numbers, seconds, at)
+    ops = background(events)
+    untimed = [e for e in events
+               if e.kind in CHECKPOINT_EVENTS and e.at_s is None and e.anchor_step is not None]
 
-    def ratio(t: float) -> float:
-        return t / med if med > 0 else math.nan
+    def explain(i: int, median: float) -> tuple[str, str]:
+        if i == 0:
+            return (CAUSE_COMPILATION,
+                    "first step logged: it includes tracing and compiling the train step")
+        number = int(numbers[i])
+        found = (checkpoint_evidence((float(start[i]), float(end[i])), ops)
+                 if math.isfinite(end[i]) else [])
+        near = [e for e in untimed if e.anchor_step is not None
+                and e.anchor_step <= number <= e.anchor_step + CHECKPOINT_STALL_WINDOW]
+        found += [f"line {e.line}: {e.text}" for e in near]
+        if found:
+            return CAUSE_CHECKPOINT, "; ".join(found[:3])
+        return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or blocking "
+                "during it by the log's timestamps")
 
-    first = steps[0]
-    anomalies = [Anomaly(first.step, first.time_s, ratio(first.time_s), CAUSE_COMPILATION,
-                         "first step logged: it includes tracing and compiling the train step")]
-    slow_steps = {first.step}
-    checkpoint = [e for e in events if e.kind in CHECKPOINT_EVENTS and e.anchor_step is not None]
-    for i in flagged:  # in step order; only the flagged rows become objects
-        s = steps[i + 1]
-        previous = steps[i]
-        if s.time_s > med:
-            slow_steps.add(s.step)
-            near = [e for e in checkpoint
-                    if e.anchor_step is not None
-                    and e.anchor_step <= s.step <= e.anchor_step + CHECKPOINT_STALL_WINDOW]
-            if near:
-                near.sort(key=lambda e: (e.seconds is None, -(e.seconds or 0.0), e.line))
-                evidence = "; ".join(f"line {e.line}: {e.text}" for e in near[:2])
-                anomalies.append(Anomaly(s.step, s.time_s, ratio(s.time_s), CAUSE_CHECKPOINT,
-                                         evidence))
-            else:
-                anomalies.append(Anomaly(
-                    s.step, s.time_s, ratio(s.time_s), CAUSE_UNEXPLAINED,
-                    "slow, with no compilation or checkpoint event within "
-                    f"{CHECKPOINT_STALL_WINDOW} steps"))
-        elif previous.step in slow_steps:
-            anomalies.append(Anomaly(
-                s.step, s.time_s, ratio(s.time_s), CAUSE_ATTRIBUTION,
-                f"fast right after slow step {previous.step}: the host ran ahead of the "
-                f"device, so step {previous.step} was charged queued device work and this "
-                "step only its dispatch; read the two together"))
-        else:
-            anomalies.append(Anomaly(s.step, s.time_s, ratio(s.time_s), CAUSE_UNEXPLAINED,
-                                     "implausibly fast, and the step before it was not slow"))
-    return anomalies, med
+    candidate = np.ones(len(steps), dtype=bool)
+    candidate[0] = False
+    return anomalies.label(numbers, seconds, candidate, np.zeros(len(steps), dtype=bool),
+                           explain)
 
 
 def import_lines(lines: Iterable[str], source: str,
@@ -312,11 +487,11 @@ def import_lines(lines: Iterable[str], source: str,
             f"{source} has no 'completed step: N, seconds: ...' lines; is it a MaxText "
             "training log?"
         )
-    anomalies, _ = explain_anomalies(p.steps, p.events)
+    found, _ = explain_anomalies(p.steps, p.events, p.line_at)
     numbers = p.steps.column("step")  # sorted and unique
-    rows = np.searchsorted(numbers, [a.step for a in anomalies])
+    rows = np.searchsorted(numbers, [a.step for a in found])
     steps = p.steps.with_tags({int(r): (CAUSE_TAGS[a.cause],)
-                               for r, a in zip(rows, anomalies, strict=True)})
+                               for r, a in zip(rows, found, strict=True)})
     times = steps.column("time_s")
     is_steady = np.ones(len(steps), dtype=bool)
     is_steady[rows] = False
@@ -328,7 +503,7 @@ def import_lines(lines: Iterable[str], source: str,
     if p.unreadable_steps:
         warnings.append(f"{p.unreadable_steps} 'completed step' line(s) had no readable "
                         "'seconds:' value and were skipped")
-    unexplained = [a.step for a in anomalies if a.cause == CAUSE_UNEXPLAINED]
+    unexplained = [a.step for a in found if a.cause == CAUSE_UNEXPLAINED]
     if unexplained:
         warnings.append(f"{len(unexplained)} step(s) far from the steady state without a "
                         f"known cause: {', '.join(map(str, unexplained[:10]))}")
@@ -339,7 +514,7 @@ def import_lines(lines: Iterable[str], source: str,
         steps=steps,
         step_time=Distribution.of(steady),
         mean_all_s=float(np.mean(times)),
-        anomalies=tuple(anomalies),
+        anomalies=tuple(found),
         events=tuple(p.events),
         params=p.params,
         total_tflops_per_step=p.total_tflops_per_step,

@@ -69,8 +69,8 @@ class _ExplainHandler(logging.Handler):
         self.watcher._on_explanation(record.getMessage())
 
 
-def _matches(fun_name: str, name: str) -> bool:
-    return fun_name in (name, f"jit({name})", f"pjit({name})")
+def _matches(fun_name: str, name: str | None) -> bool:
+    return name is not None and fun_name in (name, f"jit({name})", f"pjit({name})")
 
 
 _DIFF_RE = re.compile(
@@ -148,12 +148,15 @@ def explanation_findings(messages: list[str], fun_label: str, compiles: int) -> 
 
 
 class CompileWatcher:
-    """Context manager: compilations of function ``name`` while active.
+    """Context manager: compilations of every function while active; those of function
+    ``name`` (the train step) are counted and explained apart (``events``), the others kept
+    in ``other_events``. ``name`` may be set later (None until then: every event is other).
 
-    ``clock`` stamps each event so a loop can tell which step interval compiled.
+    ``clock`` stamps each event so a loop can tell which step interval compiled. Listening
+    costs no device sync: JAX reports the durations from the host.
     """
 
-    def __init__(self, name: str, clock: Callable[[], float]) -> None:
+    def __init__(self, name: str | None, clock: Callable[[], float]) -> None:
         self.name = name
         self.clock = clock
         self.events: list[CompileEvent] = []
@@ -193,6 +196,8 @@ class CompileWatcher:
         (self.events if _matches(fun_name, self.name) else self.other_events).append(ev)
 
     def _on_explanation(self, message: str) -> None:
+        if self.name is None:
+            return
         if f"for {self.name} defined at" in message or f" {self.name} id=" in message:
             self.explanations.append(message)
 

@@ -15,11 +15,15 @@ Everything that touches time is injected (``recorder.clock``, ``read_loss``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
 
+import numpy as np
+
+from pipecheck.analysis import anomalies
 from pipecheck.errors import PipelineError
+from pipecheck.measure.compile_watch import CompileEvent
 from pipecheck.measure.spans import SpanRecorder
-from pipecheck.records.common import StepRecord
+from pipecheck.records.common import Anomaly, StepRecord
 
 
 class StepHook(Protocol):
@@ -107,8 +111,38 @@ STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "w
 
 
 def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
-    """The steps that measure the steady state: not the first, none tagged as special."""
-    return [
-        s for s in steps
-        if s.step >= skip_first and not any(t in STEADY_STATE_EXCLUDED_TAGS for t in s.tags)
-    ]
+    """The steps that measure the steady state: not the first, none tagged as special, and
+    none far from the others (``anomalies.flag_outliers``: a slow step, or a fast one that
+    was charged less than its share)."""
+    mask = steady_mask(steps, skip_first)
+    return [steps[int(i)] for i in np.flatnonzero(mask)]
+
+
+def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
+    """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
+    return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
+
+
+def compiles_per_step(
+    recorder: SpanRecorder, events: Iterable[CompileEvent]
+) -> dict[int, dict[str, float]]:
+    """Seconds JAX spent compiling each function, by the recorder's step it ended in (for
+    the steps whose marks the recorder still holds)."""
+    marks = list(recorder.raw_marks)
+    return anomalies.compiles_by_step(((e.fun_name, e.at, e.duration_s) for e in events),
+                                      marks, recorder.marks_total - len(marks))
+
+
+def step_anomalies(
+    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> list[Anomaly]:
+    """The anomalous steps of a run timed by this loop (see ``anomalies.step_anomalies``)."""
+    return anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS, compiles)
+
+
+def with_anomalies(
+    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
+    """The steps of a measured run with their anomaly tags, and the anomalies."""
+    found = step_anomalies(steps, compiles)
+    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)

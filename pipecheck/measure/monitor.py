@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis.breakdown import breakdown, format_breakdown
 from pipecheck.errors import PipecheckError
-from pipecheck.measure.loop import read_scalar
+from pipecheck.measure.loop import compiles_per_step, read_scalar, with_anomalies
 from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
 from pipecheck.records import store
@@ -64,6 +64,12 @@ class MonitorError(PipecheckError):
 
 
 
+
+
+def _function_name(fn: Callable[..., Any]) -> str | None:
+    """The name JAX's compile events give ``fn`` (``jit(NAME)``), or None."""
+    return getattr(fn, "__name__", None) or getattr(
+        getattr(fn, "__wrapped__", None), "__name__", None)
 
 
 def default_loss(out: Any) -> Any:
@@ -192,6 +198,12 @@ class Monitor:
         self._started = True
         if self._watch_gc:
             self._stack.enter_context(GcSpans(self.recorder))
+        if self._watch_compiles:
+            # every function's compilations, from the start: a slow step is explained by
+            # whatever compiled in it (an eager generation's small functions included)
+            from pipecheck.measure.compile_watch import CompileWatcher
+
+            self._watcher = self._stack.enter_context(CompileWatcher(None, self.clock))
         if self._locate:
             locator = _LoopSyncLocator(self.recorder, self._interval, self.clock)
             self._stack.enter_context(locator)
@@ -217,8 +229,8 @@ class Monitor:
         self.start()
         rec = self.recorder
         watcher = self._watcher
-        if watcher is None and self._watch_compiles:
-            watcher = self._watch(fn)
+        if watcher is not None and watcher.name is None:
+            watcher.name = _function_name(fn)
         before = watcher.compiles if watcher is not None else 0
         with rec.span("dispatch", step_num=self.step_index):
             out = fn(*args, **kwargs)
@@ -246,17 +258,6 @@ class Monitor:
         """Tag the current step (e.g. ``"checkpoint"`` for a save you do not wrap)."""
         self.start()
         self.recorder.tag(name)
-
-    def _watch(self, fn: Callable[..., Any]) -> Any:
-        from pipecheck.measure.compile_watch import CompileWatcher
-
-        name = getattr(fn, "__name__", None) or getattr(
-            getattr(fn, "__wrapped__", None), "__name__", None)
-        if not name:
-            self._watch_compiles = False
-            return None
-        self._watcher = self._stack.enter_context(CompileWatcher(name, self.clock))
-        return self._watcher
 
     # -- the result ------------------------------------------------------------
     def finish(self) -> MonitorResult:
@@ -382,13 +383,16 @@ def build_result(
     """Pure but for its inputs: the MonitorResult of a finished recorder."""
     from pipecheck.measure.synthetic import steady_distribution
 
-    steps = recorder.steps
+    compiles = {}
+    if watcher is not None:
+        compiles = compiles_per_step(recorder, [*watcher.events, *watcher.other_events])
+    steps, anomalies = with_anomalies(recorder.steps, compiles)
     step_time, warnings = steady_distribution(steps)
     wall = recorder.totals.wall_s
     sites = tuple(SyncSiteRecord.of(s, wall) for s in locator.sites()) if locator else ()
     compile_info = None
     compile_s = None
-    if watcher is not None:
+    if watcher is not None and watcher.name is not None:
         compile_s = watcher.compile_s
         compile_info = CompileInfo(first_step_s=steps[0].time_s, compile_s=compile_s,
                                    train_step_compiles=watcher.compiles,
@@ -430,6 +434,7 @@ def build_result(
         total_steps=recorder.step_count,
         dropped_steps=recorder.dropped_steps,
         compile=compile_info,
+        anomalies=anomalies,
         findings=tuple(findings),
         warnings=tuple(warnings),
     )
@@ -439,6 +444,7 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
     from tabulate import tabulate
 
+    from pipecheck.report.anomalies import anomalies_text
     from pipecheck.report.format import (
         distribution_rows,
         findings_text,
@@ -463,6 +469,8 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
         parts += ["", "where the loop waited for the device:",
                   tabulate(site_rows, headers=["location", "code", "seconds", "share", ""],
                            tablefmt="simple", disable_numparse=True)]
+    if result.anomalies:
+        parts += ["", anomalies_text(result.anomalies)]
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
     if result.warnings:

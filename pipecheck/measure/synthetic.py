@@ -15,7 +15,12 @@ from typing import Any, Callable, Sequence
 from pipecheck.analysis import stats
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
-from pipecheck.measure.loop import run_lagged_sync_loop, steady_state
+from pipecheck.measure.loop import (
+    compiles_per_step,
+    run_lagged_sync_loop,
+    steady_state,
+    with_anomalies,
+)
 from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
@@ -85,7 +90,8 @@ def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list
     excluded = [s.step for s in steps[1:] if s.step not in kept and s.tags != ("drain",)]
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
-        warnings.append(f"{len(excluded)} tagged step(s) kept out of the steady state: {shown}")
+        warnings.append(f"{len(excluded)} step(s) kept out of the steady state (tagged or "
+                        f"anomalous): {shown}")
     return Distribution.of(samples), warnings
 
 
@@ -131,7 +137,9 @@ def synthetic_run(
                 workload.train_step, state, itertools.repeat(batch), steps, recorder,
                 hooks=workload.hooks, compiles=lambda: watcher.compiles,
             )
-    step_time, warnings = steady_distribution(outcome.steps)
+    events = [*watcher.events, *watcher.other_events]
+    records, anomalies = with_anomalies(outcome.steps, compiles_per_step(recorder, events))
+    step_time, warnings = steady_distribution(records)
     flops, peak = compiled_analysis(workload, outcome.state, batch)
     compile_info = CompileInfo(
         first_step_s=outcome.steps[0].time_s,
@@ -146,6 +154,7 @@ def synthetic_run(
         compile=compile_info,
         throughput=throughput_of(step_time.median_s, workload, flops, peak),
         warnings=tuple(warnings),
-        steps=tuple(outcome.steps),
+        steps=records,
+        anomalies=anomalies,
     )
-    return SyntheticRun(result, recorder, [*watcher.events, *watcher.other_events])
+    return SyntheticRun(result, recorder, events)

@@ -58,6 +58,19 @@ class StepRecord(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Anomaly(Record):
+    """A step far from the steady state (kept out of it), with its likely cause and the
+    evidence (see ``analysis.anomalies``)."""
+
+    step: int
+    time_s: float
+    ratio: float
+    """time_s over the steady-state median."""
+    cause: str
+    evidence: str
+
+
+@dataclasses.dataclass(frozen=True)
 class CompileInfo(Record):
     first_step_s: float
     compile_s: float

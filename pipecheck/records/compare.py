@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord
+from pipecheck.records.common import Anomaly, CompileInfo, Distribution, Finding, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
 
@@ -41,6 +41,9 @@ class CompareResult(Record):
     sources: Mapping[str, str]
     """Where T, D and R came from: "measured" or the file they were read from."""
     steps: tuple[StepRecord, ...] = ()
+    """The real-data run's steps."""
+    anomalies: tuple[Anomaly, ...] = ()
+    """Real-data steps far from the steady state (kept out of it), with their likely cause."""
     warnings: tuple[str, ...] = ()
     hosts: tuple[HostSummary, ...] = ()
     """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""

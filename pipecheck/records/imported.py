@@ -9,8 +9,10 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import Distribution
+from pipecheck.records.common import Anomaly, Distribution
 from pipecheck.records.steps import StepTable
+
+__all__ = ["Anomaly", "ImportedRun", "LogEvent", "LogMemory", "LogStep", "mean_inflation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,18 +42,11 @@ class LogEvent(Record):
     step: int | None = None
     seconds: float | None = None
     anchor_step: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Anomaly(Record):
-    """A step kept out of the steady state, with its likely cause and the evidence."""
-
-    step: int
-    time_s: float
-    ratio: float
-    """time_s over the steady-state median."""
-    cause: str
-    evidence: str
+    at_s: float | None = None
+    """When the line was written: seconds since the log's first timestamp (a line without
+    a header has the time of the last header before it; None before any header)."""
+    clock: str | None = None
+    """The time of day of ``at_s`` as the log printed it (``10:23:54.123456``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import (
+    Anomaly,
     Breakdown,
     CompileInfo,
     Distribution,
@@ -51,6 +52,8 @@ class MonitorResult(Record):
     total_steps: int
     dropped_steps: int = 0
     compile: CompileInfo | None = None
+    anomalies: tuple[Anomaly, ...] = ()
+    """Steps far from the steady state (kept out of it), each with its likely cause."""
     findings: tuple[Finding, ...] = ()
     warnings: tuple[str, ...] = ()
     hosts: tuple[HostSummary, ...] = ()

@@ -6,7 +6,14 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, Throughput
+from pipecheck.records.common import (
+    Anomaly,
+    CompileInfo,
+    Distribution,
+    Finding,
+    StepRecord,
+    Throughput,
+)
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -29,5 +36,7 @@ class SyntheticResult(Record):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
+    anomalies: tuple[Anomaly, ...] = ()
+    """Steps far from the steady state (kept out of it), each with its likely cause."""
     format_version: int = FORMAT_VERSION
     kind: str = "synthetic"

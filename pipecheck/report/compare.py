@@ -11,6 +11,7 @@ from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.compare import loader_estimate, loader_time
 from pipecheck.records.common import Distribution
 from pipecheck.records.compare import CompareResult
+from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import findings_text, ms, warnings_text
 
 
@@ -70,6 +71,8 @@ def format_compare(r: CompareResult) -> str:
         parts += ["", "host time per real-data step (steady state):",
                   tabulate(host, headers=["span", "per step", "share"], tablefmt="simple",
                            disable_numparse=True)]
+    if r.anomalies:
+        parts += ["", "real-data " + anomalies_text(r.anomalies)]
     if r.findings:
         parts += ["", "findings:", findings_text(r.findings)]
     parts += ["", f"recommendation: {r.recommendation}"]

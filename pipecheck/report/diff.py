@@ -10,10 +10,9 @@ import numpy as np
 from tabulate import tabulate
 
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
-from pipecheck.records.imported import Anomaly, ImportedRun
+from pipecheck.records.imported import ImportedRun
+from pipecheck.report.anomalies import anomalies_table
 from pipecheck.report.format import ms, nbytes, warnings_text
-
-MAX_LISTED_ANOMALIES = 12
 
 
 def _num(v: float, signed: bool = False) -> str:
@@ -75,23 +74,6 @@ def diff_table(rows: Sequence[DiffRow]) -> str:
         ])
     return tabulate(table, headers=["", "A", "B", "B-A", "change", "significance"],
                     tablefmt="simple", disable_numparse=True)
-
-
-def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
-    """Anomalous steps of one or more runs; with one unlabelled run, no run column."""
-    table: list[list[Any]] = []
-    for label, anomalies in runs:
-        for an in anomalies[:MAX_LISTED_ANOMALIES]:
-            ratio = "-" if not math.isfinite(an.ratio) else f"{an.ratio:.2f}x"
-            table.append([label, an.step, value_text("s", an.time_s), ratio, an.cause,
-                          an.evidence])
-        if len(anomalies) > MAX_LISTED_ANOMALIES:
-            table.append([label, "...", "", "", f"and {len(anomalies) - MAX_LISTED_ANOMALIES} "
-                          "more (see --json)", ""])
-    headers = ["run", "step", "time", "x median", "likely cause", "evidence"]
-    if len(runs) == 1 and not runs[0][0]:
-        headers, table = headers[1:], [row[1:] for row in table]
-    return tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
 def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:

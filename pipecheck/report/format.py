@@ -117,6 +117,10 @@ def format_synthetic(result: SyntheticResult) -> str:
         from pipecheck.analysis.breakdown import breakdown_of_steps, format_breakdown
 
         parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
+    if result.anomalies:
+        from pipecheck.report.anomalies import anomalies_text  # it imports this module
+
+        parts += ["", anomalies_text(result.anomalies)]
     if c.findings:
         parts += ["", "findings:", findings_text(c.findings)]
     if result.warnings:

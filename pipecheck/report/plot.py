@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 from tabulate import tabulate
 
+from pipecheck.analysis.anomalies import ANOMALY_TAGS
 from pipecheck.errors import PipecheckError, ResultFormatError
 from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.records import store
@@ -56,8 +57,11 @@ COLORS = {
 }
 TAG_STYLE = {
     "compile": ("X", "#d62728"), "checkpoint": ("s", "#ff7f0e"), "eval": ("D", "#9467bd"),
-    "gc": ("^", "#8c564b"),
+    "gc": ("^", "#8c564b"), "slow": ("*", "#e377c2"), "attribution_shift": ("v", "#17becf"),
+    "fast": ("P", "#bcbd22"), "outlier": ("*", "#e377c2"),
 }
+"""Marker and colour of each tag in the step-time panel (anomalies included: ``slow``,
+``fast``, ``attribution_shift``, and ``outlier`` in imported logs); other tags get ``v``."""
 
 
 class PlotUnavailableError(PipecheckError):
@@ -186,11 +190,8 @@ def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] 
         med = float(np.median(times[steady]))
         ax.axhline(med, ls="--", color="#2ca02c", lw=1,
                    label=f"steady-state median {med:.1f} ms")
-    all_tags = sorted({t for s in rows for t in s.tags})
-    for tag in [t for t in TAG_STYLE if t in all_tags] + [t for t in all_tags
-                                                           if t not in TAG_STYLE]:
+    for tag, pts in tag_points(rows).items():
         marker, color = TAG_STYLE.get(tag, ("v", None))
-        pts = [(s.step, s.time_s * 1e3) for s in rows if tag in s.tags]
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=70 if color else 60,
                    color=color, zorder=3, label=f"{tag} ({len(pts)})",
                    edgecolors="black", linewidths=0.5)
@@ -214,6 +215,15 @@ def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] 
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
     return note
+
+
+def tag_points(steps: Sequence[StepRecord]) -> dict[str, list[tuple[int, float]]]:
+    """Pure: the (step, milliseconds) points marked for each tag in the step-time panel,
+    the styled tags first (in ``TAG_STYLE`` order), then any others by name."""
+    rows = _tagged_rows(steps)
+    present = sorted({t for s in rows for t in s.tags})
+    order = [t for t in TAG_STYLE if t in present] + [t for t in present if t not in TAG_STYLE]
+    return {tag: [(s.step, s.time_s * 1e3) for s in rows if tag in s.tags] for tag in order}
 
 
 def _tagged_rows(steps: Sequence[StepRecord]) -> list[StepRecord]:
@@ -256,7 +266,8 @@ def _gantt_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int]) 
     for (step, start, dur), s in zip(intervals, win, strict=True):
         ax.axvline(start * 1e3, color="black", lw=0.6, alpha=0.5)
         label = f"{step}" + (f"\n{','.join(s.tags)}" if s.tags else "")
-        color = "#d62728" if any(t in STEADY_STATE_EXCLUDED_TAGS for t in s.tags) else "black"
+        apart = (*STEADY_STATE_EXCLUDED_TAGS, *ANOMALY_TAGS, "outlier")
+        color = "#d62728" if any(t in apart for t in s.tags) else "black"
         ax.text((start + dur / 2) * 1e3, 1.01, label, ha="center", va="bottom",
                 fontsize=7, color=color, transform=label_at)
     if intervals:

@@ -1,9 +1,12 @@
-"""MaxText log import: parsing, steady state, anomaly causes (hand-written logs)."""
+"""MaxText log import: parsing, timestamps, steady state, anomaly causes.
+
+The fixtures are written by tests/data/make_maxtext_logs.py with the structure of real logs."""
 
 from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import pytest
 
 from pipecheck.analysis import maxtext
@@ -12,6 +15,7 @@ from pipecheck.records.imported import LogEvent, LogStep
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 LOG_A = DATA / "maxtext_a.log"
+LOG_B = DATA / "maxtext_b.log"
 
 
 @pytest.fixture(scope="module")
@@ -20,67 +24,164 @@ def run_a() -> maxtext.ImportedRun:
 
 
 def test_step_lines_are_parsed_with_their_metrics(run_a):
-    assert [s.step for s in run_a.steps] == list(range(30))
-    s = run_a.steps[1]
+    assert [s.step for s in run_a.steps] == list(range(60))
+    s = run_a.steps[2]
     assert (s.time_s, s.loss, s.tflops_per_s_per_device, s.tokens_per_s_per_device) == (
-        0.512, 10.773, 41.191, 6021.484)
-    assert s.metrics == {"total_weights": 32768.0, "learning_rate": 2.9e-05}
-    assert s.line == 22
+        0.24, 10.773, 87.969, 34169.962)
+    assert s.metrics == {"total_weights": 32768.0}
+    assert s.line == 30
 
 
 def test_header_lines_are_read(run_a):
     assert run_a.env == {"jax": "0.8.1", "jaxlib": "0.8.1", "backend": "PJRT C API"}
     assert run_a.params == pytest.approx(0.552e9)
     assert run_a.total_tflops_per_step == 21.09
-    assert run_a.memory == maxtext.LogMemory(1.8, 0.6, 0.9, 0.61, 15.75)
-    assert run_a.config == {"per_device_batch_size": 4, "max_target_length": 2048, "steps": 30,
-                            "checkpoint_period": 10, "async_checkpointing": True}
+    assert run_a.memory == maxtext.LogMemory(1.8, 0.6, 0.9, 0.61, 31.25)
+    assert run_a.config == {"per_device_batch_size": 4, "max_target_length": 2048, "steps": 60,
+                            "checkpoint_period": 20, "async_checkpointing": True}
 
 
-def test_checkpoint_events_and_their_anchor_steps(run_a):
-    got = [(e.kind, e.step, e.seconds, e.anchor_step) for e in run_a.events]
+def test_checkpoint_events_carry_their_times(run_a):
+    got = [(e.kind, e.line, e.step, e.seconds, e.at_s, e.clock) for e in run_a.events[:8]]
     assert got == [
-        ("checkpoint_wait_step", 10, 0.31, 10),
-        ("checkpoint_save", 10, None, 10),
-        ("checkpoint_async_start", 10, None, 10),
-        ("checkpoint_save", 20, None, 20),
-        # names no step: anchored to the last step completed before it
-        ("checkpoint_wait_previous", None, 9.815202, 20),
-        ("checkpoint_async_start", 20, None, 20),
+        ("checkpoint_wait_step", 19, 0, 0.31, 47.04, "10:15:14.158203"),
+        ("async_save_started", 21, None, None, 47.45, "10:15:14.568203"),
+        ("checkpoint_async_start", 22, 0, None, 47.451, "10:15:14.569203"),
+        ("checkpoint_wait_step", 50, 20, 0.31, 81.218107, "10:15:48.336310"),
+        # the background thread of the step-0 save, 31 lines and 20 steps later
+        ("async_save_done", 52, None, 47.5, 94.95, "10:16:02.068203"),
+        ("checkpoint_wait_previous", 53, None, 13.731893, 94.95, "10:16:02.068203"),
+        ("async_save_started", 55, None, None, 95.36, "10:16:02.478203"),
+        ("checkpoint_async_start", 56, 20, None, 95.361, "10:16:02.479203"),
     ]
+
+
+def _intervals(path):
+    p = maxtext.parse_lines(path.read_text().splitlines())
+    start, end = maxtext.step_intervals(p.steps.column("step"), p.steps.column("time_s"),
+                                        p.line_at)
+    return p, start, end
+
+
+def test_step_intervals_follow_the_one_step_logging_lag():
+    p, start, end = _intervals(LOG_A)
+    # the generator's clock: step k ends at T_k = T_0 + the step times after it; a step's
+    # line is written after the next step was dispatched (one step late)
+    t0 = 5.0 + 41.73  # the generator starts step 0 at 5 s; step 0 takes 41.73 s
+    times = p.steps.column("time_s")
+    expected = t0 + np.cumsum(np.concatenate([[0.0], times[1:]]))
+    assert np.max(np.abs(end - expected)) < 0.005
+    assert np.allclose(start, end - times)
+    # the save-0 wait and line proximity disagree: step 20's line is written 14 s after step
+    # 20 ended (its save waited for the previous one), yet step 20 ends before the wait
+    wait = next(e for e in p.events if e.kind == "checkpoint_wait_previous")
+    assert end[20] < wait.at_s - wait.seconds < end[21]
+
+
+def test_step_intervals_are_anchored_by_the_least_delayed_line():
+    numbers, seconds = np.arange(6), np.ones(6)
+    # true ends 1..6; the line of step k-1 is written at end_k + delay (a save at step 3)
+    line_at = np.array([2.0, 3.0, 9.0, 5.0, 6.0, np.nan])
+    start, end = maxtext.step_intervals(numbers, seconds, line_at, window=2)
+    assert end.tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert start.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    # no stamped line: no interval
+    start, end = maxtext.step_intervals(numbers, seconds, np.full(6, np.nan))
+    assert np.isnan(end).all()
+
+
+def test_anomalies_are_matched_to_saves_by_timestamp_overlap(run_a):
+    got = [(a.step, a.cause) for a in run_a.anomalies]
+    assert got == [(0, "compilation"), (1, "checkpoint stall"), (21, "checkpoint stall"),
+                   (41, "checkpoint stall"), (55, "unexplained"), (56, "attribution shift")]
+    by = {a.step: a for a in run_a.anomalies}
+    # step 1 (29.6 s) lies inside the step-0 save's background thread (47.5 s): the lines
+    # that say so are 31 lines and 20 steps apart, interleaved with other threads' lines
+    assert by[1].evidence.startswith(
+        "async checkpoint save of step 0 in flight (47.5 s; line 21 (10:15:14.568203), "
+        "line 22 (10:15:14.569203), line 52 (10:16:02.068203))")
+    # the next save's wait for it is evidence too
+    assert "line 53 (10:16:02.068203): Waiting for previous save to complete took 13.731893" \
+        in by[1].evidence
+    assert "Waiting for previous save to complete took 13.731893 seconds" in by[21].evidence
+    assert by[1].ratio == pytest.approx(29.648 / 0.238)
+    # step 55 stalled while no save ran; step 56 was then charged less than its share
+    assert by[55].evidence == ("slow, and no checkpoint save was in flight or blocking during "
+                               "it by the log's timestamps")
+    assert by[56].evidence.startswith("fast right after slow step 55:")
+    assert {s.step: s.tags for s in run_a.steps if s.tags} == {
+        0: ("compile",), 1: ("checkpoint",), 21: ("checkpoint",), 41: ("checkpoint",),
+        55: ("outlier",), 56: ("attribution_shift",)}
+    assert run_a.warnings == ("1 step(s) far from the steady state without a known cause: 55",)
 
 
 def test_steady_state_excludes_first_step_and_anomalies(run_a):
     d = run_a.step_time
-    assert d.n == 25
-    assert d.median_s == 0.512  # the headline: one 10 s step does not move it
-    expected_steady = [s.time_s for s in run_a.steps if s.step not in (0, 11, 12, 21, 26)]
+    assert d.n == 54
+    assert d.median_s == 0.238  # the headline: a 29.6 s step does not move it
+    expected_steady = [s.time_s for s in run_a.steps if s.step not in (0, 1, 21, 41, 55, 56)]
     assert list(d.samples_s) == expected_steady
+    assert min(expected_steady) > 0.2 and max(expected_steady) < 0.25
     all_times = [s.time_s for s in run_a.steps]
-    assert run_a.mean_all_s == pytest.approx(sum(all_times) / 30)
+    assert run_a.mean_all_s == pytest.approx(sum(all_times) / 60)
     assert run_a.mean_inflation == pytest.approx(
-        (sum(all_times) / 30) / (sum(expected_steady) / 25) - 1)
-    assert run_a.mean_inflation > 3  # the mean is more than 4x the typical step
+        (sum(all_times) / 60) / (sum(expected_steady) / 54) - 1)
 
 
-def test_anomaly_causes(run_a):
-    got = [(a.step, a.cause) for a in run_a.anomalies]
-    assert got == [
-        (0, "compilation"),
-        (11, "checkpoint stall"),
-        (12, "attribution shift"),
-        (21, "checkpoint stall"),
-        (26, "unexplained"),
-    ]
-    by_step = {a.step: a for a in run_a.anomalies}
-    assert "Waiting for previous save to complete took 9.815202 seconds" in by_step[21].evidence
-    assert "Waited 0.31 seconds for step 10" in by_step[11].evidence
-    assert "after slow step 11" in by_step[12].evidence
-    assert by_step[21].ratio == pytest.approx(10.347 / 0.512)
-    assert {s.step: s.tags for s in run_a.steps if s.tags} == {
-        0: ("compile",), 11: ("checkpoint",), 12: ("attribution_shift",),
-        21: ("checkpoint",), 26: ("outlier",)}
-    assert run_a.warnings == ("1 step(s) far from the steady state without a known cause: 26",)
+def test_bare_step_lines_take_the_time_of_the_next_header():
+    run = maxtext.import_log(LOG_B)
+    assert [s.step for s in run.steps] == list(range(60))
+    assert [(a.step, a.cause) for a in run.anomalies] == [
+        (0, "compilation"), (1, "checkpoint stall"), (21, "checkpoint stall"),
+        (41, "checkpoint stall")]
+    # each save's blocking part lands in the step after it, with its own save in flight
+    assert all("async checkpoint save of step" in a.evidence for a in run.anomalies[1:])
+    assert "Waited 0.31 seconds for step 20" in run.anomalies[2].evidence
+    # a bare line is written by the next header's time: the intervals are still close
+    p, _, end = _intervals(LOG_B)
+    times = p.steps.column("time_s")
+    expected = 5.0 + 42.118 + np.cumsum(np.concatenate([[0.0], times[1:]]))
+    assert np.max(np.abs(end - expected)) < 0.05
+
+
+HEAD_T = "I1122 10:{m:02d}:{s:09.6f} 140711123912512 metric_logger.py:181] "
+ASYNC_T = "I1122 10:{m:02d}:{s:09.6f} 140698457904896 async_checkpointer.py:{n}] "
+
+
+def _at(t: float, head: str = HEAD_T, n: int = 77) -> str:
+    return head.format(m=int(t // 60), s=t % 60, n=n)
+
+
+def test_an_event_next_to_a_step_line_is_not_its_cause_unless_their_times_overlap():
+    """Step 12 is slow; the save lines sit right under its line, but by the clock the save
+    ran later (during steps 20-22): line proximity would blame it, timestamps do not."""
+    lines, t = [], 0.0
+    times = [30.0] + [0.5] * 11 + [3.0] + [0.5] * 17
+    for k, sec in enumerate(times):
+        t += sec
+        if k > 0:  # one-step lag
+            lines.append(_at(t) + f"completed step: {k - 1}, seconds: {times[k - 1]:.3f}, "
+                         "loss: 2.0")
+        if k == 13:
+            lines.append(_at(t) + "Started an asynchronous checkpoint save for step 12")
+    save = (sum(times[:20]) + 0.01, sum(times[:23]))
+    lines.append(_at(save[0], ASYNC_T, 77) + "[process=0][thread=async_save] Background save "
+                 "thread started. Deadline for this save operation is 2025-11-22 11:00:00")
+    lines.append(_at(save[1], ASYNC_T, 169) + "[process=0][thread=async_save] Background save "
+                 f"thread done. Time taken: {save[1] - save[0]:f}s.")
+    lines.sort(key=lambda x: x[7:22])
+    run = maxtext.import_lines(lines, "inline")
+    assert [(a.step, a.cause) for a in run.anomalies] == [(0, "compilation"),
+                                                          (12, "unexplained")]
+
+
+def test_a_save_never_seen_to_finish_is_in_flight_to_the_end():
+    events = [maxtext.LogEvent("async_save_started", 3, "x] Background save thread started",
+                               at_s=10.0, clock="10:00:10.000000")]
+    (op,) = maxtext.background(events)
+    assert (op.start, op.end, op.kind) == (10.0, float("inf"), "async_save")
+    assert op.evidence == ("async checkpoint save in flight (not seen to finish; "
+                           "line 3 (10:00:10.000000))")
 
 
 def _steps(times):
@@ -219,5 +320,5 @@ def test_steps_are_stored_by_column(run_a):
     from pipecheck.records.steps import StepTable
 
     assert isinstance(run_a.steps, StepTable)
-    assert run_a.steps.column("time_s")[1] == 0.512
-    assert run_a.steps.tag_mask("compile").tolist() == [True] + [False] * 29
+    assert run_a.steps.column("time_s")[2] == 0.24
+    assert run_a.steps.tag_mask("compile").tolist() == [True] + [False] * 59

@@ -131,3 +131,45 @@ def test_import_pipecheck_does_not_import_jax() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_a_slow_step_of_host_work_is_flagged_explained_and_kept_out() -> None:
+    dev = SimDevice(compute_s=C)
+    mon = monitor_for(dev)
+    state: Any = None
+    for step, batch in enumerate(mon.batches(dev.batches())):
+        state, metrics = mon.step(dev.step, state, batch)
+        if step == 19:
+            dev.sleep(1.5)  # an eager text generation, outside any span
+        if step + 1 == 30:
+            break
+    r = mon.finish()
+    assert [(a.step, a.cause) for a in r.anomalies] == [(19, "host work outside spans")]
+    assert r.anomalies[0].ratio == pytest.approx(1.5 / C)
+    assert r.anomalies[0].evidence.startswith("host work outside spans 1.50 s of the step's")
+    by = {s.step: s for s in r.steps}
+    assert by[19].tags == ("slow",) and by[20].tags == ()
+    assert r.step_time.n == 27  # steps 1..28 (29 drains), less the slow one
+    assert r.step_time.median_s == pytest.approx(C) and max(r.step_time.samples_s) < 2 * C
+    text = mon.report()
+    assert "anomalous steps (kept out of the steady state):" in text
+    assert "host work outside spans" in text
+    again = MonitorResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert again.anomalies == r.anomalies
+
+
+def test_compile_events_are_charged_to_the_step_whose_interval_they_end_in() -> None:
+    from pipecheck.measure.compile_watch import CompileEvent
+    from pipecheck.measure.loop import compiles_per_step
+    from pipecheck.measure.spans import SpanRecorder
+
+    dev = SimDevice(compute_s=C)
+    rec = SpanRecorder(dev.clock, raw_window=3)  # keeps only the last 3 marks
+    rec.start()
+    for _ in range(4):   # marks at 1, 2, 3, 4; kept: 2, 3, 4 (marks 2..4)
+        dev.sleep(1.0)
+        rec.mark()
+    events = [CompileEvent("/jax/core/compile/backend_compile_duration", "jit(f)", 0.2, 2.5),
+              CompileEvent("/jax/core/compile/jaxpr_trace_duration", "jit(f)", 0.1, 3.0),
+              CompileEvent("/jax/core/compile/backend_compile_duration", "jit(g)", 0.3, 0.5)]
+    assert compiles_per_step(rec, events) == {2: {"jit(f)": pytest.approx(0.3)}}

@@ -1,0 +1,328 @@
+"""Anomalous steps: which steps lie far from the steady state, and their likely cause.
+
+One rule for every run: pipecheck's own (``synthetic``, ``compare``, the Monitor) and
+imported MaxText logs. A step is anomalous when it is far from the median of its run in
+two senses at once: a large *ratio* to the median (``SLOW_STEP_RATIO``,
+``FAST_STEP_RATIO``) and a large *robust z-score* (distance over the median absolute
+deviation, ``ROBUST_Z``), and rare (``MAX_FLAGGED_SHARE``). The ratio keeps a very steady
+run (tiny MAD) from calling a 10% blip an anomaly; the z-score and the share keep a run
+that is bursty by nature (an input-bound loop whose workers deliver in bursts) from losing
+its slow steps, which are its real cost. Median and MAD are of the
+steps themselves, so the anomalies cannot widen their own yardstick.
+
+Anomalous steps are kept out of the steady state (``measure.loop.steady_state`` applies
+``flag_outliers``) and listed with a likely cause:
+
+- a pipecheck step's cause comes from what it spent its time on beyond a typical steady
+  step (``explain_step``): compilation of any function during the step (named from JAX's
+  compile events), host work outside any span, a garbage collection, a checkpoint or eval
+  span, waiting for input, waiting for the device, or a span of the user's own;
+- a fast step right after a slow one is an *attribution shift*: part of its time was
+  charged to the slow step before it (the host ran ahead of the device, or a timer
+  started late), so the two must be read together;
+- MaxText steps are explained from the log's events (``analysis.maxtext``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.records.common import Anomaly, StepRecord
+from pipecheck.records.steps import StepTable, column_of, tag_mask_of
+
+SLOW_STEP_RATIO = 2.0
+"""A step at least this many times the median is slow: it cost a whole extra step's worth
+of time, far beyond the jitter of a busy machine (spread warnings start at an IQR of 10%)."""
+
+FAST_STEP_RATIO = 0.5
+"""A step at most this fraction of the median is fast: no step does its work in half the
+usual time, so part of it was charged to a neighbouring step."""
+
+ROBUST_Z = 3.5
+"""Modified z-score (0.6745 * |x - median| / MAD) a step must also exceed (Iglewicz and
+Hoaglin's customary cut-off); with a MAD of zero the ratio alone decides."""
+
+MIN_SAMPLES = 3
+"""Fewer steps than this have no meaningful median to be far from: nothing is flagged."""
+
+MAX_FLAGGED_SHARE = 0.2
+"""Anomalies are rare: when more than this share of the steps lie far from the median in one
+direction, that is how the run goes (an input-bound loop fed in bursts by its workers), and
+none of them is flagged in that direction."""
+
+COMPILE_CAUSE_SHARE = 0.5
+"""Compilation is the cause when JAX compiled for at least this share of the time the step
+took above a typical step; below it, compilation only contributed (and is still named)."""
+
+CAUSE_COMPILATION = "compilation"
+CAUSE_CHECKPOINT = "checkpoint stall"
+CAUSE_ATTRIBUTION = "attribution shift"
+CAUSE_UNEXPLAINED = "unexplained"
+
+SPAN_CAUSES = {
+    "other": "host work outside spans",
+    "gc": "garbage collection",
+    "checkpoint": "checkpoint",
+    "eval": "evaluation",
+    "data_wait": "input wait",
+    "device_put": "input wait",
+    "sync": "waiting for the device",
+    "dispatch": "dispatch",
+    "log": "logging sync",
+}
+"""The likely cause when a span holds most of a slow step's extra time; a user span's cause
+is ``span 'NAME'``."""
+
+CAUSE_TAGS = {
+    CAUSE_COMPILATION: "compile",
+    CAUSE_ATTRIBUTION: "attribution_shift",
+}
+"""The tag a slow/fast step gets for its cause; any other slow step is tagged ``slow`` and
+any other fast one ``fast``."""
+
+ANOMALY_TAGS = ("slow", "fast", "attribution_shift")
+"""Tags that only annotate an anomaly found from the step times (the steady-state rule
+recomputes them, so a record read back gives the same steady state)."""
+
+KEPT_APART_TAGS = ("drain", "warmup")
+"""Steps kept out of the steady state by design: never listed as anomalies."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """One sample far from the median: its index, direction, and ratio to the median."""
+
+    index: int
+    slow: bool
+    ratio: float
+
+
+def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], float]:
+    """The samples far from the median (both tests and the share; see the module
+    docstring), and the median of the samples that are not. Pure and vectorized (a million
+    steps take milliseconds); NaN median when nothing is left."""
+    arr = np.asarray(times, dtype=float)
+    if arr.size == 0:
+        return [], math.nan
+    med = float(np.median(arr))
+    if arr.size < MIN_SAMPLES or not med > 0:
+        return [], med
+    ratio = arr / med
+    slow = ratio >= SLOW_STEP_RATIO
+    fast = ratio <= FAST_STEP_RATIO
+    mad = float(np.median(np.abs(arr - med)))
+    if mad > 0:
+        beyond = 0.6745 * np.abs(arr - med) / mad > ROBUST_Z
+        slow &= beyond
+        fast &= beyond
+    for side in (slow, fast):
+        if side.sum() > MAX_FLAGGED_SHARE * arr.size:
+            side[:] = False
+    far = slow | fast
+    flags = [Flag(int(i), bool(slow[i]), float(ratio[i])) for i in np.flatnonzero(far)]
+    rest = arr[~far]
+    return flags, float(np.median(rest)) if rest.size else math.nan
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.2f} s" if abs(s) >= 1 else f"{s * 1e3:.1f} ms"
+
+
+def compile_text(compiles: Mapping[str, float], limit: int = 3) -> str:
+    """``jit(f) 1.20 s, jit(g) 5.0 ms (+2 more)``: the functions compiled, costliest first."""
+    ranked = sorted(compiles.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = ", ".join(f"{name or '?'} {_seconds(sec)}" for name, sec in ranked[:limit])
+    more = len(ranked) - limit
+    return text + (f" (+{more} more)" if more > 0 else "")
+
+
+def explain_step(
+    step: StepRecord,
+    typical: Mapping[str, float],
+    median: float,
+    compiles: Mapping[str, float] | None = None,
+) -> tuple[str, str]:
+    """A slow pipecheck step's likely cause and the evidence, from its spans.
+
+    ``typical`` is each span's median seconds over the steady steps; the span that grew
+    most beyond it holds the cause. ``compiles`` are the seconds JAX spent compiling each
+    function during the step (trace, lowering and backend compile): compilation is the
+    cause when it covers ``COMPILE_CAUSE_SHARE`` of the step's extra time, or when the
+    train step itself compiled (tag ``compile``) and no compile events were recorded.
+    """
+    compiles = dict(compiles or {})
+    extra = step.time_s - median if math.isfinite(median) else step.time_s
+    compile_s = sum(compiles.values())
+    grown = {k: v - typical.get(k, 0.0) for k, v in step.spans.items()}
+    top = max(grown, key=lambda k: grown[k], default=None)
+    parts = []
+    if top is not None and grown[top] > 0:
+        share = step.spans[top] / step.time_s if step.time_s > 0 else math.nan
+        where = SPAN_CAUSES.get(top, f"span '{top}'")
+        parts.append(f"{where} {_seconds(step.spans[top])} of the step's "
+                     f"{_seconds(step.time_s)} ({share:.0%}; typical "
+                     f"{_seconds(typical.get(top, 0.0))})")
+    if compiles:
+        parts.append(f"compiled during the step: {compile_text(compiles)}")
+    evidence = "; ".join(parts)
+    if (compiles and extra > 0 and compile_s >= COMPILE_CAUSE_SHARE * extra) or (
+            not compiles and "compile" in step.tags):
+        return CAUSE_COMPILATION, evidence or "the step function compiled in this step"
+    if top is None or grown[top] <= 0:
+        return CAUSE_UNEXPLAINED, evidence or "no span or compile event accounts for it"
+    return SPAN_CAUSES.get(top, f"span '{top}'"), evidence
+
+
+def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
+                skip_first: int = 1) -> np.ndarray:
+    """Which of ``steps`` (rows or a StepTable) are in the steady state: none before
+    ``skip_first``, none with a tag in ``excluded_tags``, none that ``flag_outliers`` finds
+    among the rest. Anomaly tags are ignored (recomputed), so a record read back gives the
+    same steady state."""
+    mask = (column_of(steps, "step") >= skip_first) & ~tag_mask_of(steps, excluded_tags)
+    pool = np.flatnonzero(mask)
+    flags, _ = flag_outliers(column_of(steps, "time_s")[pool])
+    mask[pool[[f.index for f in flags]]] = False
+    return mask
+
+
+def label(
+    numbers: np.ndarray,
+    seconds: np.ndarray,
+    candidate: np.ndarray,
+    apart: np.ndarray,
+    explain: Callable[[int, float], tuple[str, str]],
+) -> tuple[list[Anomaly], float]:
+    """The anomalies of a run, in step order, and the steady-state median.
+
+    Arrays over the run's steps in order: step ``numbers``, ``seconds``; ``candidate``: the
+    step may be in the steady state (``flag_outliers`` picks among those); ``apart``: kept
+    out by design (drain, warm-up) and never listed. A flagged slow step, or a step kept out
+    for a reason of its own (the first step, a tagged one) at least ``SLOW_STEP_RATIO``
+    times the median, gets its cause from ``explain(index, median)``; a fast one right after
+    a slow one (or in the run of fast steps after it) is an attribution shift. Only the
+    listed steps are visited, so a long run costs its anomalies, not its length.
+    """
+    pool = np.flatnonzero(candidate)
+    flags, med = flag_outliers(seconds[pool])
+    fast = {int(pool[f.index]) for f in flags if not f.slow}
+    slow = {int(pool[f.index]) for f in flags if f.slow}
+    if med > 0:
+        slow |= set(np.flatnonzero(~candidate & ~apart & (seconds >= SLOW_STEP_RATIO * med))
+                    .tolist())
+    out: list[Anomaly] = []
+    source: int | None = None  # the slow step the previous listed step was, or followed
+    previous = -2
+    for i in sorted(slow | fast):
+        number, t = int(numbers[i]), float(seconds[i])
+        ratio = t / med if med > 0 else math.nan
+        follows = (source is not None and previous == i - 1
+                   and int(numbers[i - 1]) == number - 1)
+        previous = i
+        if i in slow:
+            cause, evidence = explain(i, med)
+            out.append(Anomaly(number, t, ratio, cause, evidence))
+            source = number
+        elif follows:
+            assert source is not None
+            out.append(Anomaly(number, t, ratio, CAUSE_ATTRIBUTION,
+                               attribution_evidence(source, number)))
+        else:
+            out.append(Anomaly(number, t, ratio, CAUSE_UNEXPLAINED,
+                               "implausibly fast, and the step before it was not slow"))
+            source = None
+    return out, med
+
+
+def _span_columns(steps: Sequence[StepRecord]) -> dict[str, np.ndarray]:
+    """Seconds per span name over the steps (0 where a step lacks the span)."""
+    if isinstance(steps, StepTable):
+        return {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
+    names = sorted({k for s in steps for k in s.spans})
+    return {k: np.fromiter((s.spans.get(k, 0.0) for s in steps), float, len(steps))
+            for k in names}
+
+
+def step_anomalies(
+    steps: Sequence[StepRecord],
+    excluded_tags: Sequence[str],
+    compiles: Mapping[int, Mapping[str, float]] | None = None,
+) -> list[Anomaly]:
+    """Every step of a pipecheck run far from its steady state, with its likely cause.
+
+    Steps flagged by ``flag_outliers`` among the steady-state candidates, and steps kept
+    apart by a tag (the first step, compile, checkpoint, eval, gc) that took at least
+    ``SLOW_STEP_RATIO`` times the steady median; causes from ``explain_step``.
+    ``compiles`` maps a step to the seconds JAX spent compiling each function during it
+    (``compiles_by_step``).
+    """
+    compiles = compiles or {}
+    numbers = column_of(steps, "step")
+    candidate = (numbers >= 1) & ~tag_mask_of(steps, excluded_tags)
+    steady = steady_mask(steps, excluded_tags)
+    typical = {k: float(np.median(v[steady])) if steady.any() else 0.0
+               for k, v in _span_columns(steps).items()}
+
+    def explain(i: int, median: float) -> tuple[str, str]:
+        row = steps[i]
+        return explain_step(row, typical, median, compiles.get(row.step))
+
+    found, _ = label(numbers, column_of(steps, "time_s"), candidate,
+                     tag_mask_of(steps, KEPT_APART_TAGS), explain)
+    return found
+
+
+def attribution_evidence(slow_step: int, step: int) -> str:
+    """Why a fast step after a slow one is an attribution shift."""
+    after = "right after" if step == slow_step + 1 else "in the run of fast steps after"
+    return (f"fast {after} slow step {slow_step}: work done during step {slow_step} was "
+            f"charged to it (the device ran ahead on queued steps, or the loader filled its "
+            "buffer, or the step's timer started late); read them together")
+
+
+def tag_anomalies(steps: Sequence[StepRecord], anomalies: Sequence[Anomaly],
+                  excluded_tags: Sequence[str]) -> Sequence[StepRecord]:
+    """The steps with each anomaly's tag added (``slow``, ``fast``, ``attribution_shift``,
+    ``compile``), so a record, its plot and its readers show where they are. A step that
+    already carries a tag of ``excluded_tags`` (it is apart for that reason) keeps its tags."""
+    tag_of = {a.step: CAUSE_TAGS.get(a.cause) or ("slow" if a.ratio >= 1 else "fast")
+              for a in anomalies}
+    numbers = column_of(steps, "step")
+    rows = {int(i): tag_of[int(numbers[i])]
+            for i in np.flatnonzero(np.isin(numbers, list(tag_of)))}
+    new: dict[int, tuple[str, ...]] = {}
+    for i, tag in rows.items():
+        tags = steps[i].tags
+        if tag not in tags and not any(t in excluded_tags for t in tags):
+            new[i] = (*tags, tag)
+    if isinstance(steps, StepTable):
+        return steps.with_tags(new) if new else steps
+    return tuple(dataclasses.replace(s, tags=new[i]) if i in new else s
+                 for i, s in enumerate(steps))
+
+
+def compiles_by_step(
+    events: Iterable[tuple[str, float, float]],
+    marks: Sequence[float],
+    first_mark: int = 0,
+) -> dict[int, dict[str, float]]:
+    """Seconds JAX spent compiling each function, by the step interval it ended in.
+
+    ``events`` are (function name, clock reading when reported, seconds); ``marks`` the
+    recorder's step boundaries (mark ``first_mark + i`` is ``marks[i]``; step ``k`` is the
+    interval from mark ``k`` to mark ``k + 1``). Events outside the marks are dropped.
+    """
+    out: dict[int, dict[str, float]] = {}
+    for name, at, seconds in events:
+        i = bisect.bisect_left(marks, at)
+        if i == 0 or i == len(marks):
+            continue
+        step = first_mark + i - 1
+        per = out.setdefault(step, {})
+        per[name] = per.get(name, 0.0) + seconds
+    return out

@@ -1,0 +1,37 @@
+"""Anomalous steps as text: one table for every run kind (pure)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from tabulate import tabulate
+
+from pipecheck.records.common import Anomaly
+from pipecheck.report.format import ms
+
+MAX_LISTED_ANOMALIES = 12
+"""Rows per run in the text report; the JSON record holds every anomaly."""
+
+
+def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
+    """Anomalous steps of one or more runs; with one unlabelled run, no run column."""
+    table: list[list[Any]] = []
+    for label, anomalies in runs:
+        for an in anomalies[:MAX_LISTED_ANOMALIES]:
+            ratio = "-" if not math.isfinite(an.ratio) else f"{an.ratio:.2f}x"
+            table.append([label, an.step, ms(an.time_s), ratio, an.cause,
+                          an.evidence])
+        if len(anomalies) > MAX_LISTED_ANOMALIES:
+            table.append([label, "...", "", "", f"and {len(anomalies) - MAX_LISTED_ANOMALIES} "
+                          "more (see --json)", ""])
+    headers = ["run", "step", "time", "x median", "likely cause", "evidence"]
+    if len(runs) == 1 and not runs[0][0]:
+        headers, table = headers[1:], [row[1:] for row in table]
+    return tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def anomalies_text(anomalies: Sequence[Anomaly]) -> str:
+    """The anomalies of one run under a heading that says what was done with them."""
+    return ("anomalous steps (kept out of the steady state):\n"
+            + anomalies_table([("", anomalies)]))

@@ -1,0 +1,174 @@
+"""The anomaly rule: which steps are far from the steady state, and their likely cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipecheck.analysis import anomalies
+from pipecheck.analysis.anomalies import Flag, flag_outliers
+from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS, steady_state, with_anomalies
+from pipecheck.records.common import StepRecord
+
+
+def test_no_flags_in_a_steady_series():
+    flags, med = flag_outliers([0.50, 0.51, 0.49, 0.50, 0.52, 0.50])
+    assert flags == [] and med == 0.50
+
+
+def test_slow_and_fast_steps_are_flagged_with_their_ratio():
+    flags, med = flag_outliers([0.50, 0.51, 0.49, 2.30, 0.10, 0.50, 0.52, 0.50])
+    assert med == 0.50
+    assert flags == [Flag(3, True, pytest.approx(2.30 / 0.50)),
+                     Flag(4, False, pytest.approx(0.10 / 0.50))]
+
+
+def test_a_blip_below_the_ratio_is_not_flagged_however_steady_the_series():
+    # MAD is tiny, so the z-score alone would flag 0.9 s; it is under SLOW_STEP_RATIO
+    xs = [0.500, 0.500, 0.501, 0.500, 0.90, 0.500]
+    assert flag_outliers(xs)[0] == []
+    # at the ratio it is flagged, with a MAD of zero too
+    assert [f.index for f in flag_outliers([1.0, 1.0, 1.0, 1.0, 2.0])[0]] == [4]
+
+
+def test_a_bursty_series_keeps_its_slow_half():
+    # an input-bound loop whose workers deliver in bursts: 2.5x steps are its nature
+    xs = [0.1, 0.25, 0.1, 0.1, 0.25, 0.1, 0.25, 0.1, 0.25, 0.1, 0.1, 0.25]
+    assert flag_outliers(xs)[0] == []
+    # the same in a noisy run (a MAD above zero, still small against the bursts)
+    noisy = [x * (1 + 0.01 * (i % 3)) for i, x in enumerate(xs)]
+    assert flag_outliers(noisy)[0] == []
+    # one stall among 12 steps is rare enough to be an anomaly; a fifth of them is not
+    assert [f.index for f in flag_outliers([0.1] * 11 + [0.3])[0]] == [11]
+    assert flag_outliers([0.1] * 7 + [0.3] * 3)[0] == []
+
+
+def test_too_few_samples_flag_nothing():
+    assert flag_outliers([1.0, 9.0]) == ([], 5.0)
+    assert flag_outliers([])[0] == []
+
+
+def test_thresholds_are_the_named_constants():
+    med = 0.5
+    base = [med] * 9
+    just_slow = base + [anomalies.SLOW_STEP_RATIO * med]
+    just_fast = base + [anomalies.FAST_STEP_RATIO * med]
+    assert [f.slow for f in flag_outliers(just_slow)[0]] == [True]
+    assert [f.slow for f in flag_outliers(just_fast)[0]] == [False]
+    assert flag_outliers(base + [anomalies.SLOW_STEP_RATIO * med * 0.99])[0] == []
+    assert flag_outliers(base + [anomalies.FAST_STEP_RATIO * med * 1.01])[0] == []
+
+
+def step(i, t, tags=(), **spans):
+    spans.setdefault("sync", t - sum(spans.values()))
+    return StepRecord(i, t, tuple(tags), spans)
+
+
+def nnx_like_run():
+    """Step 0 compiles; step 5 runs an eager generation outside any span (3 s, with small
+    eager functions compiling); step 6 is then fast (its device work was done during the
+    generation); step 9 checkpoints; the last step drains."""
+    steps = [step(0, 2.0, ("compile",), dispatch=1.9)]
+    steps += [step(i, 0.02, data_wait=0.001, dispatch=0.0005) for i in range(1, 5)]
+    steps.append(step(5, 3.0, data_wait=0.001, dispatch=0.0005, other=2.98))
+    steps.append(step(6, 0.002, data_wait=0.001, dispatch=0.0005))
+    steps += [step(i, 0.021, data_wait=0.001, dispatch=0.0005) for i in (7, 8)]
+    steps.append(step(9, 0.5, ("checkpoint",), checkpoint=0.48))
+    steps += [step(i, 0.019, data_wait=0.001, dispatch=0.0005) for i in (10, 11, 12)]
+    steps.append(step(13, 0.02, ("drain",)))
+    return steps
+
+
+COMPILES = {0: {"jit(train_step)": 1.8},
+            5: {"jit(broadcast_in_dim)": 0.01, "jit(_where)": 0.02, "jit(generate)": 0.1}}
+
+
+def test_slow_steps_are_listed_with_their_likely_cause():
+    found = anomalies.step_anomalies(nnx_like_run(), STEADY_STATE_EXCLUDED_TAGS, COMPILES)
+    assert [(a.step, a.cause) for a in found] == [
+        (0, "compilation"), (5, "host work outside spans"), (6, "attribution shift"),
+        (9, "checkpoint")]
+    by = {a.step: a for a in found}
+    assert by[5].ratio == pytest.approx(3.0 / 0.02)
+    assert by[5].evidence == (
+        "host work outside spans 2.98 s of the step's 3.00 s (99%; typical 0.0 ms); "
+        "compiled during the step: jit(generate) 100.0 ms, jit(_where) 20.0 ms, "
+        "jit(broadcast_in_dim) 10.0 ms")
+    assert by[0].evidence.startswith("dispatch 1.90 s of the step's 2.00 s")
+    assert "compiled during the step: jit(train_step) 1.80 s" in by[0].evidence
+    assert "after slow step 5" in by[6].evidence
+    assert by[9].evidence.startswith("checkpoint 480.0 ms of the step's 500.0 ms")
+
+
+def test_compilation_is_the_cause_when_it_holds_most_of_the_extra_time():
+    steps = [step(i, 0.02, dispatch=0.001) for i in range(10)]
+    steps[4] = step(4, 1.0, other=0.98)
+    cause, evidence = anomalies.explain_step(steps[4], {"other": 0.0}, 0.02,
+                                             {"jit(generate)": 0.6})
+    assert cause == "compilation"
+    assert evidence.endswith("compiled during the step: jit(generate) 600.0 ms")
+    # under COMPILE_CAUSE_SHARE of the extra time, compilation only contributed
+    cause, _ = anomalies.explain_step(steps[4], {"other": 0.0}, 0.02, {"jit(generate)": 0.3})
+    assert cause == "host work outside spans"
+
+
+def test_user_span_and_gc_causes():
+    typical = {"sync": 0.02, "gc": 0.0, "tokenize": 0.001}
+    gc_step = step(3, 0.3, gc=0.27, sync=0.02)
+    assert anomalies.explain_step(gc_step, typical, 0.02)[0] == "garbage collection"
+    user = step(4, 0.3, tokenize=0.28, sync=0.02)
+    assert anomalies.explain_step(user, typical, 0.02)[0] == "span 'tokenize'"
+    assert anomalies.explain_step(step(5, 0.3, sync=0.3), typical, 0.02)[0] == (
+        "waiting for the device")
+    bare = StepRecord(6, 0.3)  # no spans (an imported log): nothing to go on
+    assert anomalies.explain_step(bare, {}, 0.02) == (
+        "unexplained", "no span or compile event accounts for it")
+
+
+def test_steady_state_leaves_anomalies_out_and_is_stable_on_tagged_records():
+    steps = nnx_like_run()
+    steady = [s.step for s in steady_state(steps)]
+    assert steady == [1, 2, 3, 4, 7, 8, 10, 11, 12]
+    tagged, found = with_anomalies(steps, COMPILES)
+    assert {s.step: s.tags for s in tagged if s.tags} == {
+        0: ("compile",), 5: ("slow",), 6: ("attribution_shift",), 9: ("checkpoint",),
+        13: ("drain",)}
+    # read back with its anomaly tags, a record has the same steady state
+    assert [s.step for s in steady_state(tagged)] == steady
+    assert with_anomalies(tagged, COMPILES) == (tagged, found)
+
+
+def test_a_fast_step_alone_is_unexplained():
+    steps = [step(i, 0.02) for i in range(10)]
+    steps[4] = step(4, 0.004)
+    found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
+    assert [(a.step, a.cause) for a in found] == [(4, "unexplained")]
+    assert found[0].evidence == "implausibly fast, and the step before it was not slow"
+
+
+def test_compile_events_land_in_the_step_they_ended_in():
+    marks = [10.0, 11.0, 12.0, 13.0]  # marks 5..8: steps 5, 6, 7
+    events = [("jit(a)", 9.5, 0.1),    # before the first kept mark: dropped
+              ("jit(a)", 10.5, 0.2), ("jit(b)", 10.7, 0.05), ("jit(a)", 11.0, 0.1),
+              ("jit(c)", 12.5, 0.3),
+              ("jit(d)", 13.5, 1.0)]   # after the last mark: dropped
+    assert anomalies.compiles_by_step(events, marks, first_mark=5) == {
+        5: {"jit(a)": pytest.approx(0.3), "jit(b)": 0.05}, 7: {"jit(c)": 0.3}}
+
+
+def test_compile_text_names_the_costliest_first():
+    text = anomalies.compile_text({"jit(a)": 0.001, "jit(b)": 1.5, "jit(c)": 0.2,
+                                   "jit(d)": 0.01})
+    assert text == "jit(b) 1.50 s, jit(c) 200.0 ms, jit(d) 10.0 ms (+1 more)"
+
+
+def test_the_run_of_fast_steps_after_a_slow_one_is_an_attribution_shift():
+    # a 1 s stall while the loader kept filling its buffer: the next three steps are served
+    # from it; then the loop is back to normal, and a later fast step is not excused
+    times = [0.1] * 6 + [1.0, 0.01, 0.02, 0.01, 0.1] + [0.1] * 20 + [0.01] + [0.1] * 3
+    steps = [step(i, t) for i, t in enumerate(times)]
+    found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
+    assert [(a.step, a.cause) for a in found] == [
+        (6, "waiting for the device"), (7, "attribution shift"), (8, "attribution shift"),
+        (9, "attribution shift"), (31, "unexplained")]
+    assert found[1].evidence.startswith("fast right after slow step 6:")
+    assert found[2].evidence.startswith("fast in the run of fast steps after slow step 6:")
