@@ -138,13 +138,6 @@ _STEP_KEYS = {
 
 
 
-def _number(text: str) -> float | None:
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
 def _config_value(text: str) -> Any:
     if text in ("True", "False"):
         return text == "True"
@@ -162,17 +155,24 @@ def _parse_step(match: re.Match[str], line_no: int) -> dict[str, Any] | None:
     metrics: dict[str, float] = {}
     for piece in match.group(2).split(","):
         key, sep, value = piece.partition(":")
-        key = key.strip()
-        num = _number(value.strip()) if sep else None
-        if not key or num is None:
+        if not sep:
             continue
-        if key in _STEP_KEYS:
-            fields.setdefault(_STEP_KEYS[key], num)
-        else:
+        try:
+            num = float(value)  # float() itself ignores the blanks around the number
+        except ValueError:
+            continue
+        key = key.strip()
+        if not key:
+            continue
+        name = _STEP_KEYS.get(key)
+        if name is None:
             metrics.setdefault(key, num)
+        else:
+            fields.setdefault(name, num)
     if "time_s" not in fields:
         return None
-    return dict(step=int(match.group(1)), metrics=metrics, line=line_no, **fields)
+    fields.update(step=int(match.group(1)), metrics=metrics, line=line_no)
+    return fields
 
 
 PROGRESS_EVERY_LINES = 20000

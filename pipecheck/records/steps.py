@@ -25,6 +25,7 @@ import array
 import base64
 import collections.abc
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -405,6 +406,18 @@ class StepTable(Sequence[R], Generic[R]):
         return builder.build()
 
 
+def _put_int(col: array.array[int], v: Any) -> None:
+    col.append(int(v))
+
+
+def _put_float(col: array.array[float], v: Any) -> None:
+    col.append(float(v))
+
+
+def _put_optional(col: array.array[float], v: Any) -> None:
+    col.append(math.nan if v is None else float(v))
+
+
 class StepTableBuilder(Generic[R]):
     """Appends rows field by field into compact arrays (8 bytes a number, not a Python
     object); ``build`` makes the table. Used by parsers that stream a long log."""
@@ -426,40 +439,59 @@ class StepTableBuilder(Generic[R]):
             f.name: {} for f in self._fields if f.kind == _MAP}
         self._lists: dict[str, list[Any]] = {f.name: [] for f in self._fields
                                              if f.kind == _LIST}
+        self._plan = self._make_plan()
 
     def __len__(self) -> int:
         return self._n
 
     def append(self, **values: Any) -> None:
         """Add one row; fields not given take their defaults (a missing required field
-        is a TypeError)."""
-        row = self._n
-        for f in self._fields:
-            v = values.get(f.name, f.default)
+        is a TypeError). Called once per step of a long log: one closure per field, made
+        once in ``_plan``, keeps it cheap."""
+        for name, default, put in self._plan:
+            v = values.get(name, default)
             if v is dataclasses.MISSING:
-                raise TypeError(f"missing step field {f.name!r}")
-            if f.kind == _SCALAR:
-                self._scalars[f.name].append(f.python(v))
-            elif f.kind == _OPTIONAL:
-                self._scalars[f.name].append(math.nan if v is None else float(v))
-            elif f.kind == _TAGS:
-                ids = self._tag_names[f.name]
-                for t in v or ():
-                    self._tag_rows[f.name].append(row)
-                    self._tag_ids[f.name].append(ids.setdefault(str(t), len(ids)))
-            elif f.kind == _MAP:
-                cols = self._maps[f.name]
-                for k, x in (v or {}).items():
-                    col = cols.get(k)
-                    if col is None:
-                        col = cols[k] = array.array("d", [math.nan]) * row
-                    col.append(math.nan if x is None else float(x))
-                for col in cols.values():
-                    if len(col) == row:
-                        col.append(math.nan)
-            else:
-                self._lists[f.name].append(v)
+                raise TypeError(f"missing step field {name!r}")
+            put(v)
         self._n += 1
+
+    def _make_plan(self) -> list[tuple[str, Any, Callable[[Any], None]]]:
+        plan = []
+        for f in self._fields:
+            put: Callable[[Any], None]
+            if f.kind == _SCALAR:
+                col = self._scalars[f.name]
+                put = functools.partial(_put_int if col.typecode == "q" else _put_float, col)
+            elif f.kind == _OPTIONAL:
+                put = functools.partial(_put_optional, self._scalars[f.name])
+            elif f.kind == _TAGS:
+                put = functools.partial(self._put_tags, f.name)
+            elif f.kind == _MAP:
+                put = functools.partial(self._put_map, f.name)
+            else:
+                put = self._lists[f.name].append
+            plan.append((f.name, f.default, put))
+        return plan
+
+    def _put_tags(self, name: str, tags: Sequence[str] | None) -> None:
+        if tags:
+            ids = self._tag_names[name]
+            for t in tags:
+                self._tag_rows[name].append(self._n)
+                self._tag_ids[name].append(ids.setdefault(str(t), len(ids)))
+
+    def _put_map(self, name: str, values: Mapping[str, float] | None) -> None:
+        cols = self._maps[name]
+        row = self._n
+        for k, x in (values or {}).items():
+            col = cols.get(k)
+            if col is None:
+                col = cols[k] = array.array("d", [math.nan]) * row
+            col.append(math.nan if x is None else float(x))
+        if values is None or len(values) < len(cols):
+            for col in cols.values():
+                if len(col) == row:
+                    col.append(math.nan)
 
     def build(self) -> StepTable[R]:
         n = self._n

@@ -310,8 +310,11 @@ def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, titl
     if lower == "none":
         fig, ax1 = plt.subplots(1, 1, figsize=(13, 4.5))
     else:
-        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8),
-                                       gridspec_kw={"height_ratios": [1, 1.2]})
+        # a short anomaly table gets a short panel
+        rows = min(MAX_TABLE_ROWS, len(anomaly_rows(steps, anomalies))) + 3
+        second = 1.2 if lower == "gantt" else min(1.2, 0.07 * rows)
+        fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 4.5 + 3.5 * second),
+                                       gridspec_kw={"height_ratios": [1, second]})
     _series_panel(ax1, steps, window if lower == "gantt" else None, title)
     if lower == "gantt":
         assert window is not None
