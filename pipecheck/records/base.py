@@ -12,6 +12,8 @@ import types
 import typing
 from typing import Any, Mapping, TypeVar
 
+import numpy as np
+
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.steps import StepTable, is_columnar_row
 
@@ -45,6 +47,8 @@ def _convert_in(tp: Any, value: Any) -> Any:
         if getattr(inner, "COLUMNAR", False):
             # the tuple API is kept for fields typed as a tuple of steps
             return tuple(StepTable.from_json(inner, value))
+        if inner is float and isinstance(value, list):  # raw samples: up to one per step
+            return tuple(math.nan if v is None else float(v) for v in value)
         return tuple(_convert_in(inner, v) for v in value)
     if origin in (dict, Mapping) or tp in (dict, Mapping):
         args = typing.get_args(tp)
@@ -88,6 +92,13 @@ def _convert_out(value: Any) -> Any:
         return value.to_json()
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
         return StepTable.from_rows(type(value[0]), value).to_json()
+    if isinstance(value, tuple) and value and type(value[0]) is float:
+        numbers = np.asarray(value, dtype=float) if all(type(v) is float for v in value) else None
+        if numbers is not None:  # raw samples: up to one per step, so no call per number
+            finite = np.isfinite(numbers)
+            return list(value) if finite.all() else [v if ok else None
+                                                     for v, ok in zip(value, finite.tolist(),
+                                                                      strict=True)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):

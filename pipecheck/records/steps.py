@@ -41,8 +41,9 @@ R = TypeVar("R")
 ITER_CHUNK = 65536
 """Rows converted to Python objects at a time while iterating: bounds the temporary lists."""
 
-ZLIB_LEVEL = 6
-"""zlib's default trade-off: a 1M-step MaxText record's columns take ~13 MB."""
+ZLIB_LEVEL = 1
+"""zlib's fastest level: on a generated 1M-step MaxText log's columns, 0.6 s for 9.6 MB
+against 5.8 s for 8.8 MB at the default level 6."""
 
 _SCALAR, _OPTIONAL, _TAGS, _MAP, _LIST = "scalar", "optional", "tags", "map", "list"
 
