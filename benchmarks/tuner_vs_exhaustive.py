@@ -22,10 +22,11 @@ import os
 import grain
 import psutil
 
+from pipecheck.analysis.findings import loader_time
 from pipecheck.analysis.tuner import Trial, choose, tune
-from pipecheck.compare import batches_for, loader_time
 from pipecheck.config import resolve
 from pipecheck.measure.dataloader import measure_setting
+from pipecheck.measure.loader_search import batches_for
 from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.workloads.calibrated import make_dataset
 
@@ -72,7 +73,7 @@ def main() -> None:
           f"{args.target_ms:g} ms (goal: <= {0.9 * args.target_ms:.1f} ms/batch), "
           f"max_workers={args.max_workers}, {os.cpu_count()} cores")
     print("exhaustive sweep (ms/batch): " + ", ".join(
-        f"{t.workers}:{t.median_s * 1e3:.1f}" for t in exhaustive))
+        f"{t.workers}:{t.batch_s * 1e3:.1f}" for t in exhaustive))
     print(f"{'method':<12}{'trials':>8}{'workers':>9}{'batches/s':>11}{'vs exhaustive':>15}")
     trials = {"exhaustive": len(exhaustive), "adaptive": len(adaptive.trials), "grain": 0}
     for name in chosen:

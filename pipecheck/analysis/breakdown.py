@@ -35,8 +35,10 @@ from typing import Iterable, Sequence
 
 from tabulate import tabulate
 
+from pipecheck.analysis.steady_state import steady_state
 from pipecheck.measure.spans import SPAN_KINDS, StepTotals
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
+from pipecheck.records.kinds import SPAN_NAMES
 
 CATEGORIES = ("compile", "data wait", "compute", "sync stall", "checkpoint", "eval", "gc")
 """The fixed categories, in table order; user spans follow them, then ``other``."""
@@ -110,3 +112,13 @@ def format_breakdown(b: Breakdown, title: str = "where the wall time went") -> s
     table = tabulate(rows, headers=["category", "seconds", "share"], tablefmt="simple",
                      disable_numparse=True, colalign=("left", "right", "right"))
     return f"{title} ({b.steps} steps, {b.wall_s:.3f} s wall):\n{table}"
+
+
+def host_span_means(steps: Sequence[StepRecord]) -> dict[str, float]:
+    """Mean seconds per steady-state step spent in each host span (pipecheck's spans in
+    report order, ``other``, then the user's spans)."""
+    steady = steady_state(steps)
+    if not steady:
+        return {}
+    names = dict.fromkeys([*SPAN_NAMES, "other", *(n for s in steady for n in s.spans)])
+    return {n: sum(s.spans.get(n, 0.0) for s in steady) / len(steady) for n in names}

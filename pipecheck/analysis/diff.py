@@ -21,8 +21,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from pipecheck.analysis import maxtext, stats
+from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
-from pipecheck.measure.loop import steady_mask, step_anomalies
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.base import FORMAT_VERSION, check_version
 from pipecheck.records.common import Distribution, StepRecord

@@ -46,6 +46,13 @@ from pipecheck.records.grain_settings import (
     GrainSettings,
     default_prefetch,
 )
+from pipecheck.records.kinds import (  # noqa: F401 - re-exported for the tuner's callers
+    CPU_BOUND,
+    LATENCY_BOUND,
+    UNKNOWN_SCALING,
+    Scaling,
+    StopKind,
+)
 
 MIN_GAIN = 0.10
 """A change of setting that improves batch time by less than 10% has stopped helping."""
@@ -68,19 +75,16 @@ STARTUP_MARGIN = 0.05
 """A setting is passed over for its start-up only when another's whole run (first batch
 plus ``run_steps`` steps) is more than 5% shorter: smaller differences are noise."""
 
-LATENCY_BOUND = "latency-bound"
-CPU_BOUND = "cpu-bound"
-UNKNOWN_SCALING = "unknown"
 
 
 @dataclasses.dataclass(frozen=True)
 class Trial:
-    """One measured setting: D (``median_s``, seconds per batch, the loader time the verdict
-    uses), its start-up and its memory."""
+    """One measured setting: D (``batch_s``: mean seconds per batch, 1 / throughput, the
+    loader time the verdict uses), its start-up and its memory."""
 
     workers: int
     threads: int
-    median_s: float
+    batch_s: float
     per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
     prefetch: int = 0
     """0: ``default_prefetch(threads)``."""
@@ -99,8 +103,8 @@ class Trial:
         return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
 
     @classmethod
-    def of(cls, settings: GrainSettings, median_s: float, **extra: float) -> Trial:
-        return cls(settings.workers, settings.threads, median_s, settings.per_worker_buffer,
+    def of(cls, settings: GrainSettings, batch_s: float, **extra: float) -> Trial:
+        return cls(settings.workers, settings.threads, batch_s, settings.per_worker_buffer,
                    settings.prefetch, **extra)
 
 
@@ -109,16 +113,19 @@ class TuningOutcome:
     trials: tuple[Trial, ...]
     chosen: Trial
     meets_target: bool
-    scaling: str
+    scaling: Scaling
+    stop: StopKind
+    """Why the (last) worker search ended."""
     reason: str
+    """The search in words, with the numbers."""
 
 
-def _scaling(trials: Sequence[Trial], cores: int) -> str:
+def _scaling(trials: Sequence[Trial], cores: int) -> Scaling:
     """From the trials that differ from the first only in the worker count."""
     if not trials:
         return UNKNOWN_SCALING
     base = trials[0].settings
-    by_w = {t.workers: t.median_s for t in trials
+    by_w = {t.workers: t.batch_s for t in trials
             if dataclasses.replace(t.settings, workers=base.workers) == base}
     beyond = [w for w in by_w if w > cores]
     at_cores = max((w for w in by_w if 0 < w <= cores), default=None)
@@ -131,7 +138,7 @@ def _scaling(trials: Sequence[Trial], cores: int) -> str:
 def run_time(trial: Trial, target_s: float, run_steps: int) -> float:
     """Expected wall time of a run of ``run_steps`` steps at this setting: its start-up
     (first batch), then one step per batch at the slower of compute and loading."""
-    return trial.first_batch_s + run_steps * max(target_s, trial.median_s)
+    return trial.first_batch_s + run_steps * max(target_s, trial.batch_s)
 
 
 def _cheapest(trials: Sequence[Trial]) -> Trial:
@@ -151,19 +158,19 @@ def choose(trials: Sequence[Trial], target_s: float, run_steps: int = 0
     if not trials:
         raise ValueError("no loader settings to choose from")
     goal = target_s * LOADER_HEADROOM
-    meeting = [t for t in trials if t.median_s <= goal]
+    meeting = [t for t in trials if t.batch_s <= goal]
     if meeting:
         chosen, ok = _cheapest(meeting), True
     else:
-        fastest = min(t.median_s for t in trials)
-        chosen, ok = _cheapest([t for t in trials if t.median_s <= fastest * (1 + MIN_GAIN)]),\
+        fastest = min(t.batch_s for t in trials)
+        chosen, ok = _cheapest([t for t in trials if t.batch_s <= fastest * (1 + MIN_GAIN)]),\
             False
     if run_steps > 0:
         shortest = min(run_time(t, target_s, run_steps) for t in trials)
         limit = shortest * (1 + STARTUP_MARGIN)
         if run_time(chosen, target_s, run_steps) > limit:
             chosen = _cheapest([t for t in trials if run_time(t, target_s, run_steps) <= limit])
-            ok = chosen.median_s <= goal
+            ok = chosen.batch_s <= goal
     return chosen, ok
 
 
@@ -180,12 +187,12 @@ def startup_note(trials: Sequence[Trial], chosen: Trial, target_s: float,
             f"saves over a run of {run_steps} steps")
 
 
-def outcome(trials: Sequence[Trial], target_s: float, cores: int, reason: str,
-            run_steps: int = 0) -> TuningOutcome:
+def outcome(trials: Sequence[Trial], target_s: float, cores: int, stop: StopKind,
+            reason: str, run_steps: int = 0) -> TuningOutcome:
     """The choice, and the pipeline's scaling, from settings already measured."""
     chosen, ok = choose(trials, target_s, run_steps)
     note = startup_note(trials, chosen, target_s, run_steps)
-    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores),
+    return TuningOutcome(tuple(trials), chosen, ok, _scaling(trials, cores), stop,
                          f"{reason}; {note}" if note else reason)
 
 
@@ -216,13 +223,13 @@ class _Search:
             s = dataclasses.replace(s, per_worker_buffer=DEFAULT_PER_WORKER_BUFFER)
         if s not in self.cache:
             t = self.measure(s)
-            t = dataclasses.replace(t, median_s=float(t.median_s))
+            t = dataclasses.replace(t, batch_s=float(t.batch_s))
             self.cache[s] = t
             self.trials.append(t)
             if s.workers > 0 and self.ram_budget_mb is not None and self.ram_cap is None:
                 self.ram_cap = ram_worker_ceiling(self.ram_budget_mb, t.main_rss_mb,
                                                   t.worker_rss_mb)
-        return self.cache[s].median_s
+        return self.cache[s].batch_s
 
     def ceiling(self) -> int:
         cap = self.max_workers
@@ -239,7 +246,7 @@ class _Search:
             else:
                 same = dataclasses.replace(s, workers=like.workers) == like
             if same:
-                out[s.workers] = t.median_s
+                out[s.workers] = t.batch_s
         return out
 
     def smallest(self, base: GrainSettings, ok: Callable[[float], bool], hi: int,
@@ -270,10 +277,13 @@ class _Search:
             if min(known, key=lambda w: (known[w], w)) == best:
                 return known[best] <= self.goal
 
-    def workers(self, base: GrainSettings, start: Sequence[int]) -> tuple[int, bool, str]:
-        """The worker search at ``base``'s other knobs: (workers, goal met, why it stopped)."""
+    def workers(self, base: GrainSettings, start: Sequence[int]
+                ) -> tuple[int, bool, StopKind, str]:
+        """The worker search at ``base``'s other knobs: (workers, goal met, why it stopped,
+        in words)."""
         goal = self.goal
         at = lambda w: dataclasses.replace(base, workers=w)  # noqa: E731
+        stop: StopKind = "ceiling"
         stop_reason = f"reached the ceiling of {self.max_workers} workers"
         met = False
         w = 0
@@ -292,6 +302,7 @@ class _Search:
             dn = self.d(at(nxt))
             met = dn <= goal
             if not met and dn > best_before * (1 - MIN_GAIN):
+                stop = "no-gain"
                 stop_reason = (f"going from {w} to {nxt} workers gained less than "
                                f"{100 * MIN_GAIN:.0f}%")
                 # The jump may have passed a peak (throughput falling past the cores):
@@ -301,24 +312,26 @@ class _Search:
             d1 = self.measured(base).get(1)
             efficiency = d1 / (nxt * dn) if d1 is not None and dn > 0 else 1.0
             if not met and efficiency < SCALING_EFFICIENCY_FLOOR:
+                stop = "stopped-scaling"
                 stop_reason = (f"{nxt} workers reach only {100 * efficiency:.0f}% of perfect "
                                "scaling: the pipeline stopped scaling below that")
                 break
             w = nxt
         if not met and self.ram_cap is not None and self.ceiling() < self.max_workers \
                 and w >= self.ceiling():
+            stop = "ram-ceiling"
             stop_reason = (f"the RAM budget of {self.ram_budget_mb:.0f} MB allows at most "
                            f"{self.ceiling()} workers (peak RSS per worker measured)")
         known = self.measured(base)
         if any(d <= goal for d in known.values()):
             hi = min(w for w, d in known.items() if d <= goal)
             best = self.smallest(base, lambda d: d <= goal, hi, confirm_first=True)
-            return best, True, f"{best} workers meet the target with headroom"
+            return best, True, "met", f"{best} workers meet the target with headroom"
         fastest = min(known.values())
         near = min(w for w, d in known.items() if d <= fastest * (1 + MIN_GAIN))
         best = self.smallest(base, lambda d: d <= fastest * (1 + MIN_GAIN), near,
                              confirm_first=False)
-        return best, False, stop_reason
+        return best, False, stop, stop_reason
 
 
 def tune(
@@ -341,10 +354,10 @@ def tune(
     if fixed_workers:
         for w in fixed_workers:
             search.d(dataclasses.replace(base, workers=w))
-        return outcome(search.trials, target_s, cores, "worker counts fixed by --workers",
-                       run_steps)
-    _, _, reason = search.workers(base, [0, 1] if max_workers >= 1 else [0])
-    return outcome(search.trials, target_s, cores, reason, run_steps)
+        return outcome(search.trials, target_s, cores, "fixed",
+                       "worker counts fixed by --workers", run_steps)
+    _, _, stop, reason = search.workers(base, [0, 1] if max_workers >= 1 else [0])
+    return outcome(search.trials, target_s, cores, stop, reason, run_steps)
 
 
 def tune_grain(
@@ -367,7 +380,7 @@ def tune_grain(
     reasons: list[str] = []
 
     # 1. workers at the base read settings
-    w, met, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
+    w, met, stop, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
     reasons.append(why)
     best = dataclasses.replace(base, workers=w)
 
@@ -387,9 +400,9 @@ def tune_grain(
             else:
                 start = [w]
             with_threads = dataclasses.replace(current, workers=0)
-            w2, met2, why2 = search.workers(with_threads, start)
+            w2, met2, stop2, why2 = search.workers(with_threads, start)
             if met2 or not met:
-                w, met = w2, met2
+                w, met, stop = w2, met2, stop2
                 best = dataclasses.replace(with_threads, workers=w)
                 if met:  # now the fewest threads that still meet the goal
                     for t in sorted((t for t in thread_ladder if t < best.threads),
@@ -402,7 +415,7 @@ def tune_grain(
                 reasons.append(f"with {best.threads} read threads: {why2}")
 
     # 3. buffers: smaller when as good, larger when the goal is not met
-    fastest = min(t.median_s for t in search.trials)
+    fastest = min(t.batch_s for t in search.trials)
 
     def good(s: GrainSettings) -> bool:
         return search.d(s) <= (goal if met else fastest * (1 + MIN_GAIN))
@@ -426,7 +439,7 @@ def tune_grain(
                 if search.d(larger) > search.d(best) * (1 - MIN_GAIN):
                     break
                 best = larger
-    result = outcome(search.trials, target_s, cores, "; ".join(reasons), run_steps)
+    result = outcome(search.trials, target_s, cores, stop, "; ".join(reasons), run_steps)
     return dataclasses.replace(result, reason=f"{result.reason}; {choice_note(result)}")
 
 

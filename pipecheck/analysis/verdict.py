@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
 
-from pipecheck.analysis import stats
-
-COMPUTE_BOUND = "compute-bound"
-INPUT_BOUND = "input-bound"
-FORCED_SYNC = "forced-sync"
-INCONCLUSIVE = "inconclusive"
-VERDICTS = (COMPUTE_BOUND, INPUT_BOUND, FORCED_SYNC, INCONCLUSIVE)
+from pipecheck.records.common import Estimate
+from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is records.kinds
+    COMPUTE_BOUND,
+    FORCED_SYNC,
+    INCONCLUSIVE,
+    INPUT_BOUND,
+    VERDICTS,
+    VerdictKind,
+)
 
 FORCED_SYNC_MARGIN = 0.20
 """R's lower bound must exceed the slower of T and D (upper bounds) by 20% to call forced-sync."""
@@ -43,9 +44,6 @@ LOADER_HEADROOM = 0.90
 MAX_RELATIVE_HALF_WIDTH = 0.25
 """An estimate whose interval half-width exceeds 25% of its median is too noisy to decide on."""
 
-DRIFT_TOLERANCE = 0.15
-"""T before and T after the real-data run differing by more than 15% is reported as drift."""
-
 FORCED_SYNC_EVIDENCE = 0.10
 """Calling forced-sync also needs the sync locator to find user syncs costing at least 10%
 of a real-data step; slower-than-both without them is interference (CPU contention)."""
@@ -55,51 +53,8 @@ HARMLESS_SYNC_SHARE = 0.02
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimate:
-    """A median with its confidence interval, in seconds."""
-
-    median: float
-    low: float
-    high: float
-    n: int
-
-    @classmethod
-    def of(cls, samples: Sequence[float]) -> Estimate:
-        """The median and its interval: for step times, where one stall must not count."""
-        s = stats.summarize(samples)
-        lo, hi = stats.median_ci(samples)
-        return cls(s.median, lo, hi, s.n)
-
-    @classmethod
-    def of_mean(cls, samples: Sequence[float], block: int | None = None) -> Estimate:
-        """The mean and its interval: for batch arrival times. Workers deliver batches in
-        bursts (several at once, then a wait), so the median understates the time per
-        batch; the mean is the inverse of the loader's throughput. ``block`` should span
-        whole bursts (see ``burst_block``), or the interval comes out too wide."""
-        s = stats.summarize(samples)
-        lo, hi = stats.bootstrap_ci(samples, "mean", block=block)
-        return cls(s.mean, lo, hi, s.n)
-
-    @property
-    def relative_half_width(self) -> float:
-        if not self.median or not math.isfinite(self.median):
-            return math.inf
-        return (self.high - self.low) / 2.0 / self.median
-
-    @property
-    def usable(self) -> bool:
-        return self.n >= 3 and math.isfinite(self.median) and self.median > 0
-
-
-def burst_block(workers: int, n: int) -> int:
-    """Bootstrap block length for batch times from ``workers`` workers: at least two burst
-    periods (W workers deliver W batches, then wait), so every block holds whole bursts."""
-    return max(stats.default_block_length(n), 2 * workers)
-
-
-@dataclasses.dataclass(frozen=True)
 class Verdict:
-    verdict: str
+    verdict: VerdictKind
     reason: str
     excess_over_bound: float
     """R / max(T, D) - 1: how much slower real training is than its slower part."""
@@ -110,7 +65,7 @@ class Verdict:
 
 
 def _clearly_slower(loader: Estimate, target: Estimate) -> bool:
-    return loader.median > target.median * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high
+    return loader.value > target.value * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high
 
 
 def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> bool:
@@ -130,9 +85,9 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
         # compute-bound would send the user to speed up a step that is not the problem.
         return Verdict(
             INCONCLUSIVE,
-            f"real-data steps ({real.median * 1e3:.1f} ms) are {100 * v.excess_over_bound:.0f}% "
-            f"slower than compute ({target.median * 1e3:.1f} ms) and loading "
-            f"({loader.median * 1e3:.1f} ms), but the sampler found no host sync that explains "
+            f"real-data steps ({real.value * 1e3:.1f} ms) are {100 * v.excess_over_bound:.0f}% "
+            f"slower than compute ({target.value * 1e3:.1f} ms) and loading "
+            f"({loader.value * 1e3:.1f} ms), but the sampler found no host sync that explains "
             "it: most likely loading competes with compute for the CPU. Try fewer loader "
             "threads/workers or cheaper transforms, and run your loop under pipecheck.Monitor "
             "to rule out a sync the sampler cannot see",
@@ -154,15 +109,15 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
         if not e.usable:
             return Verdict(INCONCLUSIVE, f"too few {name} samples ({e.n}); run more steps",
                            math.nan)
-    bound = max(target.median, loader.median)
-    excess = real.median / bound - 1.0
+    bound = max(target.value, loader.value)
+    excess = real.value / bound - 1.0
     if _slower_than_both(target, loader, real) and (
             sync_share is None or sync_share >= FORCED_SYNC_EVIDENCE):
         return Verdict(
             FORCED_SYNC,
-            f"real-data steps ({real.median * 1e3:.1f} ms) are {100 * excess:.0f}% slower "
-            f"than the slower of compute ({target.median * 1e3:.1f} ms) and loading "
-            f"({loader.median * 1e3:.1f} ms): the host waits for the device somewhere",
+            f"real-data steps ({real.value * 1e3:.1f} ms) are {100 * excess:.0f}% slower "
+            f"than the slower of compute ({target.value * 1e3:.1f} ms) and loading "
+            f"({loader.value * 1e3:.1f} ms): the host waits for the device somewhere",
             excess,
         )
     noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
@@ -178,32 +133,32 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
     if _clearly_slower(loader, target):
         return Verdict(
             INPUT_BOUND,
-            f"the loader needs {loader.median * 1e3:.1f} ms per batch, more than the "
-            f"{target.median * 1e3:.1f} ms a step of compute takes; real-data steps take "
-            f"{real.median * 1e3:.1f} ms",
+            f"the loader needs {loader.value * 1e3:.1f} ms per batch, more than the "
+            f"{target.value * 1e3:.1f} ms a step of compute takes; real-data steps take "
+            f"{real.value * 1e3:.1f} ms",
             excess,
         )
-    if loader.median <= target.median * (1.0 + INPUT_BOUND_MARGIN):
+    if loader.value <= target.value * (1.0 + INPUT_BOUND_MARGIN):
         if baseline is not None and baseline.usable and _clearly_slower(baseline, target):
             return Verdict(
                 INPUT_BOUND,
-                f"input-bound as loaded at first ({baseline.median * 1e3:.1f} ms per batch "
-                f"against {target.median * 1e3:.1f} ms of compute); the chosen setting gives "
-                f"{loader.median * 1e3:.1f} ms and real-data steps then take "
-                f"{real.median * 1e3:.1f} ms",
+                f"input-bound as loaded at first ({baseline.value * 1e3:.1f} ms per batch "
+                f"against {target.value * 1e3:.1f} ms of compute); the chosen setting gives "
+                f"{loader.value * 1e3:.1f} ms and real-data steps then take "
+                f"{real.value * 1e3:.1f} ms",
                 excess,
                 fixed_by_tuning=True,
             )
         return Verdict(
             COMPUTE_BOUND,
-            f"compute ({target.median * 1e3:.1f} ms/step) is the slower part; the loader "
-            f"gives a batch in {loader.median * 1e3:.1f} ms and real-data steps take "
-            f"{real.median * 1e3:.1f} ms",
+            f"compute ({target.value * 1e3:.1f} ms/step) is the slower part; the loader "
+            f"gives a batch in {loader.value * 1e3:.1f} ms and real-data steps take "
+            f"{real.value * 1e3:.1f} ms",
             excess,
         )
     return Verdict(
         INCONCLUSIVE,
-        f"the loader ({loader.median * 1e3:.1f} ms) and compute ({target.median * 1e3:.1f} ms) "
+        f"the loader ({loader.value * 1e3:.1f} ms) and compute ({target.value * 1e3:.1f} ms) "
         "are too close to tell which bounds the run; run more batches and steps",
         excess,
     )

@@ -84,16 +84,15 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         if not quiet:
             click.echo(msg, err=True)
 
-    run = compare_mod.compare_run(
-        cfg,
-        steps=steps or compare_mod.DEFAULT_STEPS,
-        target_steps=target_steps or compare_mod.DEFAULT_TARGET_STEPS,
-        batches=batches or compare_mod.DEFAULT_BATCHES,
-        workers=workers_opt, threads=threads,
-        max_workers=max_workers or compare_mod.DEFAULT_MAX_WORKERS,
-        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
-        timeout_s=timeout_s, progress=progress,
-    )
+    default = compare_mod.CompareOptions()
+    opts = compare_mod.CompareOptions(
+        steps=steps or default.steps, target_steps=target_steps or default.target_steps,
+        batches=batches or default.batches, workers=tuple(workers_opt) if workers_opt else None,
+        threads=default.threads if threads is None else threads,
+        max_workers=max_workers or default.max_workers,
+        timeout_s=default.timeout_s if timeout_s is None else timeout_s,
+        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file)
+    run = compare_mod.compare_run(cfg, opts, progress=progress)
     result = run.result
     click.echo(format_compare(result))
     save_json(result, json_path, force)

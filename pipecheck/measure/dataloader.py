@@ -29,6 +29,7 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis import stats
+from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.pipeline import (
@@ -43,6 +44,7 @@ from pipecheck.measure.pipeline import (
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
 from pipecheck.user_code import pipeline_error
+from pipecheck.workloads.base import Workload
 
 DEFAULT_BATCHES = 50
 DEFAULT_THREADS = 1
@@ -244,9 +246,14 @@ class LoaderParts:
     tokens_key: str | None
 
 
-def loader_parts(config: RunConfig) -> LoaderParts:
-    """The workload's dataset and device_put, without building its model or train step
-    (built-in workloads); user workloads are built through their entry points."""
+def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderParts:
+    """The workload's dataset and device_put: from ``workload`` when it is built already,
+    else without building its model or train step (built-in workloads); user workloads are
+    built through their entry points."""
+
+    if workload is not None:
+        return LoaderParts(workload.dataset() if workload.dataset else None, workload.put,
+                           workload.tokens_key)
     if config.workload == "user":
         from pipecheck.workloads import build_workload
 
@@ -374,6 +381,7 @@ def measure_setting(
         stages=stages,
         stages_complete=complete,
         warnings=tuple(warnings),
+        loader_time=loader_estimate(timing.samples, workers, DEFAULT_PER_WORKER_BUFFER),
     )
 
 

@@ -5,24 +5,24 @@ from __future__ import annotations
 import socket
 from typing import Any, Sequence
 
+from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.straggler import summarize_host
+from pipecheck.measure.loader_search import with_loader_time
 from pipecheck.records.common import StepRecord
+from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostLoader, HostSummary
 
 
-def host_loader(setting: Any) -> HostLoader:
-    """D with its interval at one loader setting, computed as the verdict computes it."""
-    from pipecheck.compare import loader_estimate
-
-    est = loader_estimate(setting)
-    return HostLoader(setting.workers, setting.threads, est.median, est.low, est.high,
+def host_loader(setting: LoaderSetting) -> HostLoader:
+    """D with its interval at one loader setting, as the verdict uses it."""
+    est = with_loader_time(setting).loader_time
+    assert est is not None
+    return HostLoader(setting.workers, setting.threads, est.value, est.low, est.high,
                       setting.first_batch_s)
 
 
 def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
     """(step, step time, data wait) of the steady-state steps."""
-    from pipecheck.measure.loop import steady_state
-
     return [(s.step, s.time_s, s.spans.get("data_wait", 0.0)) for s in steady_state(steps)]
 
 

@@ -15,15 +15,13 @@ Everything that touches time is injected (``recorder.clock``, ``read_loss``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Iterator, Mapping, Protocol, Sequence
-
-import numpy as np
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from pipecheck.analysis import anomalies
 from pipecheck.errors import PipelineError
 from pipecheck.measure.compile_watch import CompileEvent
 from pipecheck.measure.spans import SpanRecorder
-from pipecheck.records.common import Anomaly, StepRecord
+from pipecheck.records.common import StepRecord
 
 
 class StepHook(Protocol):
@@ -106,23 +104,6 @@ def run_lagged_sync_loop(
     return LoopOutcome(state=state, steps=list(recorder.steps))
 
 
-STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
-"""Steps carrying any of these tags are reported apart from the steady state."""
-
-
-def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
-    """The steps that measure the steady state: not the first, none tagged as special, and
-    none far from the others (``anomalies.flag_outliers``: a slow step, or a fast one that
-    was charged less than its share)."""
-    mask = steady_mask(steps, skip_first)
-    return [steps[int(i)] for i in np.flatnonzero(mask)]
-
-
-def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
-    """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
-    return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
-
-
 def compiles_per_step(
     recorder: SpanRecorder, events: Iterable[CompileEvent]
 ) -> dict[int, dict[str, float]]:
@@ -131,18 +112,3 @@ def compiles_per_step(
     marks = list(recorder.raw_marks)
     return anomalies.compiles_by_step(((e.fun_name, e.at, e.duration_s) for e in events),
                                       marks, recorder.marks_total - len(marks))
-
-
-def step_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
-) -> list[Anomaly]:
-    """The anomalous steps of a run timed by this loop (see ``anomalies.step_anomalies``)."""
-    return anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS, compiles)
-
-
-def with_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
-) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
-    """The steps of a measured run with their anomaly tags, and the anomalies."""
-    found = step_anomalies(steps, compiles)
-    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)

@@ -40,8 +40,9 @@ import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis.breakdown import breakdown, format_breakdown
+from pipecheck.analysis.steady_state import with_anomalies
 from pipecheck.errors import PipecheckError
-from pipecheck.measure.loop import compiles_per_step, read_scalar, with_anomalies
+from pipecheck.measure.loop import compiles_per_step, read_scalar
 from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
 from pipecheck.records import store

@@ -13,14 +13,10 @@ import time
 from typing import Any, Callable, Sequence
 
 from pipecheck.analysis import stats
+from pipecheck.analysis.steady_state import steady_state, with_anomalies
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
-from pipecheck.measure.loop import (
-    compiles_per_step,
-    run_lagged_sync_loop,
-    steady_state,
-    with_anomalies,
-)
+from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
 from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env

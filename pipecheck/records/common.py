@@ -4,7 +4,8 @@ info, throughput, sync sites, wall-time breakdowns."""
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Mapping
+import math
+from typing import ClassVar, Literal, Mapping, Sequence
 
 from pipecheck.analysis import stats
 from pipecheck.records.base import Record
@@ -31,6 +32,46 @@ class Distribution(Record):
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         return stats.median_ci(self.samples_s, confidence)
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate(Record):
+    """A statistic of raw samples (seconds) with its 95% bootstrap interval: what a decision
+    is made on. Step times use the median (one stall must not count); loader batch times
+    the mean (workers deliver in bursts; the mean is 1 / throughput)."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    statistic: Literal["median", "mean"] = "median"
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Estimate:
+        """The median and its interval: for step times, where one stall must not count."""
+        s = stats.summarize(samples)
+        lo, hi = stats.median_ci(samples)
+        return cls(s.median, lo, hi, s.n)
+
+    @classmethod
+    def of_mean(cls, samples: Sequence[float], block: int | None = None) -> Estimate:
+        """The mean and its interval: for batch arrival times. Workers deliver batches in
+        bursts (several at once, then a wait), so the median understates the time per
+        batch; the mean is the inverse of the loader's throughput. ``block`` should span
+        whole bursts (see ``steady_state.burst_block``), or the interval comes out too wide."""
+        s = stats.summarize(samples)
+        lo, hi = stats.bootstrap_ci(samples, "mean", block=block)
+        return cls(s.mean, lo, hi, s.n, "mean")
+
+    @property
+    def relative_half_width(self) -> float:
+        if not self.value or not math.isfinite(self.value):
+            return math.inf
+        return (self.high - self.low) / 2.0 / self.value
+
+    @property
+    def usable(self) -> bool:
+        return self.n >= 3 and math.isfinite(self.value) and self.value > 0
 
 
 @dataclasses.dataclass(frozen=True)

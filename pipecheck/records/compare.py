@@ -6,9 +6,44 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import Anomaly, CompileInfo, Distribution, Finding, StepRecord
+from pipecheck.records.common import (
+    Anomaly,
+    CompileInfo,
+    Distribution,
+    Estimate,
+    Finding,
+    StepRecord,
+)
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning(Record):
+    """The worker search's outcome, as the verdict and the findings used it."""
+
+    meets_target: bool
+    scaling: Scaling
+    target_s: float
+    """T the search aimed below (measured before the search)."""
+    stop_reason: str
+    headroom: float
+    """The goal was D <= headroom x target_s."""
+    settings_tried: int
+    stop: StopKind | None = None
+    """Why the search ended (None in files written before it was stored)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimates(Record):
+    """T, D and R with their intervals, exactly as the verdict was decided on them."""
+
+    target: Estimate
+    loader: Estimate
+    real: Estimate
+    baseline: Estimate | None = None
+    """D at the first setting tried, when another one was chosen."""
 
 
 @register_kind
@@ -30,11 +65,11 @@ class CompareResult(Record):
     """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in bursts)."""
     real_step_s: float
     real: Distribution
-    verdict: str
+    verdict: VerdictKind
     verdict_reason: str
     findings: tuple[Finding, ...]
     recommendation: str
-    tuning: Mapping[str, Any]
+    tuning: Tuning
     breakdown: Mapping[str, float]
     """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...)."""
     compile: CompileInfo
@@ -51,5 +86,7 @@ class CompareResult(Record):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
+    estimates: Estimates | None = None
+    """None in files written before the estimates were stored."""
     format_version: int = FORMAT_VERSION
     kind: str = "compare"

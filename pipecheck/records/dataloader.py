@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
-from pipecheck.records.common import Distribution, Finding
+from pipecheck.records.common import Distribution, Estimate, Finding
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -43,6 +43,10 @@ class LoaderSetting(Record):
     stages_complete: bool = True
     """False when the workers' stage reports did not cover every batch in time."""
     warnings: tuple[str, ...] = ()
+    loader_time: Estimate | None = None
+    """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
+    with its interval: the loader time the verdict uses. None in files written before it
+    was stored (compare then computes it from ``batch_time``)."""
 
 
 @register_kind

@@ -6,7 +6,7 @@ import importlib.metadata
 import os
 import platform
 import socket
-from typing import Any
+from typing import Any, Mapping
 
 ENV_KEYS_THAT_MATTER = ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count")
 
@@ -45,4 +45,23 @@ def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     for key in ENV_KEYS_THAT_MATTER + ("host", "cpu_count"):
         if a.get(key) != b.get(key):
             out.append(f"{key}: {a.get(key)} vs {b.get(key)}")
+    return out
+
+
+def input_warnings(path: str, env: Mapping[str, Any], config: Mapping[str, Any] | None,
+                   this_config: Mapping[str, Any],
+                   this_env: Mapping[str, Any] | None = None) -> list[str]:
+    """Warnings when an input file was measured with another config or in another
+    environment than this run (``config`` None: the file records none, e.g. a Monitor run)."""
+    out = []
+    if config:
+        diffs = sorted(k for k in set(this_config) | set(config)
+                       if this_config.get(k) != config.get(k))
+        if diffs:
+            out.append(f"{path} was measured with a different config ({', '.join(diffs)})")
+    env_diffs = env_differences(dict(env), dict(this_env if this_env is not None
+                                                else collect_env()))
+    if env_diffs:
+        out.append(f"{path} was measured in another environment ({'; '.join(env_diffs)}): its "
+                   "times may not compare with this run's")
     return out

@@ -1,4 +1,7 @@
-"""The compare report: verdict, evidence, settings tried, host breakdown, findings."""
+"""The compare report: verdict, evidence, settings tried, host breakdown, findings.
+
+It renders what the record holds: the estimates the verdict was decided on (T, D, R with
+their intervals) and the tuning outcome; it computes nothing of its own."""
 
 from __future__ import annotations
 
@@ -6,48 +9,44 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pipecheck.analysis import stats
-from pipecheck.analysis.verdict import LOADER_HEADROOM
-from pipecheck.compare import loader_estimate, loader_time
-from pipecheck.records.common import Distribution
+from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import findings_text, ms, warnings_text
 
 
-def _ci(d: Distribution) -> str:
-    if d.n < 2:
+def _ci(e: Estimate | None) -> str:
+    if e is None or e.n < 2:
         return "-"
-    lo, hi = stats.median_ci(d.samples_s)
-    return f"{ms(lo)} .. {ms(hi)}"
+    return f"{ms(e.low)} .. {ms(e.high)}"
 
 
-def format_compare(r: CompareResult) -> str:
-    chosen = next((s for s in r.loader if s.workers == r.chosen_workers
-                   and s.threads == r.chosen_threads), None)
-    loader_dist = chosen.batch_time if chosen is not None else Distribution.of([])
-    loader_ci, loader_n = "-", 0
-    if chosen is not None and loader_dist.n >= 2:
-        est = loader_estimate(chosen)
-        loader_ci, loader_n = f"{ms(est.low)} .. {ms(est.high)}", est.n
-    evidence = [
-        ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(r.target),
-         r.target.n, r.sources.get("target", "")],
+def _evidence(r: CompareResult) -> list[list[Any]]:
+    est = r.estimates
+    t, d, real = (est.target, est.loader, est.real) if est else (None, None, None)
+    return [
+        ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(t), r.target.n,
+         r.sources.get("target", "")],
         [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
-         ms(loader_time(chosen)) if chosen is not None else "-", loader_ci, loader_n,
-         r.sources.get("loader", "")],
-        ["real-data step R", "median", ms(r.real.median_s), _ci(r.real), r.real.n,
+         ms(r.loader_step_s), _ci(d), d.n if d else 0, r.sources.get("loader", "")],
+        ["real-data step R", "median", ms(r.real.median_s), _ci(real), r.real.n,
          r.sources.get("real", "")],
     ]
-    searched_with = float(r.tuning.get("target_s", r.target_step_s))
-    goal = searched_with * LOADER_HEADROOM
-    tried: list[list[Any]] = []
+
+
+def _tried(r: CompareResult, goal: float) -> list[list[Any]]:
+    rows = []
     for s in r.loader:
         mark = "<- chosen" if (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads) \
             else ""
-        tried.append([s.workers, s.threads, ms(s.first_batch_s), ms(loader_time(s)),
-                      ms(s.batch_time.median_s), ms(s.batch_time.p90_s),
-                      "yes" if loader_time(s) <= goal else "no", mark])
+        d = s.loader_time.value if s.loader_time is not None else float("nan")
+        rows.append([s.workers, s.threads, ms(s.first_batch_s), ms(d), ms(s.batch_time.median_s),
+                     ms(s.batch_time.p90_s), "yes" if d <= goal else "no", mark])
+    return rows
+
+
+def format_compare(r: CompareResult) -> str:
+    goal = r.tuning.target_s * r.tuning.headroom
     total = sum(r.breakdown.values())
     host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
             for name, v in r.breakdown.items() if v > 0]
@@ -55,18 +54,19 @@ def format_compare(r: CompareResult) -> str:
         f"pipecheck compare: {r.verdict.upper()}",
         r.verdict_reason,
         "",
-        tabulate(evidence, headers=["measurement", "statistic", "value", "95% CI", "n", "source"],
+        tabulate(_evidence(r), headers=["measurement", "statistic", "value", "95% CI", "n",
+                                        "source"],
                  tablefmt="simple", disable_numparse=True),
         "",
-        f"loader settings tried (goal: D <= {ms(goal)}, {100 * LOADER_HEADROOM:.0f}% of T "
+        f"loader settings tried (goal: D <= {ms(goal)}, {100 * r.tuning.headroom:.0f}% of T "
         "as measured before the search)",
-        f"search: {r.tuning.get('stop_reason', '')}",
-        tabulate(tried, headers=["workers", "threads", "first batch", "mean/batch", "median",
-                                 "p90", "meets goal", ""],
+        f"search: {r.tuning.stop_reason}",
+        tabulate(_tried(r, goal), headers=["workers", "threads", "first batch", "mean/batch",
+                                           "median", "p90", "meets goal", ""],
                  tablefmt="simple", disable_numparse=True),
     ]
-    if r.tuning.get("scaling") not in (None, "unknown"):
-        parts.append(f"pipeline scaling: {r.tuning['scaling']}")
+    if r.tuning.scaling != "unknown":
+        parts.append(f"pipeline scaling: {r.tuning.scaling}")
     if host:
         parts += ["", "host time per real-data step (steady state):",
                   tabulate(host, headers=["span", "per step", "share"], tablefmt="simple",

@@ -32,12 +32,20 @@ def _slowest(setting: LoaderSetting) -> str:
     return "-" if s is None else f"{_name(s)} ({_pct(s.wait_ratio)})"
 
 
+def _loader_time(setting: LoaderSetting) -> list[str]:
+    """D, the loader time compare's verdict uses, and its interval ('-' when not stored)."""
+    d = setting.loader_time
+    if d is None:
+        return ["-", "-"]
+    return [ms(d.value), f"{ms(d.low)} .. {ms(d.high)}" if d.n >= 2 else "-"]
+
+
 def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
     rows = []
     for r in results:
         d = r.batch_time
         rows.append([
-            r.workers, r.threads, _seconds(r.first_batch_s), ms(d.mean_s), ms(d.median_s),
+            r.workers, r.threads, _seconds(r.first_batch_s), *_loader_time(r), ms(d.median_s),
             ms(d.p90_s),
             ms(d.p99_s), f"{r.batches_per_s:.1f}" if math.isfinite(r.batches_per_s) else "-",
             rate(r.examples_per_s, "ex/s"), rate(r.tokens_per_s, "tok/s"),
@@ -63,9 +71,12 @@ def format_dataloader(result: DataloaderResult) -> str:
         f"{result.batches} batches timed after the first, {put})",
         "",
         tabulate(setting_rows(result.results),
-                 headers=["workers", "threads", "first batch", "mean", "median", "p90", "p99",
+                 headers=["workers", "threads", "first batch", "D/batch", "95% CI", "median",
+                          "p90", "p99",
                           "batches/s", "examples/s", "tokens/s"],
                  tablefmt="simple", disable_numparse=True),
+        "D/batch: the loader time compare uses, the mean per batch (1 / throughput) without "
+        "the batches workers buffered at start-up.",
         "",
         "Stage breakdown (Grain stage timing; wait = share of the pipeline's time spent in "
         "the stage):",

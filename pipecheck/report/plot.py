@@ -22,8 +22,8 @@ import numpy as np
 from tabulate import tabulate
 
 from pipecheck.analysis.anomalies import ANOMALY_TAGS
+from pipecheck.analysis.steady_state import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.errors import PipecheckError, ResultFormatError
-from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from pipecheck.measure.loop import steady_state
+from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.plot import tag_points

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from pipecheck.measure.loop import steady_state
+from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.report.trace import validate_chrome_trace

@@ -55,7 +55,7 @@ class SimPipeline:
                         main_rss_mb=self.main_mb)
 
     def measure_workers(self, w: int, t: int) -> float:
-        return self.trial(GrainSettings(w, threads=t)).median_s
+        return self.trial(GrainSettings(w, threads=t)).batch_s
 
 
 def grid(max_workers: int, threads=THREAD_LADDER, buffers=BUFFER_LADDER,

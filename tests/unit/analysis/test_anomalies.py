@@ -6,7 +6,11 @@ import pytest
 
 from pipecheck.analysis import anomalies
 from pipecheck.analysis.anomalies import Flag, flag_outliers
-from pipecheck.measure.loop import STEADY_STATE_EXCLUDED_TAGS, steady_state, with_anomalies
+from pipecheck.analysis.steady_state import (
+    STEADY_STATE_EXCLUDED_TAGS,
+    steady_state,
+    with_anomalies,
+)
 from pipecheck.records.common import StepRecord
 
 

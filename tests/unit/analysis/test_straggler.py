@@ -17,7 +17,7 @@ def loader_host(pid: int, mean_s: float, rng: np.random.Generator, n: int = 40,
     """A host whose loader gives batches of ``mean_s`` +- jitter (simulated samples)."""
     samples = list(mean_s * (1 + jitter * rng.standard_normal(n)))
     est = Estimate.of_mean(samples)
-    return HostSummary(pid, f"host{pid}", (HostLoader(2, 1, est.median, est.low, est.high,
+    return HostSummary(pid, f"host{pid}", (HostLoader(2, 1, est.value, est.low, est.high,
                                                       0.5),))
 
 

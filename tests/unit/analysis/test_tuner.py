@@ -57,7 +57,7 @@ def test_cpu_bound_pipeline_stops_at_the_plateau_and_stays_input_bound():
     assert not out.meets_target
     assert out.chosen.workers == 2  # the fewest workers as fast as any
     assert out.scaling == CPU_BOUND
-    assert "stopped scaling" in out.reason
+    assert "stopped scaling" in out.reason and out.stop == "stopped-scaling"
     assert [t.workers for t in out.trials] == [0, 1, 6, 3, 2]
 
 
@@ -71,7 +71,7 @@ def test_fixed_workers_measure_exactly_those():
     out = tune(latency_bound(0.120), target_s=0.040, max_workers=16, cores=2,
                fixed_workers=[1, 2])
     assert [t.workers for t in out.trials] == [1, 2]
-    assert out.chosen.workers == 2 and not out.meets_target
+    assert out.chosen.workers == 2 and not out.meets_target and out.stop == "fixed"
 
 
 def test_choose_prefers_fewest_workers_meeting_goal():

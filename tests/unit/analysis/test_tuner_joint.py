@@ -41,9 +41,9 @@ def test_joint_search_matches_the_exhaustive_grid_with_a_quarter_of_its_trials(n
     assert out.meets_target == best_ok
     if best_ok:  # the cheapest setting meeting the goal: no more workers than the grid's
         assert out.chosen.workers <= best.workers
-        assert out.chosen.median_s <= target * LOADER_HEADROOM
+        assert out.chosen.batch_s <= target * LOADER_HEADROOM
     else:  # the goal is out of reach: as fast as the grid's best, within 5%
-        assert out.chosen.median_s <= best.median_s * 1.05
+        assert out.chosen.batch_s <= best.batch_s * 1.05
 
 
 def _fields(sim):
@@ -73,14 +73,14 @@ def test_throughput_falling_past_the_cores_stops_and_takes_the_best_not_the_larg
     assert not out.meets_target
     assert out.chosen.workers == 2
     assert max(t.workers for t in out.trials) > 2  # it did look past the cores
-    assert f"gained less than {100 * MIN_GAIN:.0f}%" in out.reason
+    assert f"gained less than {100 * MIN_GAIN:.0f}%" in out.reason and out.stop == "no-gain"
 
 
 def test_main_process_bound_pipeline_does_not_pile_up_workers():
     sim = SimPipeline(sleep_s=0.060, consumer_s=0.025)
     out = tune_grain(sim.trial, 0.020, max_workers=8, cores=2)
     assert not out.meets_target
-    assert out.chosen.median_s == pytest.approx(0.025)
+    assert out.chosen.batch_s == pytest.approx(0.025)
     # the fewest workers that reach the consumer's limit: 60 ms / 25 ms -> 3
     assert out.chosen.workers == 3
 
@@ -91,6 +91,7 @@ def test_ram_budget_caps_the_worker_search_before_it_is_exceeded():
                      thread_ladder=(1,))
     assert max(t.workers for t in out.trials) == 4  # (3000 - 1000) / 500
     assert "RAM budget of 3000 MB allows at most 4 workers" in out.reason
+    assert out.stop == "ram-ceiling"
 
 
 def test_ram_worker_ceiling():

@@ -7,7 +7,8 @@ from typing import Any, Sequence
 import pytest
 
 from pipecheck.analysis import stats
-from pipecheck.measure.loop import StepHook, run_lagged_sync_loop, steady_state, step_anomalies
+from pipecheck.analysis.steady_state import steady_state, step_anomalies
+from pipecheck.measure.loop import StepHook, run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads.calibrated import blocking_hook
 from tests.sim_device import SimDevice

@@ -19,7 +19,7 @@ from pipecheck.measure.dataloader import (
     time_batches,
 )
 from pipecheck.records import store
-from pipecheck.records.common import Distribution
+from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
 
 
@@ -184,6 +184,7 @@ def make_result():
         batches_per_s=40.0, examples_per_s=320.0, tokens_per_s=40960.0, examples_per_batch=8,
         stages=stages_from_summary(_summary(WORKER_SUMMARY)), stages_complete=True,
         warnings=("large spread",),
+        loader_time=Estimate(0.025, 0.015, 0.035, 4, "mean"),
     )
     return DataloaderResult(env={"jax": "0.10.2"}, config={"workload": "demo", "source": "demo"},
                             results=(setting,), batches=4, device_put=True, timeout_s=120.0)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pipecheck.analysis.steady_state import steady_state
 from pipecheck.errors import PipelineError
-from pipecheck.measure.loop import run_lagged_sync_loop, steady_state
+from pipecheck.measure.loop import run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
 from tests.unit.sim import FakeClock, SimDevice, loader
 

@@ -9,9 +9,10 @@ from tests.unit.measure.test_dataloader import make_result
 EXPECTED = """\
 pipecheck dataloader: the input pipeline alone (workload demo, source demo; 4 batches timed after the first, with device_put)
 
-workers    threads    first batch    mean     median    p90      p99      batches/s    examples/s    tokens/s
----------  ---------  -------------  -------  --------  -------  -------  -----------  ------------  ------------
-2          1          1.50 s         25.0 ms  25.0 ms   37.0 ms  39.7 ms  40.0         320.0 ex/s    40.96 ktok/s
+workers    threads    first batch    D/batch    95% CI              median    p90      p99      batches/s    examples/s    tokens/s
+---------  ---------  -------------  ---------  ------------------  --------  -------  -------  -----------  ------------  ------------
+2          1          1.50 s         25.0 ms    15.0 ms .. 35.0 ms  25.0 ms   37.0 ms  39.7 ms  40.0         320.0 ex/s    40.96 ktok/s
+D/batch: the loader time compare uses, the mean per batch (1 / throughput) without the batches workers buffered at start-up.
 
 Stage breakdown (Grain stage timing; wait = share of the pipeline's time spent in the stage):
 

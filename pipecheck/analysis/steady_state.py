@@ -1,0 +1,95 @@
+"""What counts as the steady state: the one warm-up rule for steps and for loader batches.
+
+A step is kept out of the steady state when it is the first (trace and compile), or it
+carries a tag for work that does not happen every step (compile, checkpoint, eval, gc),
+or it is the loop's last interval (``drain``: no next batch was fetched in it), or it was
+served from the batches Grain workers buffered while starting up (``warmup``: they arrive
+at once and would look faster than the steady state), or it is far from the others
+(an anomaly, ``analysis.anomalies``).
+
+The loader time D follows the same start-up rule: the batches the workers buffered
+before the first one was awaited are left out, when at least as many remain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.analysis import anomalies, stats
+from pipecheck.records.common import Anomaly, Estimate, StepRecord
+
+STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
+"""Steps carrying any of these tags are reported apart from the steady state."""
+
+
+def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
+    """The steps that measure the steady state: not the first, none tagged as special, and
+    none far from the others (``anomalies.flag_outliers``: a slow step, or a fast one that
+    was charged less than its share)."""
+    mask = steady_mask(steps, skip_first)
+    return [steps[int(i)] for i in np.flatnonzero(mask)]
+
+
+def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
+    """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
+    return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
+
+
+def step_anomalies(
+    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> list[Anomaly]:
+    """The anomalous steps of a run timed by the lagged-sync loop (see
+    ``anomalies.step_anomalies``)."""
+    return anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS, compiles)
+
+
+def with_anomalies(
+    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
+    """The steps of a measured run with their anomaly tags, and the anomalies."""
+    found = step_anomalies(steps, compiles)
+    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
+
+
+def buffered_at_start(workers: int, per_worker_buffer: int) -> int:
+    """Batches ``workers`` Grain workers hold ready when the first one is awaited."""
+    return workers * per_worker_buffer
+
+
+def warmup_steps(workers: int, per_worker_buffer: int) -> int:
+    """Real-data steps served from the prefetch buffer filled during start-up (after step 0):
+    they would look faster than the steady state, so they are kept out of it."""
+    return buffered_at_start(workers, per_worker_buffer) + 1
+
+
+def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
+    """Tag steps 1 .. n-1 ``warmup`` (step 0 is outside the steady state anyway)."""
+    return tuple(
+        dataclasses.replace(s, tags=(*s.tags, "warmup")) if 0 < s.step < n else s for s in steps
+    )
+
+
+def steady_batch_samples(samples: Sequence[float], workers: int,
+                         per_worker_buffer: int) -> tuple[float, ...]:
+    """A setting's batch times without those its workers buffered while starting up (they
+    arrive at once and are not the steady state), when at least as many remain."""
+    skip = buffered_at_start(workers, per_worker_buffer)
+    out = tuple(samples)
+    return out[skip:] if len(out) >= 2 * skip else out
+
+
+def burst_block(workers: int, n: int) -> int:
+    """Bootstrap block length for batch times from ``workers`` workers: at least two burst
+    periods (W workers deliver W batches, then wait), so every block holds whole bursts."""
+    return max(stats.default_block_length(n), 2 * workers)
+
+
+def loader_estimate(samples: Sequence[float], workers: int,
+                    per_worker_buffer: int) -> Estimate:
+    """D: the mean seconds per steady batch (1 / throughput; workers deliver in bursts) with
+    its interval, bootstrapped in blocks of whole worker bursts."""
+    steady = steady_batch_samples(samples, workers, per_worker_buffer)
+    return Estimate.of_mean(steady, block=burst_block(workers, len(steady)))

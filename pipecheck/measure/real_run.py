@@ -1,0 +1,100 @@
+"""compare's real-data run R: pipecheck's own loop on the real pipeline, or a Monitor run.
+
+pipecheck's run trains on the workload's Grain pipeline at the chosen loader setting,
+timed by the lagged sync, with the sync locator sampling the main thread. The steps served
+from the batches workers buffered while starting up are tagged ``warmup`` (the steady-state
+rule). ``--real RUN.json`` reads the steps and sync sites of a Monitor run instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any, Callable, Mapping
+
+from pipecheck.analysis.steady_state import tag_warmup, warmup_steps, with_anomalies
+from pipecheck.config import RunConfig
+from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
+from pipecheck.measure.dataloader import LoaderParts
+from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
+from pipecheck.measure.pipeline import open_batches
+from pipecheck.measure.spans import SpanRecorder
+from pipecheck.measure.sync_locator import SyncLocator
+from pipecheck.records import store
+from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.env import input_warnings
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.records.monitor import MonitorResult
+from pipecheck.workloads.base import Workload
+
+DEFAULT_STEPS = 60
+"""Real-data training steps."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RealRun:
+    """The real-data measurement, from pipecheck's loop or a Monitor run."""
+
+    steps: tuple[StepRecord, ...]
+    """Every step, the warm-up ones tagged."""
+    sync_sites: tuple[SyncSite, ...]
+    compile_findings: tuple[Finding, ...] = ()
+    recorder: SpanRecorder | None = None
+    """The SpanRecorder of pipecheck's real-data loop (None for a Monitor run)."""
+    total_steps: int = 0
+    """Steps the sync sites cover (a long Monitor run keeps only a window of ``steps``)."""
+    compile_events: tuple[CompileEvent, ...] = ()
+    """Every function's compile events in pipecheck's real-data loop (for the trace)."""
+    anomalies: tuple[Anomaly, ...] = ()
+    """Steps far from the steady state (kept out of it), with their likely cause."""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def n_steps(self) -> int:
+        return self.total_steps or len(self.steps)
+
+
+def measure_real(workload: Workload, dataset: Any, workers: int, threads: int, steps: int,
+                 timeout_s: float | None,
+                 clock: Callable[[], float] = time.perf_counter) -> RealRun:
+    """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
+    locator sampling this thread."""
+    state = workload.init_state()
+    recorder = SpanRecorder(clock)
+    with open_batches(dataset, workers, threads, timeout_s=timeout_s) as batches, \
+            CompileWatcher(workload.train_step_name, clock) as watcher, \
+            SyncLocator(clock=clock) as locator:
+        outcome = run_lagged_sync_loop(
+            workload.train_step, state, batches, steps, recorder, put=workload.put,
+            hooks=workload.hooks, compiles=lambda: watcher.compiles)
+    # Compiled again on real batches (the synthetic run compiled the step first): explain.
+    findings = tuple(watcher.findings()) if watcher.compiles else ()
+    events = (*watcher.events, *watcher.other_events)
+    tagged, anomalies = with_anomalies(
+        tag_warmup(outcome.steps, warmup_steps(workers, DEFAULT_PER_WORKER_BUFFER)),
+        compiles_per_step(recorder, events))
+    return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
+                   events, anomalies)
+
+
+def read_real_run(path: str, config: Mapping[str, Any]) -> RealRun:
+    """The real-data steps and sync sites of a Monitor run of the user's own loop."""
+    run = store.load(path, expect=MonitorResult)
+    steps, _ = with_anomalies(run.steps)  # tagged as in pipecheck's run; its anomalies kept
+    warnings = input_warnings(path, run.env, run.config or None, config)
+    return RealRun(steps, tuple(run.sync_sites), total_steps=run.total_steps,
+                   anomalies=tuple(run.anomalies), warnings=tuple(warnings))
+
+
+def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
+               parts: Callable[[], LoaderParts], chosen: LoaderSetting, steps: int,
+               timeout_s: float | None, progress: Callable[[str], None],
+               clock: Callable[[], float] = time.perf_counter) -> RealRun:
+    """compare's step 3: R read from a Monitor run at ``path``, or measured at ``chosen``."""
+    if path:
+        return read_real_run(path, config.to_dict())
+    assert workload is not None
+    progress(f"[3/4] real-data training: {steps} steps with {chosen.workers} worker(s)")
+    return measure_real(workload, parts().dataset, chosen.workers, chosen.threads, steps,
+                        timeout_s, clock)

@@ -1,0 +1,40 @@
+"""The closed sets of names a record may carry: verdicts and finding kinds.
+
+They are ``Literal`` types so that mypy checks every place that makes or reads one, and
+plain strings in JSON so that the record format does not change."""
+
+from __future__ import annotations
+
+import typing
+from typing import Literal
+
+VerdictKind = Literal["compute-bound", "input-bound", "forced-sync", "inconclusive"]
+
+COMPUTE_BOUND: VerdictKind = "compute-bound"
+INPUT_BOUND: VerdictKind = "input-bound"
+FORCED_SYNC: VerdictKind = "forced-sync"
+INCONCLUSIVE: VerdictKind = "inconclusive"
+VERDICTS: tuple[VerdictKind, ...] = typing.get_args(VerdictKind)
+
+Scaling = Literal["latency-bound", "cpu-bound", "unknown"]
+"""How a pipeline's batch time responds to workers past the core count."""
+LATENCY_BOUND: Scaling = "latency-bound"
+CPU_BOUND: Scaling = "cpu-bound"
+UNKNOWN_SCALING: Scaling = "unknown"
+
+StopKind = Literal["met", "no-gain", "stopped-scaling", "ceiling", "ram-ceiling", "fixed",
+                   "from-file"]
+"""Why the worker search ended: a count met the goal; a step gained less than MIN_GAIN;
+scaling fell below SCALING_EFFICIENCY_FLOOR; the --max-workers ceiling or the RAM budget
+was reached; the counts were fixed by --workers; the settings were read from a file (no
+search)."""
+
+SpanName = Literal["data_wait", "device_put", "dispatch", "sync", "log", "checkpoint", "eval",
+                   "gc"]
+"""The host spans pipecheck itself records (users may add their own names), in the order
+reports list them: getting the batch, running the step, then the hooks."""
+SPAN_NAMES: tuple[SpanName, ...] = typing.get_args(SpanName)
+DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
+"""The spans that wait for or move input data."""
+HOOK_SPANS: tuple[SpanName, ...] = ("checkpoint", "eval", "log", "gc")
+"""Host work a step's hooks (or a collection) do outside fetching and running steps."""

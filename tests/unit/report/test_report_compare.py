@@ -1,0 +1,107 @@
+"""The compare report renders the record exactly; older compare files still load."""
+
+from __future__ import annotations
+
+import json
+
+from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.analysis.verdict import INPUT_BOUND
+from pipecheck.records import store
+from pipecheck.records.common import CompileInfo, Distribution, Estimate, Finding
+from pipecheck.records.compare import CompareResult, Estimates, Tuning
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.report.compare import format_compare
+
+
+def setting(workers, mean_ms, first_s=1.0):
+    samples = [mean_ms / 1000.0] * 10
+    return LoaderSetting(workers=workers, threads=1, first_batch_s=first_s,
+                         batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
+                         examples_per_s=32000.0 / mean_ms, examples_per_batch=32,
+                         loader_time=loader_estimate(samples, workers, 2))
+
+
+def make_compare():
+    loader = (setting(0, 120.0, 0.12), setting(1, 120.0), setting(4, 30.0, 2.0),
+              setting(3, 40.0, 1.5))
+    target, real = [0.040] * 20, [0.041] * 20
+    return CompareResult(
+        env={}, config={"workload": "calibrated"},
+        target_step_s=0.040, target=Distribution.of(target),
+        loader=loader, chosen_workers=4, chosen_threads=1, loader_step_s=0.030,
+        real_step_s=0.041, real=Distribution.of(real),
+        verdict=INPUT_BOUND, verdict_reason="input-bound as loaded at first",
+        findings=(Finding("input-bound", "0 worker(s) give 120.0 ms/batch", fix="use 4"),),
+        recommendation="use 4 Grain workers",
+        tuning=Tuning(meets_target=True, scaling="latency-bound", target_s=0.040,
+                      stop_reason="4 workers meet the target with headroom", headroom=0.9,
+                      settings_tried=4, stop="met"),
+        breakdown={"data_wait": 0.001, "sync": 0.039, "other": 0.001},
+        compile=CompileInfo(1.0, 0.9, 1), sources={"target": "measured", "loader": "measured",
+                                                   "real": "measured"},
+        estimates=Estimates(Estimate(0.040, 0.039, 0.041, 20),
+                            loader[2].loader_time,  # type: ignore[arg-type]
+                            Estimate(0.041, 0.0405, 0.0415, 20),
+                            loader[0].loader_time),
+    )
+
+
+EXPECTED = """\
+pipecheck compare: INPUT-BOUND
+input-bound as loaded at first
+
+measurement                      statistic    value    95% CI              n    source
+-------------------------------  -----------  -------  ------------------  ---  --------
+target step T (compute alone)    median       40.0 ms  39.0 ms .. 41.0 ms  20   measured
+loader D (4 workers, 1 threads)  mean         30.0 ms  30.0 ms .. 30.0 ms  10   measured
+real-data step R                 median       41.0 ms  40.5 ms .. 41.5 ms  20   measured
+
+loader settings tried (goal: D <= 36.0 ms, 90% of T as measured before the search)
+search: 4 workers meet the target with headroom
+workers    threads    first batch    mean/batch    median    p90       meets goal
+---------  ---------  -------------  ------------  --------  --------  ------------  ---------
+0          1          120.0 ms       120.0 ms      120.0 ms  120.0 ms  no
+1          1          1.00 s         120.0 ms      120.0 ms  120.0 ms  no
+4          1          2.00 s         30.0 ms       30.0 ms   30.0 ms   yes           <- chosen
+3          1          1.50 s         40.0 ms       40.0 ms   40.0 ms   no
+pipeline scaling: latency-bound
+
+host time per real-data step (steady state):
+span       per step    share
+---------  ----------  -------
+data_wait  1.00 ms     2%
+sync       39.0 ms     95%
+other      1.00 ms     2%
+
+findings:
+- input-bound: 0 worker(s) give 120.0 ms/batch
+  fix: use 4
+
+recommendation: use 4 Grain workers"""
+
+
+def test_compare_report_renders_the_stored_estimates_exactly():
+    assert format_compare(make_compare()) == EXPECTED
+
+
+def test_compare_record_round_trips_with_its_estimates_and_tuning():
+    r = make_compare()
+    back = CompareResult.from_dict(json.loads(store.record_to_json(r)))
+    assert back == r
+    assert isinstance(back.tuning, Tuning) and back.tuning.stop == "met"
+    assert back.estimates is not None and back.estimates.loader.statistic == "mean"
+
+
+def test_a_compare_file_written_before_estimates_were_stored_still_loads():
+    old = make_compare().to_dict()
+    del old["estimates"]
+    del old["tuning"]["stop"]
+    for s in old["loader"]:
+        del s["loader_time"]
+    r = store.load_dict(old)
+    assert isinstance(r, CompareResult) and r.estimates is None
+    assert r.tuning.stop is None and r.tuning.meets_target is True
+    assert r.tuning.stop_reason == "4 workers meet the target with headroom"
+    assert all(s.loader_time is None for s in r.loader)
+    text = format_compare(r)  # renders what the file holds; no interval where none was stored
+    assert "loader D (4 workers, 1 threads)  mean         30.0 ms  -" in text
