@@ -14,6 +14,9 @@ class PipecheckError(Exception):
     details: str | None = None
     """The full stack of the exception behind this error, when it was made from one; the
     CLI prints it with --traceback (kept as text so no frame, and no batch, stays alive)."""
+    exit_at_once = False
+    """True when the CLI must leave with ``os._exit`` after reporting it (see
+    PipelineStallError)."""
 
 
 class ConfigError(PipecheckError):
@@ -26,6 +29,10 @@ class ResultFormatError(PipecheckError):
     """A results file that is not a pipecheck record, or of an unknown format_version."""
 
     exit_code = 2
+
+
+class LogFormatError(ResultFormatError):
+    """A file that cannot be read as a MaxText training log (unreadable, no step lines)."""
 
 
 class OutputExistsError(PipecheckError):
@@ -58,3 +65,37 @@ class UserCodeError(PipecheckError):
     the train step, or the dataset's transforms (also inside Grain's worker processes)."""
 
     exit_code = 5
+
+
+class PipelineStallError(PipelineError):
+    """The pipeline produced no batch within the timeout.
+
+    A transform stuck in a read thread cannot be stopped from Python, and the interpreter
+    joins those threads at exit: a command line tool should exit at once (``os._exit``)
+    after reporting this error. Worker processes are already stopped when it is raised."""
+
+    exit_at_once = True
+
+
+class DistributedError(PipecheckError):
+    """A multi-process run failed: a peer never joined, died, or ran another config."""
+
+    exit_code = 6
+
+
+class MonitorError(PipecheckError):
+    """The Monitor was used in a way it cannot measure (no loss found, no steps, ...)."""
+
+    exit_code = 2
+
+
+class PlotUnavailableError(PipecheckError):
+    """matplotlib (the ``plot`` extra) is not installed."""
+
+    exit_code = 1
+
+
+def one_line(what: BaseException | str, limit: int | None = None) -> str:
+    """A message (or an exception's) on one line, whitespace folded, cut at ``limit``."""
+    text = " ".join(str(what).split())
+    return text if limit is None else text[:limit]

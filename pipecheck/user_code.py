@@ -19,7 +19,7 @@ import sysconfig
 import traceback
 from typing import Any, Callable
 
-from pipecheck.errors import PipecheckError, PipelineError, UserCodeError
+from pipecheck.errors import PipecheckError, PipelineError, UserCodeError, one_line
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _PATHS = sysconfig.get_paths()
@@ -49,10 +49,6 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     return None
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def user_code_error(role: str, exc: BaseException, context: str = "") -> UserCodeError:
     """``ROLE (file.py:LINE) raised TYPE: MESSAGE``, with the stack kept for --traceback."""
     from pipecheck.report.format import short_path
@@ -61,7 +57,7 @@ def user_code_error(role: str, exc: BaseException, context: str = "") -> UserCod
     where = f" ({short_path(frame.filename)}:{frame.lineno})" if frame is not None else ""
     tail = f" ({context})" if context else ""
     err = UserCodeError(
-        f"{role}{where} raised {type(exc).__name__}: {_one_line(str(exc))}{tail}")
+        f"{role}{where} raised {type(exc).__name__}: {one_line(exc)}{tail}")
     err.details = "".join(traceback.format_exception(exc))
     return err
 
@@ -71,13 +67,13 @@ def pipeline_error(exc: BaseException, label: str) -> PipecheckError:
     PipelineError naming the setting (``label``: ``workers=2, threads=1``)."""
     if isinstance(exc, PipecheckError):
         err: PipecheckError = type(exc)(
-            f"the input pipeline ({label}) failed: {_one_line(str(exc))}")
+            f"the input pipeline ({label}) failed: {one_line(exc)}")
         err.details = exc.details
         return err
     if user_frame(exc) is not None:
         return user_code_error("dataset", exc, f"in the input pipeline, {label}")
     err = PipelineError(f"the input pipeline ({label}) raised {type(exc).__name__}: "
-                        f"{_one_line(str(exc))}")
+                        f"{one_line(exc)}")
     err.details = "".join(traceback.format_exception(exc))
     return err
 

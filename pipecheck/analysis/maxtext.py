@@ -36,16 +36,11 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 import numpy as np
 
 from pipecheck.analysis import anomalies, stats
-from pipecheck.errors import ResultFormatError
+from pipecheck.errors import LogFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, LogMemory, LogStep
 from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
-
-
-class LogFormatError(ResultFormatError):
-    """A file that cannot be read as a MaxText training log (unreadable, no step lines)."""
-
 
 # --- causes of anomalous steps ---------------------------------------------------------
 CAUSE_COMPILATION = anomalies.CAUSE_COMPILATION

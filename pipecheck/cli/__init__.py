@@ -15,15 +15,13 @@ import click
 # Importing the command modules adds their commands to the group.
 from pipecheck.cli import compare, dataloader, diff, plot, synthetic  # noqa: F401
 from pipecheck.cli.group import cli
-from pipecheck.errors import PipecheckError
+from pipecheck.errors import PipecheckError, one_line
 
 EXIT_INTERRUPTED = 130
 
 __all__ = ["cli", "main", "run"]
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _exit_past_stuck_threads(code: int) -> None:
@@ -83,11 +81,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PipecheckError as e:
         if show_stack:
             print_stack(e)
-        click.echo(f"pipecheck: error: {_one_line(str(e))}", err=True)
+        click.echo(f"pipecheck: error: {one_line(e)}", err=True)
         _leave_multihost_run(e.exit_code)
-        from pipecheck.measure.pipeline import PipelineStallError
-
-        if isinstance(e, PipelineStallError):
+        if e.exit_at_once:
             _exit_past_stuck_threads(e.exit_code)
         return e.exit_code
     except click.exceptions.NoArgsIsHelpError as e:
@@ -95,10 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except click.UsageError as e:
         hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
-        click.echo(f"pipecheck: error: {_one_line(e.format_message())}{hint}", err=True)
+        click.echo(f"pipecheck: error: {one_line(e.format_message())}{hint}", err=True)
         return e.exit_code
     except click.ClickException as e:
-        click.echo(f"pipecheck: error: {_one_line(e.format_message())}", err=True)
+        click.echo(f"pipecheck: error: {one_line(e.format_message())}", err=True)
         return e.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("pipecheck: interrupted", err=True)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Mapping
 import click
 
 from pipecheck.config import RunConfig
-from pipecheck.errors import ConfigError, PipecheckError
+from pipecheck.errors import ConfigError, DistributedError, PipecheckError
 from pipecheck.measure.distributed import DEFAULT_TIMEOUT_S, DistributedOptions, Session
 
 ACTIVE: list[Session] = []
@@ -77,12 +77,7 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
     if not dist.enabled:
         yield None
         return
-    from pipecheck.measure.distributed import (
-        DistributedError,
-        fingerprint,
-        initialize,
-        looks_like_lost_peer,
-    )
+    from pipecheck.measure.distributed import fingerprint, initialize, looks_like_lost_peer
 
     initialize(dist, on_fatal=fatal)
     session = Session(dist.timeout_s).watch(fatal)

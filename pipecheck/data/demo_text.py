@@ -31,7 +31,7 @@ from typing import Any, Iterator
 import numpy as np
 import tensorflow_datasets as tfds
 
-from pipecheck.errors import DataError
+from pipecheck.errors import DataError, one_line
 
 NAME = "pipecheck_demo_text"
 CORPUS_VERSION = "1.0.0"
@@ -213,8 +213,8 @@ def open_source(num_docs: int, seed: int, data_dir: str = "", progress: bool = T
         source[0]
         source[n - 1]
     except Exception as e:  # noqa: BLE001 - any failure to read means a corrupt corpus
-        msg = " ".join(str(e).split())[:200]
-        raise DataError(f"the demo corpus in {root} is corrupt ({type(e).__name__}: {msg}); "
+        raise DataError(f"the demo corpus in {root} is corrupt ({type(e).__name__}: "
+                        f"{one_line(e, 200)}); "
                         f"{rebuild_hint(root)}") from None
     return source
 

@@ -19,7 +19,7 @@ import os
 import pathlib
 from typing import Any
 
-from pipecheck.errors import DataError
+from pipecheck.errors import DataError, one_line
 
 TFDS_PREFIX = "tfds:"
 
@@ -38,9 +38,8 @@ class IndexedSource:
         try:
             return self._source[index]
         except Exception as e:  # noqa: BLE001 - re-raised with the record index
-            msg = " ".join(str(e).split())
             raise DataError(
-                f"cannot read record {index} of {self.label}: {type(e).__name__}: {msg}"
+                f"cannot read record {index} of {self.label}: {type(e).__name__}: {one_line(e)}"
             ) from None
 
     def __repr__(self) -> str:
@@ -48,7 +47,7 @@ class IndexedSource:
 
 
 def _short(e: BaseException) -> str:
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    return f"{type(e).__name__}: {one_line(e, 200)}"
 
 
 def open_tfds(name: str, split: str, data_dir: str) -> IndexedSource:

@@ -31,11 +31,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from pipecheck.analysis import stats
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.config import RunConfig
-from pipecheck.errors import ConfigError, PipelineError
+from pipecheck.errors import ConfigError, PipelineError, PipelineStallError
 from pipecheck.measure.pipeline import (
     DEFAULT_PER_WORKER_BUFFER,
     PipelineStalled,
-    PipelineStallError,
     StallTimer,
     release,
     shared_memory_names,

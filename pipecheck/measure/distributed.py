@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from pipecheck.errors import ConfigError, PipecheckError
+from pipecheck.errors import ConfigError, DistributedError
 from pipecheck.records.hosts import HostSummary
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -42,12 +42,6 @@ HEARTBEAT_PERIOD_S = 0.5
 KEY_PREFIX = "pipecheck/"
 
 OnFatal = Callable[[str, int], None]
-
-
-class DistributedError(PipecheckError):
-    """A multi-process run failed: a peer never joined, died, or ran another config."""
-
-    exit_code = 6
 
 
 _HOST_PORT = re.compile(r"^\[?[A-Za-z0-9_.:-]+\]?:(\d{1,5})$")

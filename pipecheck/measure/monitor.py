@@ -41,7 +41,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis.breakdown import breakdown, format_breakdown
 from pipecheck.analysis.steady_state import with_anomalies
-from pipecheck.errors import PipecheckError
+from pipecheck.errors import MonitorError
 from pipecheck.measure.loop import compiles_per_step, read_scalar
 from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
@@ -55,16 +55,6 @@ from pipecheck.report.format import short_location
 
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
-
-
-class MonitorError(PipecheckError):
-    """The Monitor was used in a way it cannot measure (no loss found, no steps, ...)."""
-
-    exit_code = 2
-
-
-
-
 
 
 def _function_name(fn: Callable[..., Any]) -> str | None:

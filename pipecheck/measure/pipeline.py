@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any, Callable, Iterator
 
-from pipecheck.errors import PipelineError
+from pipecheck.errors import PipelineStallError
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER  # noqa: F401
 
 WORKER_EXIT_WAIT_S = 3.0
@@ -118,14 +118,6 @@ class PipelineStalled(BaseException):
 
     A BaseException (like KeyboardInterrupt) so that no ``except Exception`` inside the
     pipeline swallows it."""
-
-
-class PipelineStallError(PipelineError):
-    """The pipeline produced no batch within the timeout.
-
-    A transform stuck in a read thread cannot be stopped from Python, and the interpreter
-    joins those threads at exit: a command line tool should exit at once (``os._exit``)
-    after reporting this error. Worker processes are already stopped when it is raised."""
 
 
 class StallTimer:

@@ -23,7 +23,7 @@ from tabulate import tabulate
 
 from pipecheck.analysis.anomalies import ANOMALY_TAGS
 from pipecheck.analysis.steady_state import STEADY_STATE_EXCLUDED_TAGS
-from pipecheck.errors import PipecheckError, ResultFormatError
+from pipecheck.errors import PlotUnavailableError, ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
@@ -62,12 +62,6 @@ TAG_STYLE = {
 }
 """Marker and colour of each tag in the step-time panel (anomalies included: ``slow``,
 ``fast``, ``attribution_shift``, and ``outlier`` in imported logs); other tags get ``v``."""
-
-
-class PlotUnavailableError(PipecheckError):
-    """matplotlib (the ``plot`` extra) is not installed."""
-
-    exit_code = 1
 
 
 def _pyplot() -> Any:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipecheck.analysis import maxtext
+from pipecheck.errors import LogFormatError
 from pipecheck.records import store
 from pipecheck.records.imported import LogEvent, LogStep
 
@@ -260,13 +261,13 @@ def test_per_train_step_total_tflops_on_a_later_line():
 def test_no_step_lines_is_a_clear_error(tmp_path):
     p = tmp_path / "train.log"
     p.write_text(HEADER + "number parameters: 0.552 billion\nhello\n")
-    with pytest.raises(maxtext.LogFormatError, match="has no 'completed step: N, seconds"):
+    with pytest.raises(LogFormatError, match="has no 'completed step: N, seconds"):
         maxtext.import_log(p)
-    with pytest.raises(maxtext.LogFormatError, match="does not exist"):
+    with pytest.raises(LogFormatError, match="does not exist"):
         maxtext.import_log(tmp_path / "missing.log")
     b = tmp_path / "bin.log"
     b.write_bytes(b"\x00\x01completed step: 1, seconds: 1")
-    with pytest.raises(maxtext.LogFormatError, match="binary file"):
+    with pytest.raises(LogFormatError, match="binary file"):
         maxtext.import_log(b)
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pipecheck.errors import PipecheckError
-from pipecheck.measure.monitor import Monitor, MonitorError, default_loss
+from pipecheck.errors import MonitorError, PipecheckError
+from pipecheck.measure.monitor import Monitor, default_loss
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.monitor import MonitorResult

@@ -6,8 +6,9 @@ import sys
 
 import pytest
 
+from pipecheck.errors import PlotUnavailableError
 from pipecheck.records.common import StepRecord
-from pipecheck.report.plot import PlotUnavailableError, _pyplot, default_window, gantt_bars
+from pipecheck.report.plot import _pyplot, default_window, gantt_bars
 
 
 def test_gantt_bars_follow_loop_order_inside_each_step() -> None:
