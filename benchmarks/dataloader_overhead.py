@@ -79,12 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from pipecheck import config
     from pipecheck.measure.dataloader import loader_parts
     from pipecheck.measure.pipeline import ensure_absl_flags_parsed
+    from pipecheck.workloads import resolve
 
     ensure_absl_flags_parsed()
-    cfg = config.resolve(None, [f"workload={args.workload}", *args.overrides])
+    cfg = resolve(None, [f"workload={args.workload}", *args.overrides])
     parts = loader_parts(cfg)
     batch_size = cfg["batch_size"]
     w, t, n = args.workers, args.threads, args.batches

@@ -18,11 +18,10 @@ import statistics
 import time
 
 from pipecheck.analysis import stats
-from pipecheck.config import resolve
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
-from pipecheck.workloads import build_workload
+from pipecheck.workloads import build_workload, resolve
 
 
 def bare(workload, state, batch, steps):

@@ -24,10 +24,10 @@ import psutil
 
 from pipecheck.analysis.findings import loader_time
 from pipecheck.analysis.tuner import Trial, choose, tune
-from pipecheck.config import resolve
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for
 from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
+from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping
 
 import yaml
 
@@ -126,44 +126,3 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         workload: Any = dict(self.entry_points) if self.entry_points else self.workload
         return {"workload": workload, **dict(self.values)}
-
-    def with_values(self, **changes: Any) -> RunConfig:
-        return dataclasses.replace(self, values={**self.values, **changes})
-
-
-def resolve(
-    file_values: Mapping[str, Any] | None = None,
-    overrides: Sequence[str] = (),
-    source: str = "defaults",
-    keys_for: Callable[[Any], Sequence[Key]] | None = None,
-) -> RunConfig:
-    """Merge defaults, file values and ``--set`` overrides into a validated RunConfig."""
-    from pipecheck.workloads import keys_for_workload, workload_label
-
-    keys_for = keys_for or keys_for_workload
-    raw: dict[str, Any] = dict(file_values or {})
-    parsed_overrides = [parse_set_option(item) for item in overrides]
-    for key, value in parsed_overrides:
-        if key == "workload":
-            raw["workload"] = value
-    workload = raw.pop("workload", DEFAULT_WORKLOAD)
-    known = {k.name: k for k in keys_for(workload)}
-    label = workload_label(workload)
-    values: dict[str, Any] = {name: k.default for name, k in known.items()}
-
-    def apply(key: str, value: Any, origin: str) -> None:
-        if key not in known:
-            names = ", ".join(sorted(known))
-            raise ConfigError(
-                f"unknown config key {key!r} ({origin}) for workload {label}; known keys: {names}"
-            )
-        values[key] = known[key].coerce(value)
-
-    for key, value in raw.items():
-        apply(str(key), value, "in config file")
-    for key, value in parsed_overrides:
-        if key != "workload":
-            apply(key, value, "in --set")
-    if isinstance(workload, Mapping):
-        return RunConfig("user", values, source, {str(k): str(v) for k, v in workload.items()})
-    return RunConfig(str(workload), values, source)

@@ -10,6 +10,7 @@ import click
 from pipecheck import config as config_mod
 from pipecheck.records import store
 from pipecheck.records.base import Record
+from pipecheck.workloads import resolve
 
 
 def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,7 +59,7 @@ def wrote_trace(trace_path: str) -> None:
 
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
     file_values = config_mod.read_config_file(config_path) if config_path else None
-    return config_mod.resolve(file_values, overrides, source=config_path or "defaults")
+    return resolve(file_values, overrides, source=config_path or "defaults")
 
 
 def int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:

@@ -217,29 +217,3 @@ def open_source(num_docs: int, seed: int, data_dir: str = "", progress: bool = T
                         f"{one_line(e, 200)}); "
                         f"{rebuild_hint(root)}") from None
     return source
-
-
-def make_dataset(config: Any) -> Any:
-    """The demo workload's input pipeline, per example: source, shuffle, repeat, tokenize+pack.
-
-    Returns :class:`pipecheck.measure.pipeline.BatchedExamples`: ``build_iter_dataset`` reads it
-    with ``ReadOptions(num_threads)``, batches it to ``batch_size`` and adds workers.
-    """
-    import grain
-
-    from pipecheck.data.sources import open_records
-    from pipecheck.data.tokenizer import TokenizeAndPack
-    from pipecheck.measure.pipeline import BatchedExamples
-    from pipecheck.workloads.devices import host_batch_size, shard_by_process
-
-    source = open_records(config["source"], num_docs=config["num_docs"], seed=config["seed"],
-                          data_dir=config["data_dir"], split=config["split"])
-    # One process per host: each reads its own shard of the records.
-    examples = (
-        shard_by_process(grain.MapDataset.source(source))
-        .seed(config["seed"])
-        .shuffle()
-        .repeat()
-        .map(TokenizeAndPack(config["seq_len"], config["text_key"]))
-    )
-    return BatchedExamples(examples, host_batch_size(config["batch_size"], config["devices"]))

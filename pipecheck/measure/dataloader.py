@@ -43,7 +43,9 @@ from pipecheck.measure.pipeline import (
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
 from pipecheck.user_code import pipeline_error
+from pipecheck.workloads import build_workload, kind_of
 from pipecheck.workloads.base import Workload
+from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
 
 DEFAULT_BATCHES = 50
 DEFAULT_THREADS = 1
@@ -247,35 +249,21 @@ class LoaderParts:
 
 def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderParts:
     """The workload's dataset and device_put: from ``workload`` when it is built already,
-    else without building its model or train step (built-in workloads); user workloads are
-    built through their entry points."""
-
+    else without building its model or train step where the registry can (built-in
+    workloads); user workloads are built through their entry points."""
+    kind = kind_of(config.workload)
+    if workload is None and kind.dataset is None:
+        workload = build_workload(config)
+        if workload.dataset is None:
+            raise ConfigError("this user workload has no dataset entry point; "
+                              "pipecheck dataloader needs workload.dataset")
     if workload is not None:
         return LoaderParts(workload.dataset() if workload.dataset else None, workload.put,
                            workload.tokens_key)
-    if config.workload == "user":
-        from pipecheck.workloads import build_workload
-
-        wl = build_workload(config)
-        if wl.dataset is None:
-            raise ConfigError("this user workload has no dataset entry point; "
-                              "pipecheck dataloader needs workload.dataset")
-        return LoaderParts(wl.dataset(), wl.put, wl.tokens_key)
-    from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
-
+    assert kind.dataset is not None
     mesh = data_mesh(config["devices"])  # first: CPU devices are set before JAX starts
     host_batch_size(config["batch_size"], config["devices"])  # the one-line error, early
-    put = put_global(batch_sharding(mesh))
-
-    if config.workload == "demo":
-        from pipecheck.data import demo_text
-
-        return LoaderParts(demo_text.make_dataset(config), put, "tokens")
-    if config.workload == "calibrated":
-        from pipecheck.workloads import calibrated
-
-        return LoaderParts(calibrated.make_dataset(config), put, None)
-    raise ConfigError(f"unknown workload {config.workload!r}")
+    return LoaderParts(kind.dataset(config), put_global(batch_sharding(mesh)), kind.tokens_key)
 
 
 def measure_setting(

@@ -12,9 +12,18 @@ from typing import Any
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
+from pipecheck.data.sources import open_records
+from pipecheck.data.tokenizer import TokenizeAndPack
 from pipecheck.errors import ConfigError
+from pipecheck.measure.pipeline import BatchedExamples
 from pipecheck.workloads.base import Workload, spec_of
-from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, replicated
+from pipecheck.workloads.devices import (
+    batch_sharding,
+    data_mesh,
+    host_batch_size,
+    replicated,
+    shard_by_process,
+)
 
 KEYS: tuple[Key, ...] = (
     *(Key(k.name, k.type, 8, k.help, k.choices, k.minimum) if k.name == "batch_size" else k
@@ -121,6 +130,27 @@ def make_train_step(config: RunConfig) -> Any:
     return train_step, optimizer
 
 
+def make_dataset(config: RunConfig) -> BatchedExamples:
+    """The demo workload's input pipeline, per example: source, shuffle, repeat, tokenize+pack.
+
+    ``build_iter_dataset`` reads it with ``ReadOptions(num_threads)``, batches it to
+    ``batch_size`` and adds workers.
+    """
+    import grain  # lazy: keeps `import pipecheck` free of Grain (and its JAX import)
+
+    source = open_records(config["source"], num_docs=config["num_docs"], seed=config["seed"],
+                          data_dir=config["data_dir"], split=config["split"])
+    # One process per host: each reads its own shard of the records.
+    examples = (
+        shard_by_process(grain.MapDataset.source(source))
+        .seed(config["seed"])
+        .shuffle()
+        .repeat()
+        .map(TokenizeAndPack(config["seq_len"], config["text_key"]))
+    )
+    return BatchedExamples(examples, host_batch_size(config["batch_size"], config["devices"]))
+
+
 def build(config: RunConfig) -> Workload:
     import jax
     import jax.numpy as jnp
@@ -147,11 +177,6 @@ def build(config: RunConfig) -> Workload:
         opt_state = jax.device_put(optimizer.init(params), rep)
         return {"params": params, "opt_state": opt_state, "step": jax.device_put(jnp.int32(0), rep)}
 
-    def dataset() -> Any:
-        from pipecheck.data import demo_text
-
-        return demo_text.make_dataset(config)
-
     return Workload(
         name="demo",
         config=config,
@@ -161,6 +186,6 @@ def build(config: RunConfig) -> Workload:
         init_state=init_state,
         batch_spec=spec,
         host_batch=lambda: example,
-        dataset=dataset,
+        dataset=lambda: make_dataset(config),
         tokens_key="tokens",
     )

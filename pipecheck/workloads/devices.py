@@ -19,7 +19,7 @@ DATA_AXIS = "data"
 
 def ensure_device_count(n: int) -> None:
     """Make JAX expose ``n`` devices; on CPU emulate them before the backend starts."""
-    import jax
+    import jax  # lazy: keeps `import pipecheck` free of JAX
     from jax._src import xla_bridge
 
     if not xla_bridge.backends_are_initialized():
@@ -33,9 +33,16 @@ def ensure_device_count(n: int) -> None:
         )
 
 
+def check_splits(size: int, parts: int, what: str, where: str) -> None:
+    """The one rule for batches: a leading dimension must split evenly over the data-parallel
+    devices (of every process)."""
+    if size % parts:
+        raise ConfigError(f"{what} does not split over {where}; use a multiple of {parts}")
+
+
 def data_mesh(n: int) -> Any:
     """A 1-D Mesh, axis ``data``, over the first ``n`` devices of every process."""
-    import jax
+    import jax  # lazy: keeps `import pipecheck` free of JAX
     from jax.sharding import Mesh
 
     ensure_device_count(n)
@@ -56,11 +63,9 @@ def process_count() -> int:
 def host_batch_size(batch_size: int, devices: int) -> int:
     """Examples this process loads per step: its share of the global ``batch_size``."""
     processes = process_count()
-    if batch_size % (devices * processes):
-        where = (f"devices={devices}" if processes == 1
-                 else f"{processes} processes x devices={devices}")
-        raise ConfigError(f"batch_size={batch_size} does not split over {where}; use a "
-                          f"multiple of {devices * processes}")
+    where = (f"devices={devices}" if processes == 1
+             else f"{processes} processes x devices={devices}")
+    check_splits(batch_size, devices * processes, f"batch_size={batch_size}", where)
     return batch_size // processes
 
 

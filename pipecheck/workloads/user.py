@@ -25,7 +25,7 @@ from pipecheck.config import Key, RunConfig
 from pipecheck.errors import ConfigError
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of
-from pipecheck.workloads.devices import batch_sharding, data_mesh, replicated
+from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
 
 KEYS: tuple[Key, ...] = (
     Key("params", dict, {}, "free-form settings passed to your entry points as config['params']"),
@@ -142,9 +142,11 @@ def build(config: RunConfig) -> Workload:
             raise pipeline_error(e, "workers=0, threads=0") from None
     example = {k: np.asarray(v) for k, v in example.items()}
     for k, v in example.items():
-        if v.ndim == 0 or v.shape[0] % n_dev:
-            raise ConfigError(f"batch entry {k!r} with shape {v.shape} does not split over "
-                              f"devices={n_dev} along its first axis")
+        if v.ndim == 0:
+            raise ConfigError(f"batch entry {k!r} is a scalar; every batch entry needs a "
+                              "leading batch axis to split over the devices")
+        check_splits(v.shape[0], n_dev, f"batch entry {k!r} with shape {v.shape} (first axis)",
+                     f"devices={n_dev}")
     spec = spec_of(example, batch_sharding(mesh))
     step = raw["train_step"]
     jitted = GuardedStep(step if hasattr(step, "lower") else jax.jit(step))

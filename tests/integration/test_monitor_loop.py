@@ -66,12 +66,11 @@ def test_lagged_loop_has_no_user_sync_at_that_line(tmp_path: pathlib.Path) -> No
 
 def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:
     """A real calibrated loop with log, checkpoint, eval, device_put and a collection."""
-    from pipecheck.config import resolve
     from pipecheck.measure.compile_watch import CompileWatcher
     from pipecheck.measure.loop import run_lagged_sync_loop
     from pipecheck.measure.spans import GcSpans, SpanRecorder
     from pipecheck.report.trace import chrome_trace, timeline_of
-    from pipecheck.workloads import build_workload
+    from pipecheck.workloads import build_workload, resolve
 
     cfg = resolve(None, ["workload=calibrated", "compute_ms=5", "host_sync=every_step",
                          "checkpoint_every=3", "checkpoint_ms=20", "eval_every=4", "eval_ms=10"])

@@ -6,11 +6,10 @@ import json
 import statistics
 import time
 
-from pipecheck.config import resolve
 from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
-from pipecheck.workloads import build_workload
+from pipecheck.workloads import build_workload, resolve
 
 from ..conftest import run_cli
 

@@ -1,7 +1,8 @@
 import pytest
 
-from pipecheck.config import parse_set_option, read_config_file, resolve
+from pipecheck.config import parse_set_option, read_config_file
 from pipecheck.errors import ConfigError
+from pipecheck.workloads import resolve
 
 
 def test_defaults_are_the_demo_workload():
