@@ -33,8 +33,6 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from tabulate import tabulate
-
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.measure.spans import SPAN_KINDS, StepTotals
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
@@ -101,17 +99,6 @@ def breakdown_of_steps(
 ) -> Breakdown:
     """The breakdown of the given StepRecords (e.g. a run JSON's ``steps``)."""
     return breakdown(StepTotals.of(steps), compile_s, forced_sync_s)
-
-
-def format_breakdown(b: Breakdown, title: str = "where the wall time went") -> str:
-    """A reporter: the table, seconds and share of wall time, largest categories kept in
-    table order."""
-    rows: Sequence[list[str]] = [
-        [r.category, f"{r.seconds:.3f} s", f"{100 * r.share:.1f}%"] for r in b.rows
-    ]
-    table = tabulate(rows, headers=["category", "seconds", "share"], tablefmt="simple",
-                     disable_numparse=True, colalign=("left", "right", "right"))
-    return f"{title} ({b.steps} steps, {b.wall_s:.3f} s wall):\n{table}"
 
 
 def host_span_means(steps: Sequence[StepRecord]) -> dict[str, float]:

@@ -30,6 +30,7 @@ from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunS
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
+from pipecheck.report.format import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 
@@ -299,17 +300,6 @@ def comparison_warnings(a: RunSummary, b: RunSummary) -> list[str]:
     return out
 
 
-def _p_text(p: float | None) -> str:
-    if p is None:
-        return "p=?"
-    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
-
-
-def _signed_ms(seconds: float) -> str:
-    v = seconds * 1000.0
-    return f"{v:+.1f} ms" if abs(v) >= 10 else f"{v:+.2f} ms"
-
-
 def step_time_verdict(row: DiffRow, confidence: float) -> str:
     """One plain sentence on the steady-state median step time."""
     if not row.significance:
@@ -317,24 +307,24 @@ def step_time_verdict(row: DiffRow, confidence: float) -> str:
                 f"(A has {'some' if row.a is not None else 'none'}, "
                 f"B has {'some' if row.b is not None else 'none'})")
     assert row.diff is not None and row.a is not None and row.b is not None
-    ci = (f"{confidence:.0%} CI of the difference {_signed_ms(row.ci_low or 0.0)} .. "
-          f"{_signed_ms(row.ci_high or 0.0)}")
+    ci = (f"{confidence:.0%} CI of the difference {ms(row.ci_low or 0.0, signed=True)} .. "
+          f"{ms(row.ci_high or 0.0, signed=True)}")
     rel = f"{row.relative:+.1%}" if row.relative is not None else "?"
     if row.significance == "significant":
         way = "longer" if row.diff > 0 else "less time"
         return (f"step time: B takes {abs(row.relative or 0.0):.1%} {way} per step than A: "
                 "significant "
-                f"(steady-state median {row.a * 1e3:.2f} -> {row.b * 1e3:.2f} ms, "
-                f"{_signed_ms(row.diff)}; {ci}; Mann-Whitney {_p_text(row.p_value)})")
+                f"(steady-state median {ms(row.a)} -> {ms(row.b)}, "
+                f"{ms(row.diff, signed=True)}; {ci}; Mann-Whitney {p_value(row.p_value)})")
     reasons = []
     lo, hi = row.ci_low, row.ci_high
     if lo is not None and hi is not None and lo <= 0 <= hi:
         reasons.append(f"the {ci} includes zero")
     alpha = 1.0 - confidence
     if row.p_value is not None and row.p_value >= alpha:
-        reasons.append(f"Mann-Whitney {_p_text(row.p_value)} >= {alpha:.2g}")
+        reasons.append(f"Mann-Whitney {p_value(row.p_value)} >= {alpha:.2g}")
     return (f"step time: not significant. The steady-state medians differ by "
-            f"{_signed_ms(row.diff)} ({rel}), but {' and '.join(reasons)}; "
+            f"{ms(row.diff, signed=True)} ({rel}), but {' and '.join(reasons)}; "
             "treat A and B as equally fast")
 
 

@@ -31,6 +31,7 @@ from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is reco
     VERDICTS,
     VerdictKind,
 )
+from pipecheck.report.format import ms
 
 FORCED_SYNC_MARGIN = 0.20
 """R's lower bound must exceed the slower of T and D (upper bounds) by 20% to call forced-sync."""
@@ -85,9 +86,9 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
         # compute-bound would send the user to speed up a step that is not the problem.
         return Verdict(
             INCONCLUSIVE,
-            f"real-data steps ({real.value * 1e3:.1f} ms) are {100 * v.excess_over_bound:.0f}% "
-            f"slower than compute ({target.value * 1e3:.1f} ms) and loading "
-            f"({loader.value * 1e3:.1f} ms), but the sampler found no host sync that explains "
+            f"real-data steps ({ms(real.value)}) are {100 * v.excess_over_bound:.0f}% "
+            f"slower than compute ({ms(target.value)}) and loading "
+            f"({ms(loader.value)}), but the sampler found no host sync that explains "
             "it: most likely loading competes with compute for the CPU. Try fewer loader "
             "threads/workers or cheaper transforms, and run your loop under pipecheck.Monitor "
             "to rule out a sync the sampler cannot see",
@@ -115,9 +116,9 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
             sync_share is None or sync_share >= FORCED_SYNC_EVIDENCE):
         return Verdict(
             FORCED_SYNC,
-            f"real-data steps ({real.value * 1e3:.1f} ms) are {100 * excess:.0f}% slower "
-            f"than the slower of compute ({target.value * 1e3:.1f} ms) and loading "
-            f"({loader.value * 1e3:.1f} ms): the host waits for the device somewhere",
+            f"real-data steps ({ms(real.value)}) are {100 * excess:.0f}% slower "
+            f"than the slower of compute ({ms(target.value)}) and loading "
+            f"({ms(loader.value)}): the host waits for the device somewhere",
             excess,
         )
     noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
@@ -133,32 +134,32 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
     if _clearly_slower(loader, target):
         return Verdict(
             INPUT_BOUND,
-            f"the loader needs {loader.value * 1e3:.1f} ms per batch, more than the "
-            f"{target.value * 1e3:.1f} ms a step of compute takes; real-data steps take "
-            f"{real.value * 1e3:.1f} ms",
+            f"the loader needs {ms(loader.value)} per batch, more than the "
+            f"{ms(target.value)} a step of compute takes; real-data steps take "
+            f"{ms(real.value)}",
             excess,
         )
     if loader.value <= target.value * (1.0 + INPUT_BOUND_MARGIN):
         if baseline is not None and baseline.usable and _clearly_slower(baseline, target):
             return Verdict(
                 INPUT_BOUND,
-                f"input-bound as loaded at first ({baseline.value * 1e3:.1f} ms per batch "
-                f"against {target.value * 1e3:.1f} ms of compute); the chosen setting gives "
-                f"{loader.value * 1e3:.1f} ms and real-data steps then take "
-                f"{real.value * 1e3:.1f} ms",
+                f"input-bound as loaded at first ({ms(baseline.value)} per batch "
+                f"against {ms(target.value)} of compute); the chosen setting gives "
+                f"{ms(loader.value)} and real-data steps then take "
+                f"{ms(real.value)}",
                 excess,
                 fixed_by_tuning=True,
             )
         return Verdict(
             COMPUTE_BOUND,
-            f"compute ({target.value * 1e3:.1f} ms/step) is the slower part; the loader "
-            f"gives a batch in {loader.value * 1e3:.1f} ms and real-data steps take "
-            f"{real.value * 1e3:.1f} ms",
+            f"compute ({ms(target.value)}/step) is the slower part; the loader "
+            f"gives a batch in {ms(loader.value)} and real-data steps take "
+            f"{ms(real.value)}",
             excess,
         )
     return Verdict(
         INCONCLUSIVE,
-        f"the loader ({loader.value * 1e3:.1f} ms) and compute ({target.value * 1e3:.1f} ms) "
+        f"the loader ({ms(loader.value)}) and compute ({ms(target.value)}) "
         "are too close to tell which bounds the run; run more batches and steps",
         excess,
     )

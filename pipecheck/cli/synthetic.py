@@ -37,7 +37,7 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     compilation of the train step after the first is explained.
     """
     from pipecheck.measure.synthetic import DEFAULT_STEPS, synthetic_run
-    from pipecheck.report.format import format_synthetic
+    from pipecheck.report.synthetic import format_synthetic
 
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path)

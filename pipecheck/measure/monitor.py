@@ -39,7 +39,7 @@ import dataclasses
 import time
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from pipecheck.analysis.breakdown import breakdown, format_breakdown
+from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.steady_state import with_anomalies
 from pipecheck.errors import MonitorError
 from pipecheck.measure.loop import compiles_per_step, read_scalar
@@ -52,6 +52,7 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
 from pipecheck.report.format import short_location
+from pipecheck.report.monitor import format_monitor
 
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
@@ -429,41 +430,3 @@ def build_result(
         findings=tuple(findings),
         warnings=tuple(warnings),
     )
-
-
-def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
-    """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
-    from tabulate import tabulate
-
-    from pipecheck.report.anomalies import anomalies_text
-    from pipecheck.report.format import (
-        distribution_rows,
-        findings_text,
-        ms,
-        warnings_text,
-    )
-
-    rows: list[list[Any]] = distribution_rows(result.step_time, "step time")
-    rows += [["first step (incl. compile)", ms(result.first_step_s)]]
-    if result.compile is not None:
-        rows += [["compile time (step function)", ms(result.compile.compile_s)],
-                 ["step function compilations", result.compile.train_step_compiles]]
-    rows += [["steps", result.total_steps]]
-    parts = ["pipecheck monitor: your training loop",
-             tabulate(rows, tablefmt="simple", disable_numparse=True), "",
-             format_breakdown(result.breakdown)]
-    if result.sync_sites:
-        site_rows = [[short_location(s.location), s.code[:50], f"{s.seconds:.3f} s",
-                      f"{100 * s.share:.1f}%",
-                      "pipecheck lagged sync (expected)" if s.internal else "your code"]
-                     for s in result.sync_sites[:max_sites]]
-        parts += ["", "where the loop waited for the device:",
-                  tabulate(site_rows, headers=["location", "code", "seconds", "share", ""],
-                           tablefmt="simple", disable_numparse=True)]
-    if result.anomalies:
-        parts += ["", anomalies_text(result.anomalies)]
-    if result.findings:
-        parts += ["", "findings:", findings_text(result.findings)]
-    if result.warnings:
-        parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)

@@ -12,7 +12,7 @@ from tabulate import tabulate
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.report.anomalies import anomalies_table
-from pipecheck.report.format import ms, nbytes, warnings_text
+from pipecheck.report.format import ms, nbytes, p_value, warnings_text
 
 
 def _num(v: float, signed: bool = False) -> str:
@@ -35,12 +35,7 @@ def value_text(unit: str, v: float | None, signed: bool = False) -> str:
     if v is None or not math.isfinite(v):
         return "-"
     if unit == "s":
-        if signed:
-            x = v * 1000.0
-            if abs(v) >= 1:
-                return f"{v:+.3f} s"
-            return f"{x:+.1f} ms" if abs(x) >= 10 else f"{x:+.2f} ms"
-        return ms(v) if abs(v) < 1 else f"{v:.3f} s"
+        return ms(v, signed)
     if unit == "bytes":
         text = nbytes(int(abs(v)))
         return (("+" if v >= 0 else "-") + text) if signed else text
@@ -56,9 +51,7 @@ def value_text(unit: str, v: float | None, signed: bool = False) -> str:
 def significance_text(row: DiffRow) -> str:
     if not row.significance:
         return ""
-    p = row.p_value
-    p_text = "p=?" if p is None else ("p<0.001" if p < 0.001 else f"p={p:.3f}")
-    return f"{row.significance} ({p_text})"
+    return f"{row.significance} ({p_value(row.p_value)})"
 
 
 def diff_table(rows: Sequence[DiffRow]) -> str:

@@ -1,15 +1,15 @@
-"""Reporters: pure functions from results to text. Only the CLI prints."""
+"""The one formatting module: one rule per unit (durations, rates, bytes, p-values) and
+the shared text blocks (findings, warnings). Pure functions; only the CLI prints."""
 
 from __future__ import annotations
 
 import math
 import os
-from typing import Any, Sequence
+from typing import Sequence
 
 from tabulate import tabulate
 
-from pipecheck.records.common import Distribution, Finding
-from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.records.common import Breakdown, Distribution, Finding
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 """pipecheck's own package directory (its files are shown as ``pipecheck/...``)."""
@@ -38,14 +38,23 @@ def short_location(location: str, cwd: str | None = None) -> str:
     return f"{short_path(path, cwd)}:{line}"
 
 
-def ms(seconds: float | None) -> str:
-    """Seconds as milliseconds with sensible precision; '-' when unknown."""
+def ms(seconds: float | None, signed: bool = False) -> str:
+    """A duration: from 1 s on in seconds (2 decimals), from 10 ms on in ms with 1 decimal,
+    below with 2; ``signed`` for differences; '-' when unknown."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
+    sign = "+" if signed else ""
     if abs(seconds) >= 1.0:
-        return f"{seconds:.2f} s"
+        return f"{seconds:{sign}.2f} s"
     v = seconds * 1000.0
-    return f"{v:.1f} ms" if abs(v) >= 10 else f"{v:.2f} ms"
+    return f"{v:{sign}.1f} ms" if abs(v) >= 10 else f"{v:{sign}.2f} ms"
+
+
+def p_value(p: float | None) -> str:
+    """A test's p-value: ``p<0.001``, ``p=0.042``, or ``p=?`` when there is none."""
+    if p is None or not math.isfinite(p):
+        return "p=?"
+    return "p<0.001" if p < 0.001 else f"p={p:.3f}"
 
 
 def rate(value: float | None, unit: str) -> str:
@@ -68,15 +77,6 @@ def nbytes(n: int | None) -> str:
     return str(n)
 
 
-def distribution_rows(d: Distribution, label: str) -> list[list[str]]:
-    return [
-        [f"{label} median", ms(d.median_s)],
-        [f"{label} p10 / p90", f"{ms(d.p10_s)} / {ms(d.p90_s)}"],
-        [f"{label} IQR", ms(d.iqr_s)],
-        ["steady-state steps (n)", str(d.n)],
-    ]
-
-
 def findings_text(findings: Sequence[Finding]) -> str:
     lines = []
     for f in findings:
@@ -91,38 +91,21 @@ def warnings_text(warnings: Sequence[str]) -> str:
     return "\n".join(f"warning: {w}" for w in warnings)
 
 
-def format_synthetic(result: SyntheticResult) -> str:
-    """The synthetic report: target step time, compile, throughput, findings, warnings."""
-    c, t = result.compile, result.throughput
-    rows: list[list[Any]] = [["workload", result.config.get("workload")]]
-    rows += distribution_rows(result.step_time, "target step time")
-    rows += [
-        ["first step (incl. compile)", ms(c.first_step_s)],
-        ["compile time (train step)", ms(c.compile_s)],
-        ["train step compilations", c.train_step_compiles],
-        ["examples/s", rate(t.examples_per_s, "ex/s")],
+def distribution_rows(d: Distribution, label: str) -> list[list[str]]:
+    return [
+        [f"{label} median", ms(d.median_s)],
+        [f"{label} p10 / p90", f"{ms(d.p10_s)} / {ms(d.p90_s)}"],
+        [f"{label} IQR", ms(d.iqr_s)],
+        ["steady-state steps (n)", str(d.n)],
     ]
-    if t.tokens_per_s is not None:
-        rows.append(["tokens/s", rate(t.tokens_per_s, "tok/s")])
-    if t.tflops_per_s is not None:
-        source = f" ({t.flops_source})" if t.flops_source else ""
-        rows.append(["TFLOP/s", f"{t.tflops_per_s:.4f}{source}"])
-    rows.append(["peak memory (compiled step)", nbytes(t.peak_memory_bytes)])
-    env = result.env
-    rows.append(["devices", f"{env.get('device_count')} x {env.get('device_kind')} "
-                            f"({env.get('backend')})"])
-    parts = ["pipecheck synthetic: target step time (compute alone)",
-             tabulate(rows, tablefmt="simple", disable_numparse=True)]
-    if result.steps:
-        from pipecheck.analysis.breakdown import breakdown_of_steps, format_breakdown
 
-        parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
-    if result.anomalies:
-        from pipecheck.report.anomalies import anomalies_text  # it imports this module
 
-        parts += ["", anomalies_text(result.anomalies)]
-    if c.findings:
-        parts += ["", "findings:", findings_text(c.findings)]
-    if result.warnings:
-        parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)
+def format_breakdown(b: Breakdown, title: str = "where the wall time went") -> str:
+    """A reporter: the table, seconds and share of wall time, largest categories kept in
+    table order."""
+    rows: Sequence[list[str]] = [
+        [r.category, f"{r.seconds:.3f} s", f"{100 * r.share:.1f}%"] for r in b.rows
+    ]
+    table = tabulate(rows, headers=["category", "seconds", "share"], tablefmt="simple",
+                     disable_numparse=True, colalign=("left", "right", "right"))
+    return f"{title} ({b.steps} steps, {b.wall_s:.3f} s wall):\n{table}"

@@ -27,6 +27,7 @@ from pipecheck.errors import PlotUnavailableError, ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
+from pipecheck.report.format import ms
 
 DEFAULT_WINDOW = 12
 """Steps shown in the Gantt when no window is given."""
@@ -183,7 +184,7 @@ def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] 
     if steady.any():
         med = float(np.median(times[steady]))
         ax.axhline(med, ls="--", color="#2ca02c", lw=1,
-                   label=f"steady-state median {med:.1f} ms")
+                   label=f"steady-state median {ms(med / 1e3)}")
     for tag, pts in tag_points(rows).items():
         marker, color = TAG_STYLE.get(tag, ("v", None))
         ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=70 if color else 60,
@@ -337,8 +338,7 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
             f"({int(numbers.min())}..{int(numbers.max())})")
     kind = getattr(record, "kind", "run")
     median = getattr(getattr(record, "step_time", None), "median_s", math.nan)
-    title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median " + (
-        f"{median * 1e3:.1f} ms" if math.isfinite(median) else "-")
+    title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median {ms(median)}"
     png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))
     store.write_text_atomic(out_path, png, force)
     return PlotOutcome(window if lower == "gantt" else None, lower,

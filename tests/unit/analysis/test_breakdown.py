@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.analysis.breakdown import breakdown_of_steps, format_breakdown
+from pipecheck.analysis.breakdown import breakdown_of_steps
 from pipecheck.records.common import StepRecord
+from pipecheck.report.format import format_breakdown
 
 
 def steps() -> list[StepRecord]:

@@ -192,12 +192,12 @@ def test_diff_table_exact():
         diff.DiffRow("first step (compile)", "s", 41.73, 0.202, -41.528, -0.99516),
     ]
     assert diff_table(rows) == "\n".join([
-        "                        A          B         B-A        change    significance",
-        "----------------------  ---------  --------  ---------  --------  ---------------------",
-        "step time median        51.9 ms    80.2 ms   +28.3 ms   +54.5%    significant (p<0.001)",
-        "final loss              7.973      7.971     -0.002     -0.0%",
-        "memory (compiled step)  544.1 KiB  -         -          -",
-        "first step (compile)    41.730 s   202.0 ms  -41.528 s  -99.5%",
+        "                        A          B         B-A       change    significance",
+        "----------------------  ---------  --------  --------  --------  ---------------------",
+        "step time median        51.9 ms    80.2 ms   +28.3 ms  +54.5%    significant (p<0.001)",
+        "final loss              7.973      7.971     -0.002    -0.0%",
+        "memory (compiled step)  544.1 KiB  -         -         -",
+        "first step (compile)    41.73 s    202.0 ms  -41.53 s  -99.5%",
     ])
 
 

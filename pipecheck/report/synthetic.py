@@ -1,0 +1,53 @@
+"""The synthetic report: target step time, compile, throughput, breakdown, findings."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tabulate import tabulate
+
+from pipecheck.analysis.breakdown import breakdown_of_steps
+from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.format import (
+    distribution_rows,
+    findings_text,
+    format_breakdown,
+    ms,
+    nbytes,
+    rate,
+    warnings_text,
+)
+
+
+def format_synthetic(result: SyntheticResult) -> str:
+    """The synthetic report: target step time, compile, throughput, findings, warnings."""
+    c, t = result.compile, result.throughput
+    rows: list[list[Any]] = [["workload", result.config.get("workload")]]
+    rows += distribution_rows(result.step_time, "target step time")
+    rows += [
+        ["first step (incl. compile)", ms(c.first_step_s)],
+        ["compile time (train step)", ms(c.compile_s)],
+        ["train step compilations", c.train_step_compiles],
+        ["examples/s", rate(t.examples_per_s, "ex/s")],
+    ]
+    if t.tokens_per_s is not None:
+        rows.append(["tokens/s", rate(t.tokens_per_s, "tok/s")])
+    if t.tflops_per_s is not None:
+        source = f" ({t.flops_source})" if t.flops_source else ""
+        rows.append(["TFLOP/s", f"{t.tflops_per_s:.4f}{source}"])
+    rows.append(["peak memory (compiled step)", nbytes(t.peak_memory_bytes)])
+    env = result.env
+    rows.append(["devices", f"{env.get('device_count')} x {env.get('device_kind')} "
+                            f"({env.get('backend')})"])
+    parts = ["pipecheck synthetic: target step time (compute alone)",
+             tabulate(rows, tablefmt="simple", disable_numparse=True)]
+    if result.steps:
+        parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
+    if result.anomalies:
+        parts += ["", anomalies_text(result.anomalies)]
+    if c.findings:
+        parts += ["", "findings:", findings_text(c.findings)]
+    if result.warnings:
+        parts += ["", warnings_text(result.warnings)]
+    return "\n".join(parts)
