@@ -32,6 +32,7 @@ from pipecheck.analysis import stats
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, PipelineError, PipelineStallError
+from pipecheck.measure.grain_dataloader import is_data_loader
 from pipecheck.measure.pipeline import (
     DEFAULT_PER_WORKER_BUFFER,
     PipelineStalled,
@@ -319,8 +320,9 @@ def measure_setting(
                                       on_first=report_first)
             finally:
                 timer.disarm()
-        stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
-                                          consumed=n_batches + 1, wait_s=stage_wait_s)
+        if not is_data_loader(dataset):
+            stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
+                                              consumed=n_batches + 1, wait_s=stage_wait_s)
     except PipelineStalled:
         stalled = True
         what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
@@ -337,8 +339,10 @@ def measure_setting(
     except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
         error = pipeline_error(e, label)  # text only: no frame outlives the clean-up
         del e
+    # A grain.DataLoader sends batches through shared memory: those in flight when its
+    # workers stop are reclaimed as after an error.
     release(opened, before, failed=stalled,
-            shm_before=shm_before if error is not None else None)
+            shm_before=shm_before if error is not None or is_data_loader(dataset) else None)
     opened.clear()
     if error is not None:
         raise error
@@ -353,7 +357,10 @@ def measure_setting(
             f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
             "are buffered while the first one is awaited and then arrive at once; time at "
             f"least {BUFFER_WARNING_FACTOR * buffered} (--batches) for a steady-state median")
-    if not complete:
+    if is_data_loader(dataset):
+        warnings.append("no stage breakdown: Grain's stage timing does not reach inside a "
+                        "grain.DataLoader (a MapDataset pipeline gets one)")
+    elif not complete:
         warnings.append("the workers' stage timings did not cover every batch in "
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
     return LoaderSetting(

@@ -77,6 +77,10 @@ def default_loss(out: Any) -> Any:
         return out["loss"]
     if getattr(out, "shape", None) == ():
         return out
+    if out is None:
+        raise MonitorError(
+            "Monitor.step: the step returned None; a step that updates its state in place "
+            "(a Flax NNX train_step) must return its loss: end it with `return loss`")
     raise MonitorError(
         f"Monitor.step could not find the loss in the step's output ({type(out).__name__}); "
         "return (state, {'loss': ...}) or pass Monitor(loss=lambda out: ...)"

@@ -79,7 +79,12 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
     """
     import grain
 
+    from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
+
     ensure_absl_flags_parsed()
+    if is_data_loader(dataset):  # its own workers; Grain's stage timing cannot see inside
+        return with_settings(dataset, workers, threads, DEFAULT_PER_WORKER_BUFFER,
+                             max(1, 2 * threads))
     read = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=max(1, 2 * threads))
     if isinstance(dataset, BatchedExamples):
         ds = dataset.examples.to_iter_dataset(read).batch(
@@ -305,7 +310,10 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     finally:
         if batches is not None:
             batches.close()  # its frame would keep the iterator (and shared memory) alive
+        from pipecheck.measure.grain_dataloader import is_data_loader
+
+        # A grain.DataLoader sends batches through shared memory: reclaim those in flight.
         release(opened, before, failed=bool(failure),
-                shm_before=shm_before if failure else None)
+                shm_before=shm_before if failure or is_data_loader(dataset) else None)
     if failure:
         raise failure[0] from None

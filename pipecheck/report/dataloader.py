@@ -77,11 +77,13 @@ def format_dataloader(result: DataloaderResult) -> str:
                  tablefmt="simple", disable_numparse=True),
         "D/batch: the loader time compare uses, the mean per batch (1 / throughput) without "
         "the batches workers buffered at start-up.",
-        "",
-        "Stage breakdown (Grain stage timing; wait = share of the pipeline's time spent in "
-        "the stage):",
     ]
+    if any(r.stages for r in result.results):
+        lines += ["", "Stage breakdown (Grain stage timing; wait = share of the pipeline's time "
+                      "spent in the stage):"]
     for r in result.results:
+        if not r.stages:  # no stage timing for this pipeline (a warning says why)
+            continue
         partial = "" if r.stages_complete else " (partial)"
         lines += ["", f"workers={r.workers} threads={r.threads}: slowest stage "
                       f"{_slowest(r)}{partial}", stage_table(r)]

@@ -26,6 +26,7 @@ from pipecheck.errors import ConfigError
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
+from pipecheck.workloads.step_styles import UserStep, place_state
 
 KEYS: tuple[Key, ...] = (
     Key("params", dict, {}, "free-form settings passed to your entry points as config['params']"),
@@ -108,7 +109,6 @@ def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
 
 
 def build(config: RunConfig) -> Workload:
-    import jax
     import numpy as np
 
     entries = dict(config.entry_points or {})
@@ -149,20 +149,22 @@ def build(config: RunConfig) -> Workload:
                      f"devices={n_dev}")
     spec = spec_of(example, batch_sharding(mesh))
     step = raw["train_step"]
-    jitted = GuardedStep(step if hasattr(step, "lower") else jax.jit(step))
+    user_step = UserStep(step)
     name = str(getattr(step, "__name__", None)
                or getattr(getattr(step, "__wrapped__", None), "__name__", "train_step"))
     rep = replicated(mesh)
 
     def init_state() -> Any:
-        return jax.device_put(fns["init"](user_config), rep)
+        state = fns["init"](user_config)
+        user_step.use_style(state)  # NNX objects: the step updates them in place
+        return place_state(state, rep)
 
     dataset = (lambda: fns["dataset"](user_config)) if "dataset" in fns else None
     return Workload(
         name="user",
         config=config,
         mesh=mesh,
-        train_step=jitted,
+        train_step=GuardedStep(user_step),
         train_step_name=name,
         init_state=init_state,
         batch_spec=spec,

@@ -240,3 +240,56 @@ def test_an_exception_in_compares_real_data_run_is_one_line(tmp_path):
         f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), '# TRANSFORM')}) "
         "raised ValueError: cannot parse record 30 (in the input pipeline, workers=1, "
         "threads=1)"]
+
+
+# --- Flax NNX and grain.DataLoader, as the Flax and Grain tutorials write them ----------------
+NNX_CONFIG = "configs/nnx-example.yml"
+"""examples/nnx_train.py: NNX objects updated in place; the pipeline is a grain.DataLoader."""
+
+
+def test_nnx_workload_synthetic_runs_the_step_unedited(tmp_path):
+    out = tmp_path / "s.json"
+    proc = run_cli("synthetic", "--config", NNX_CONFIG, "--steps", "6", "--json", str(out),
+                   cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["compile"]["train_step_compiles"] == 1
+    losses = [s["loss"] for s in data["steps"]]
+    assert losses[-1] < losses[0]  # the optimizer updated the model in place
+
+
+def test_data_loader_pipeline_under_dataloader_with_workers(tmp_path):
+    out = tmp_path / "dl.json"
+    proc = run_cli("dataloader", "--config", NNX_CONFIG, "--workers", "0,2", "--batches", "8",
+                   "--json", str(out), cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "leaked" not in proc.stderr
+    rows = json.loads(out.read_text())["results"]
+    assert [r["workers"] for r in rows] == [0, 2]
+    assert all(r["examples_per_batch"] == 64 for r in rows)
+    assert all(any("grain.DataLoader" in w for w in r["warnings"]) for r in rows)
+
+
+def test_nnx_and_data_loader_under_compare(tmp_path):
+    out = tmp_path / "c.json"
+    proc = run_cli("compare", "--config", NNX_CONFIG, "--workers", "0,1", "--steps", "12",
+                   "--target-steps", "5", "--batches", "5", "--quiet", "--json", str(out),
+                   cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert sorted(s["workers"] for s in data["loader"]) == [0, 1]
+    assert len(data["steps"]) == 12 and data["verdict"]
+
+
+def test_nnx_training_script_under_the_monitor(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "nnx_train.py")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "nnx_run.json").read_text())
+    assert run["kind"] == "monitor" and run["total_steps"] == 60
+    assert run["compile"]["train_step_compiles"] == 1
+    assert "pipecheck monitor: your training loop" in proc.stdout
