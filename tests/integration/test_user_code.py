@@ -8,6 +8,9 @@ import json
 import pathlib
 import textwrap
 
+from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
+
 from ..conftest import REPO, run_cli
 
 USER_MODEL = textwrap.dedent('''
@@ -254,7 +257,7 @@ def test_nnx_workload_synthetic_runs_the_step_unedited(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["compile"]["train_step_compiles"] == 1
-    losses = [s["loss"] for s in data["steps"]]
+    losses = [s.loss for s in StepTable.from_json(StepRecord, data["steps"])]  # by column
     assert losses[-1] < losses[0]  # the optimizer updated the model in place
 
 
@@ -278,7 +281,7 @@ def test_nnx_and_data_loader_under_compare(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert sorted(s["workers"] for s in data["loader"]) == [0, 1]
-    assert len(data["steps"]) == 12 and data["verdict"]
+    assert len(StepTable.from_json(StepRecord, data["steps"])) == 12 and data["verdict"]
 
 
 def test_nnx_training_script_under_the_monitor(tmp_path):
