@@ -137,9 +137,9 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     devices = _number(env.get("device_count")) or 1.0
     flops = _number(throughput.get("flops_per_step"))
     tflops = tuple(flops / t / 1e12 / devices for t in times if t > 0) if flops else ()
-    tokens_per_step = _number(throughput.get("tokens_per_step"))
     tokens_per_s = _number(throughput.get("tokens_per_s"))
-    if tokens_per_step is None and tokens_per_s:
+    tokens_per_step = None
+    if tokens_per_s:
         # the record's tokens/s is tokens per step over its own steady-state median
         step_time = data.get("step_time") if isinstance(data.get("step_time"), Mapping) else {}
         assert isinstance(step_time, Mapping)

@@ -57,9 +57,6 @@ BUFFER_WARNING_FACTOR = 4
 """Warn when fewer timed batches than this many times what the workers buffer at start-up."""
 
 
-# --- records ------------------------------------------------------------------------------
-
-
 
 
 

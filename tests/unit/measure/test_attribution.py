@@ -11,7 +11,7 @@ from pipecheck.analysis.steady_state import steady_state, step_anomalies
 from pipecheck.measure.loop import StepHook, run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads.calibrated import blocking_hook
-from tests.sim_device import SimDevice
+from tests.fakes import SimDevice
 
 C = 0.05     # device compute per step
 CKPT = 0.2   # checkpoint cost

@@ -8,12 +8,12 @@ from pipecheck.analysis.steady_state import steady_state
 from pipecheck.errors import PipelineError
 from pipecheck.measure.loop import run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
-from tests.unit.sim import FakeClock, SimDevice, loader
+from tests.fakes import FakeClock, SimDevice, loader
 
 
 def run(compute_s, load_s, n=10, hooks=(), dispatch_s=0.0, compile_s=0.0):
     clock = FakeClock()
-    dev = SimDevice(clock, compute_s, dispatch_s=dispatch_s, compile_s=compile_s)
+    dev = SimDevice(compute_s, dispatch_s=dispatch_s, compile_s=compile_s, clock=clock)
     rec = SpanRecorder(clock)
     out = run_lagged_sync_loop(dev.step, 0, loader(clock, load_s), n, rec, hooks=hooks,
                                compiles=lambda: dev.compiles, read_loss=dev.read)
@@ -33,7 +33,7 @@ def test_compute_bound_steps_cost_the_compute_time():
 def test_naive_host_wallclock_would_report_dispatch_time_not_compute():
     # What a naive loop measures: host time between iterations.
     clock = FakeClock()
-    dev = SimDevice(clock, compute_s=0.050, dispatch_s=0.0002)
+    dev = SimDevice(compute_s=0.050, dispatch_s=0.0002, clock=clock)
     naive = []
     state = 0
     batches = loader(clock, 0.0)
@@ -61,7 +61,7 @@ def test_forced_sync_on_the_current_step_costs_compute_plus_load():
             clock_holder["dev"].read(metrics["loss"])
 
     clock = FakeClock()
-    dev = SimDevice(clock, 0.030)
+    dev = SimDevice(0.030, clock=clock)
     clock_holder["dev"] = dev
     rec = SpanRecorder(clock)
     out = run_lagged_sync_loop(dev.step, 0, loader(clock, 0.050), 10, rec, hooks=[forced_sync],
@@ -91,29 +91,29 @@ def test_spans_and_other_add_up_to_the_step_time():
 
 def test_loop_never_waits_on_the_step_it_just_dispatched():
     clock = FakeClock()
-    dev = SimDevice(clock, 0.050)
+    dev = SimDevice(0.050, clock=clock)
     read_before_next_dispatch = []
 
     def read(loss):
         # at the moment of every sync, a newer step must already be queued
-        read_before_next_dispatch.append(dev.free_at > loss.ready_at or dev.steps_run == 5)
+        read_before_next_dispatch.append(dev.free_at > loss.ready_at or dev.dispatched == 5)
         return dev.read(loss)
 
     run_lagged_sync_loop(dev.step, 0, loader(clock, 0.0), 5, SpanRecorder(clock),
                          read_loss=read)
     assert read_before_next_dispatch == [True] * 5
-    assert dev.steps_run == 5
+    assert dev.dispatched == 5
 
 
 def test_losses_are_recorded_per_step():
     out, _, _ = run(compute_s=0.01, load_s=0.0, n=4)
-    assert [s.loss for s in out.steps] == [0.0, 1.0, 2.0, 3.0]
+    assert [s.loss for s in out.steps] == [1.0, 1 / 2, 1 / 3, 1 / 4]
     assert [s.step for s in out.steps] == [0, 1, 2, 3]
 
 
 def test_running_out_of_batches_is_a_pipeline_error():
     clock = FakeClock()
-    dev = SimDevice(clock, 0.01)
+    dev = SimDevice(0.01, clock=clock)
     with pytest.raises(PipelineError, match="ran out after 3 batches"):
         run_lagged_sync_loop(dev.step, 0, iter([1, 2, 3]), 5, SpanRecorder(clock),
                              read_loss=dev.read)

@@ -14,7 +14,7 @@ from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.steps import StepTable
-from tests.sim_device import SimDevice
+from tests.fakes import SimDevice
 
 C = 0.05
 CKPT = 0.2
