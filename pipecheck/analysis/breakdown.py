@@ -34,14 +34,14 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from pipecheck.analysis.steady_state import steady_state
-from pipecheck.measure.spans import SPAN_KINDS, StepTotals
+from pipecheck.measure.spans import StepTotals
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
 from pipecheck.records.kinds import SPAN_NAMES
 
 CATEGORIES = ("compile", "data wait", "compute", "sync stall", "checkpoint", "eval", "gc")
 """The fixed categories, in table order; user spans follow them, then ``other``."""
 
-_BUILTIN_SPANS = (*SPAN_KINDS, "other")
+_BUILTIN_SPANS = (*SPAN_NAMES, "other")
 
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from pipecheck.analysis import stats
 from pipecheck.records.common import Finding
 from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
+from pipecheck.records.kinds import FindingKind
 
 STRAGGLER_MARGIN = 0.10
 """A straggler's interval low end must clear the median host's high end by 10%: the
@@ -66,10 +67,10 @@ DATA_WAIT_CAUSE_SHARE = 0.5
 """A host whose data wait is at least half of the event's longest data wait (and at least
 ``STALL_MIN_S``) is among the event's causes."""
 
-STRAGGLER = "straggler"
-SYNCHRONIZED_STALL = "synchronized-stall"
-ONE_HOST_STALL = "one-host-stall"
-HOSTS_EQUAL = "hosts-equal"
+STRAGGLER: FindingKind = "straggler"
+SYNCHRONIZED_STALL: FindingKind = "synchronized-stall"
+ONE_HOST_STALL: FindingKind = "one-host-stall"
+HOSTS_EQUAL: FindingKind = "hosts-equal"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,9 +30,6 @@ from typing import Any, Callable, Iterable
 
 from pipecheck.records.common import StepRecord
 
-SPAN_KINDS = ("data_wait", "device_put", "dispatch", "sync", "checkpoint", "eval", "gc", "log")
-"""The span names pipecheck itself records; users may add their own."""
-
 DETACHED_KINDS = ("gc",)
 """Spans that interrupt whatever is running (a garbage collection): counted under their own
 name at any depth, and taken out of the top-level span they interrupted."""

@@ -9,6 +9,7 @@ from typing import ClassVar, Literal, Mapping, Sequence
 
 from pipecheck.analysis import stats
 from pipecheck.records.base import Record
+from pipecheck.records.kinds import FindingKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Estimate(Record):
 class Finding(Record):
     """Something the user should know, in plain words, with the numbers behind it."""
 
-    kind: str
+    kind: FindingKind
     message: str
     numbers: Mapping[str, float] = dataclasses.field(default_factory=dict)
     location: str | None = None

@@ -38,3 +38,13 @@ DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
 """The spans that wait for or move input data."""
 HOOK_SPANS: tuple[SpanName, ...] = ("checkpoint", "eval", "log", "gc")
 """Host work a step's hooks (or a collection) do outside fetching and running steps."""
+
+FindingKind = Literal["recompile", "input-bound", "slow-stage", "forced-sync",
+                      "harmless-sync", "interference", "host-sync", "straggler",
+                      "synchronized-stall", "one-host-stall", "hosts-equal"]
+"""What a finding is about: a recompilation; a loader slower than compute (and what tuning
+did); the pipeline stage it waits on; a host sync that holds the run back, or one that is
+harmless here; real-data steps slower than both parts with no sync to explain it
+(interference); a Monitor run's host sync; across hosts, a straggler, all hosts stalling
+together, one host stalling, or hosts equal."""
+FINDING_KINDS: tuple[FindingKind, ...] = typing.get_args(FindingKind)

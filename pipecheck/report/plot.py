@@ -26,6 +26,7 @@ from pipecheck.analysis.steady_state import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.errors import PlotUnavailableError, ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
+from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 from pipecheck.report.format import ms
 
@@ -45,8 +46,7 @@ MAX_LABELLED_STEPS = 30
 MAX_TABLE_ROWS = 25
 """Rows of the anomaly table that stands in for the Gantt of a run without spans."""
 
-INTERVAL_ORDER = ("checkpoint", "eval", "log", "gc", "data_wait", "device_put", "dispatch",
-                  "sync")
+INTERVAL_ORDER = (*HOOK_SPANS, *DATA_SPANS, "dispatch", "sync")
 """How the spans of one step interval follow each other in the loop: the step's own hooks
 (checkpoint, eval, log) run first, then the next batch is fetched and dispatched, then the
 step's loss is read. User spans go after the hooks; ``other`` last."""

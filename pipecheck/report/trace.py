@@ -29,11 +29,11 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from pipecheck.measure.spans import Span, SpanRecorder
+from pipecheck.records.kinds import DATA_SPANS
 from pipecheck.records.store import write_text_atomic
 
 PID = 1
 TRACKS = {"steps": 1, "host": 2, "data": 3, "compile": 4}
-DATA_SPANS = ("data_wait", "device_put")
 
 _COMPILE_NAMES = {
     "/jax/core/compile/jaxpr_trace_duration": "trace",

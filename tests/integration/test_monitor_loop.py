@@ -9,8 +9,8 @@ import pathlib
 import subprocess
 import sys
 
-from pipecheck.measure.spans import SPAN_KINDS
 from pipecheck.records import store
+from pipecheck.records.kinds import SPAN_NAMES
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import REPO
@@ -88,7 +88,7 @@ def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:
     trace = chrome_trace(timeline_of(rec, watcher.events))
     assert validate_chrome_trace(trace) == []
     names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
-    assert set(SPAN_KINDS) <= names
+    assert set(SPAN_NAMES) <= names
     assert {f"step {i}" for i in range(6)} <= names
     path = tmp_path / "t.json.gz"
     from pipecheck.report.trace import write_trace
