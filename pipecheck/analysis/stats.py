@@ -342,37 +342,3 @@ def mann_whitney_u_p(a: Samples, b: Samples) -> float:
     z = (abs(u1 - mu) - 0.5) / math.sqrt(sigma_sq)
     z = max(z, 0.0)
     return float(math.erfc(z / math.sqrt(2.0)))
-
-
-OUTLIER_ROBUST_Z = 3.5
-"""Modified z-score (0.6745 * |x - median| / MAD) above which a sample is an outlier
-(Iglewicz and Hoaglin's customary cut-off)."""
-
-OUTLIER_MIN_RELATIVE = 0.25
-"""...and it must also lie at least this fraction of the median away from the median, so a
-very steady series (tiny MAD) does not call a 3% blip an outlier."""
-
-
-def robust_outliers(
-    samples: Samples,
-    z: float = OUTLIER_ROBUST_Z,
-    min_relative: float = OUTLIER_MIN_RELATIVE,
-) -> list[int]:
-    """Indices of samples far from the median, by modified z-score *and* relative distance.
-
-    Both tests must flag a sample: the modified z-score (median and MAD, so the outliers
-    themselves do not widen the yardstick) adapts to a noisy series, the relative distance
-    to a very steady one. With a MAD of zero only the relative test applies.
-    """
-    arr = np.asarray(samples, dtype=float)
-    if arr.size < 3:
-        return []
-    med = float(np.median(arr))
-    dev = np.abs(arr - med)
-    mad = float(np.median(dev))
-    flagged = dev != 0
-    if med > 0:
-        flagged &= ~(dev < min_relative * med)
-    if mad > 0:
-        flagged &= ~(0.6745 * dev / mad <= z)
-    return np.flatnonzero(flagged).tolist()  # type: ignore[no-any-return]

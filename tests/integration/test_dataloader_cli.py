@@ -13,6 +13,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -96,10 +97,15 @@ def test_demo_sweep_json_and_tokenize_pack_is_the_slow_stage(tmp_path):
     assert leftover(marker) == []
 
 
+LOAD_S = 0.080
+"""The calibrated loader's sleep per batch in the worker sweep."""
+
+
 def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
     out = tmp_path / "dl.json"
-    proc = run_cli("dataloader", "--set", "workload=calibrated", "--set", "load_ms=80",
-                   "--workers", "1,2,4", "--batches", "40", "--json", str(out))
+    proc = run_cli("dataloader", "--set", "workload=calibrated", "--set",
+                   f"load_ms={LOAD_S * 1000:g}", "--workers", "1,2,4", "--batches", "40",
+                   "--json", str(out))
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(out.read_text())["results"]
     # Mean batch time (1 / batches_per_s). With several workers in lockstep the batches
@@ -108,7 +114,7 @@ def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
     # Latency-bound (sleeping) loader: ~80 / workers ms, even with more workers than cores.
     assert 1.5 < mean[1] / mean[2] < 2.6, mean
     assert 1.4 < mean[2] / mean[4] < 2.6, mean
-    assert 0.07 < mean[1] < 0.2, mean  # one worker cannot beat its 80 ms sleep
+    assert mean[1] >= 0.95 * LOAD_S, mean  # one worker cannot beat its own sleep
     for r in rows:
         assert r["batch_time"]["mean_s"] == pytest.approx(mean[r["workers"]], rel=1e-9)
         # The first batch (worker spawn) is reported apart and costs more than a batch.
@@ -135,16 +141,34 @@ def test_worker_that_raises_ends_the_run_with_its_message(tmp_path):
 @pytest.mark.parametrize("workers,threads", [(2, 1), (0, 1)])
 def test_a_pipeline_that_stops_producing_is_stopped_by_timeout(tmp_path, workers, threads):
     marker = uuid.uuid4().hex
-    t0 = time.monotonic()
+    # the transform sleeps for an hour: a run that is not stopped raises TimeoutExpired
     proc = run_cli("dataloader", "--config", user_config(tmp_path, "hanging_dataset", hang_at=3),
                    "--workers", str(workers), "--threads", str(threads), "--batches", "20",
                    "--timeout", "3", env=_env(marker), timeout=120)
-    assert time.monotonic() - t0 < 90  # not hung (the transform sleeps for an hour)
     assert proc.returncode == 4, proc.stderr
     lines = error_lines(proc)
     assert len(lines) == 1, proc.stderr
     assert "produced no batch for 3 s" in lines[0] and "--timeout" in lines[0]
     assert leftover(marker) == []
+
+
+def read_until(stream, text, timeout_s):
+    """Lines of ``stream`` up to the first one containing ``text``, read in a thread so a
+    child that never prints it fails the test instead of hanging it."""
+    lines: list[str] = []
+    found = threading.Event()
+
+    def pump():
+        for line in stream:
+            lines.append(line)
+            if text in line:
+                break
+        found.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    if not found.wait(timeout_s):
+        raise AssertionError(f"no {text!r} on stderr within {timeout_s} s: {''.join(lines)}")
+    return lines
 
 
 def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
@@ -158,16 +182,12 @@ def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
     try:
         assert proc.stderr is not None
-        seen = []
-        for line in proc.stderr:  # wait until batches are flowing
-            seen.append(line)
-            if "first batch after" in line:
-                break
+        seen = read_until(proc.stderr, "first batch after", timeout_s=120)  # batches flow
         workers = psutil.Process(proc.pid).children(recursive=True)
         assert len(workers) >= 2, seen
         time.sleep(1.0)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=60)  # the rest of stderr, with a deadline
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -228,14 +248,22 @@ def test_other_sources_tfds_by_name_and_array_record_path(tmp_path):
     from array_record.python.array_record_module import ArrayRecordWriter
 
     corpus = _build_small_corpus(tmp_path)
+    out = tmp_path / "no_put.json"
     proc = run_cli("dataloader", "--set", "source=tfds:pipecheck_demo_text", "--set",
-                   f"data_dir={corpus}", "--batches", "3", "--no-device-put")
+                   f"data_dir={corpus}", "--batches", "3", "--no-device-put",
+                   "--json", str(out))
     assert proc.returncode == 0, proc.stderr
+    # the batches were timed without moving them to the devices, and the record says so
+    assert json.loads(out.read_text())["device_put"] is False
+    assert "without device_put" in proc.stdout and "with device_put" not in proc.stdout
     path = tmp_path / "docs.array_record"
     writer = ArrayRecordWriter(str(path), "group_size:1")
     for i in range(30):
         writer.write(f"Document {i}: some text to tokenize.".encode())
     writer.close()
-    proc = run_cli("dataloader", "--set", f"source={path}", "--batches", "3")
+    out = tmp_path / "put.json"
+    proc = run_cli("dataloader", "--set", f"source={path}", "--batches", "3", "--json", str(out))
     assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["device_put"] is True  # the default moves them
+    assert "with device_put" in proc.stdout
     assert f"source {path}" in proc.stdout

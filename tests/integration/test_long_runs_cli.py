@@ -94,7 +94,6 @@ def test_diff_shows_bootstrap_progress_on_a_terminal_and_nothing_when_piped(logs
 
 
 def test_plot_of_a_long_import_bands_the_steady_state_and_tables_the_anomalies(logs, tmp_path):
-    pytest.importorskip("matplotlib")
     a, _ = logs
     rec = tmp_path / "a.json"
     assert run_cli("import", str(a), "--json", str(rec)).returncode == 0

@@ -42,13 +42,14 @@ def test_checkpoint_cost_lands_on_checkpoint_steps(ckpt_run: dict[str, pathlib.P
     assert sorted(res.step_time.samples_s) == sorted(s.time_s for s in steady)
     assert not any(t in s.tags for s in steady for t in ("checkpoint", "eval", "compile"))
     for i in (5, 10, 15):
-        assert by[i].spans["checkpoint"] >= CKPT_S * 0.98
-        assert by[i].time_s >= CKPT_S * 0.98
-        assert by[i].time_s > 3 * median
+        # the checkpoint (a sleep to CKPT_S) is inside its own step's interval ...
+        assert by[i].time_s >= by[i].spans["checkpoint"] >= CKPT_S * 0.98
     for i in (6, 11, 16):
-        # the step after a checkpoint is not faster than the steady state (margin: noise)
+        # ... and none of it in the next step's, which is not faster than the steady state
+        # (margin: noise); the steady state holds no checkpoint time at all
+        assert "checkpoint" not in by[i].spans
         assert by[i].time_s >= 0.7 * median, (i, by[i].time_s, median)
-    assert median < CKPT_S / 2
+    assert not any("checkpoint" in s.spans for s in steady)
 
 
 def test_trace_is_valid_chrome_trace_json(ckpt_run: dict[str, pathlib.Path]) -> None:
@@ -72,7 +73,6 @@ def test_trace_is_valid_chrome_trace_json(ckpt_run: dict[str, pathlib.Path]) -> 
 
 
 def test_plot_png_of_a_run(ckpt_run: dict[str, pathlib.Path], tmp_path: pathlib.Path) -> None:
-    pytest.importorskip("matplotlib")
     out = tmp_path / "plot.png"
     r = run_cli("plot", str(ckpt_run["json"]), "-o", str(out))
     assert r.returncode == 0, r.stderr

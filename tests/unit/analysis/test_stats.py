@@ -157,12 +157,6 @@ def test_bootstrap_of_the_mean_from_block_sums_agrees():
     assert stats.bootstrap_ci(x, "mean") == pytest.approx(tuple(expected), rel=1e-12)
 
 
-def test_robust_outliers_vectorized_matches_the_rule():
-    x = [1.0] * 20 + [1.02, 5.0, 0.1, 1.3]
-    assert stats.robust_outliers(x) == [21, 22, 23]
-    assert stats.robust_outliers(np.asarray(x)) == [21, 22, 23]
-
-
 def test_bootstrap_reports_progress_by_resample():
     from pipecheck.progress import Progress, Task
 

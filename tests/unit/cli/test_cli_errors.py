@@ -61,10 +61,24 @@ def test_existing_output_refused_before_running(capsys, tmp_path):
     assert out.read_text() == "{}"
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["synthetic", "--help"]])
-def test_help_explains_every_option(capsys, argv):
-    assert main(argv) == 0
+HELP_MUST_NAME = {
+    (): ("compare", "synthetic", "dataloader", "diff", "import", "plot", "--traceback",
+         "--version"),
+    ("synthetic",): ("--config", "--set", "--steps", "--json", "--force", "--trace"),
+    ("dataloader",): ("--config", "--set", "--workers", "--threads", "--batches",
+                      "--no-device-put", "--timeout", "--json", "--force"),
+    ("compare",): ("--config", "--set", "--steps", "--real", "--json", "--force"),
+    ("diff",): ("--json", "--force"),
+    ("import",): ("--json", "--force"),
+    ("plot",): ("-o", "--steps", "--force"),
+}
+"""What each --help must mention: every command at the top, every option of a command."""
+
+
+@pytest.mark.parametrize("command", list(HELP_MUST_NAME))
+def test_help_explains_every_option(capsys, command):
+    assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
-    if argv == ["synthetic", "--help"]:
-        for opt in ("--config", "--set", "--steps", "--json", "--force"):
-            assert opt in out
+    assert out.startswith(f"Usage: pipecheck {' '.join(command)}".rstrip() + " ")
+    missing = [name for name in HELP_MUST_NAME[command] if name not in out]
+    assert missing == [], out

@@ -19,6 +19,9 @@ def test_negative_threads_is_a_usage_error(capsys):
 
 def test_batches_must_be_positive(capsys):
     assert main(["dataloader", "--batches", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["pipecheck: error: Invalid value for '--batches': 0 is not in the range "
+                   "x>=1. (see 'pipecheck dataloader --help')"]
 
 
 def test_existing_json_without_force_is_refused_before_measuring(tmp_path, capsys):

@@ -58,7 +58,6 @@ def test_binned_band_summarizes_each_run_of_consecutive_steps() -> None:
 
 
 def test_a_run_without_spans_gets_the_anomaly_table_not_an_empty_gantt() -> None:
-    pytest.importorskip("matplotlib")
     from pipecheck.records.imported import Anomaly
     from pipecheck.report.plot import anomaly_rows, render_png
 
@@ -75,7 +74,6 @@ def test_a_run_without_spans_gets_the_anomaly_table_not_an_empty_gantt() -> None
 
 
 def test_a_long_run_is_plotted_as_a_band_with_every_tagged_step(tmp_path) -> None:
-    pytest.importorskip("matplotlib")
     import numpy as np
 
     from pipecheck.records import store
