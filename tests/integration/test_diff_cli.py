@@ -45,7 +45,8 @@ def test_diff_of_40_and_120_ms_runs_is_significant_and_slower(calibrated_runs):
     assert data["kind"] == "diff"
     row = next(x for x in data["rows"] if x["name"] == "step time median")
     assert row["significance"] == "significant"
-    assert row["diff"] > 0 and row["ci_low"] > 0 and row["b"] > row["a"]
+    assert row["diff"] > 0 and row["ci_low"] > 0
+    assert row["b"] / row["a"] > 1.5  # 3x asked for; well above any calibration miss
     assert data["a"]["kind"] == data["b"]["kind"] == "synthetic"
 
     reverse = run_cli("diff", str(b), str(a))
