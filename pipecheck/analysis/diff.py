@@ -98,6 +98,24 @@ def _anomalies_of(data: Mapping[str, Any], steps: Sequence[StepRecord],
     return tuple(step_anomalies(steps))
 
 
+def _rates_per_device(data: Mapping[str, Any], env: Mapping[str, Any],
+                      throughput: Mapping[str, Any], times: Sequence[float], med: float
+                      ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """TFLOP/s and tokens/s per device for each steady step, from the record's FLOPs per
+    step and tokens/s (empty when it has none)."""
+    devices = _number(env.get("device_count")) or 1.0
+    flops = _number(throughput.get("flops_per_step"))
+    tflops = tuple(flops / t / 1e12 / devices for t in times if t > 0) if flops else ()
+    tokens_per_s = _number(throughput.get("tokens_per_s"))
+    if not tokens_per_s:
+        return tflops, ()
+    # the record's tokens/s is tokens per step over its own steady-state median
+    step_time = data.get("step_time") if isinstance(data.get("step_time"), Mapping) else {}
+    assert isinstance(step_time, Mapping)
+    tokens_per_step = tokens_per_s * (_number(step_time.get("median_s")) or med)
+    return tflops, tuple(tokens_per_step / t / devices for t in times if t > 0)
+
+
 def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     """A pipecheck result (as the JSON object) as a RunSummary.
 
@@ -134,19 +152,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     med = float(np.median(times)) if times else math.nan
     anomalies = _anomalies_of(data, steps, origin)
 
-    devices = _number(env.get("device_count")) or 1.0
-    flops = _number(throughput.get("flops_per_step"))
-    tflops = tuple(flops / t / 1e12 / devices for t in times if t > 0) if flops else ()
-    tokens_per_s = _number(throughput.get("tokens_per_s"))
-    tokens_per_step = None
-    if tokens_per_s:
-        # the record's tokens/s is tokens per step over its own steady-state median
-        step_time = data.get("step_time") if isinstance(data.get("step_time"), Mapping) else {}
-        assert isinstance(step_time, Mapping)
-        recorded_median = _number(step_time.get("median_s")) or med
-        tokens_per_step = tokens_per_s * recorded_median
-    tokens = (tuple(tokens_per_step / t / devices for t in times if t > 0)
-              if tokens_per_step else ())
+    tflops, tokens = _rates_per_device(data, env, throughput, times, med)
     warnings = data.get("warnings")
     if isinstance(warnings, list):
         run_warnings = tuple(str(w) for w in warnings)

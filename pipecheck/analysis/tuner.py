@@ -360,6 +360,37 @@ def tune(
     return outcome(search.trials, target_s, cores, stop, reason, run_steps)
 
 
+def _try_buffers(search: _Search, best: GrainSettings, met: bool,
+                 prefetch_factors: Sequence[int], buffer_ladder: Sequence[int]) -> None:
+    """Measure smaller read prefetch and per-worker buffers next to ``best`` (kept when as
+    good), and larger per-worker buffers when the goal is not met (bursty workers); the
+    choice is made later among every trial."""
+    fastest = min(t.batch_s for t in search.trials)
+
+    def good(s: GrainSettings) -> bool:
+        return search.d(s) <= (search.goal if met else fastest * (1 + MIN_GAIN))
+
+    for f in sorted(prefetch_factors):
+        smaller = dataclasses.replace(best, prefetch=max(1, f * best.threads))
+        if smaller.prefetch < best.prefetch and good(smaller):
+            best = smaller
+            break
+    if best.workers > 0:
+        for b in sorted(buffer_ladder):
+            if b >= best.per_worker_buffer:
+                break
+            smaller = dataclasses.replace(best, per_worker_buffer=b)
+            if good(smaller):
+                best = smaller
+                break
+        if not met:
+            for b in sorted(b for b in buffer_ladder if b > best.per_worker_buffer):
+                larger = dataclasses.replace(best, per_worker_buffer=b)
+                if search.d(larger) > search.d(best) * (1 - MIN_GAIN):
+                    break
+                best = larger
+
+
 def tune_grain(
     measure: Callable[[GrainSettings], Trial],
     target_s: float,
@@ -415,30 +446,7 @@ def tune_grain(
                 reasons.append(f"with {best.threads} read threads: {why2}")
 
     # 3. buffers: smaller when as good, larger when the goal is not met
-    fastest = min(t.batch_s for t in search.trials)
-
-    def good(s: GrainSettings) -> bool:
-        return search.d(s) <= (goal if met else fastest * (1 + MIN_GAIN))
-
-    for f in sorted(prefetch_factors):
-        smaller = dataclasses.replace(best, prefetch=max(1, f * best.threads))
-        if smaller.prefetch < best.prefetch and good(smaller):
-            best = smaller
-            break
-    if best.workers > 0:
-        for b in sorted(buffer_ladder):
-            if b >= best.per_worker_buffer:
-                break
-            smaller = dataclasses.replace(best, per_worker_buffer=b)
-            if good(smaller):
-                best = smaller
-                break
-        if not met:
-            for b in sorted(b for b in buffer_ladder if b > best.per_worker_buffer):
-                larger = dataclasses.replace(best, per_worker_buffer=b)
-                if search.d(larger) > search.d(best) * (1 - MIN_GAIN):
-                    break
-                best = larger
+    _try_buffers(search, best, met, prefetch_factors, buffer_ladder)
     result = outcome(search.trials, target_s, cores, stop, "; ".join(reasons), run_steps)
     return dataclasses.replace(result, reason=f"{result.reason}; {choice_note(result)}")
 

@@ -131,6 +131,13 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
             "run more steps (--steps, --batches) on a quieter machine",
             excess,
         )
+    return _loader_or_compute(target, loader, real, baseline, excess)
+
+
+def _loader_or_compute(target: Estimate, loader: Estimate, real: Estimate,
+                       baseline: Estimate | None, excess: float) -> Verdict:
+    """No forced sync and usable numbers: input-bound (now, or before tuning),
+    compute-bound, or too close to call."""
     if _clearly_slower(loader, target):
         return Verdict(
             INPUT_BOUND,

@@ -264,6 +264,83 @@ def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderP
     return LoaderParts(kind.dataset(config), put_global(batch_sharding(mesh)), kind.tokens_key)
 
 
+def _time_guarded(ds: Any, opened: list[Any], waits: list[int], n_batches: int,
+                  put: Callable[[Any], Any] | None, clock: Callable[[], float],
+                  timeout_s: float | None, on_first: Callable[[float], None]) -> BatchTiming:
+    """``time_batches`` under the stall timer; every iterator opened is appended to
+    ``opened`` (for the clean-up) and ``waits[0]`` counts the batches asked for."""
+
+    def open_iterator() -> Iterator[Any]:
+        it = iter(ds)
+        opened.append(it)
+        return it
+
+    with StallTimer(timeout_s) as timer:
+
+        def arm() -> None:
+            waits[0] += 1
+            timer.arm()
+
+        try:
+            return time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
+                                on_first=on_first)
+        finally:
+            timer.disarm()
+
+
+def _failure(e: BaseException, label: str, waits: int, timeout_s: float | None
+             ) -> BaseException:
+    """The error a failed setting raises (after its clean-up), as one line."""
+    if isinstance(e, PipelineStalled):
+        what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
+        return PipelineStallError(
+            f"the input pipeline ({label}) produced no batch for {timeout_s:g} s while waiting "
+            f"for {what}; it looks stuck (a hung read or transform). Raise --timeout if it is "
+            "only slow")
+    if isinstance(e, KeyboardInterrupt):
+        return KeyboardInterrupt()
+    if isinstance(e, StopIteration):
+        return PipelineError(
+            f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
+            "repeat the dataset or ask for fewer --batches")
+    return pipeline_error(e, label)  # a worker's or transform's exception
+
+
+def _setting(timing: BatchTiming, workers: int, threads: int, n_batches: int,
+             stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
+             tokens_key: str | None, data_loader: bool) -> LoaderSetting:
+    """The record of a timed setting: throughput, D, quality warnings, stages."""
+    examples, tokens = batch_sizes(timing.first_batch, tokens_key)
+    bps, eps, tps = throughput(timing.samples, examples, tokens)
+    warnings = stats.quality_warnings(timing.samples, what="batch time")
+    buffered = workers * DEFAULT_PER_WORKER_BUFFER
+    if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
+        warnings.append(
+            f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
+            "are buffered while the first one is awaited and then arrive at once; time at "
+            f"least {BUFFER_WARNING_FACTOR * buffered} (--batches) for a steady-state median")
+    if data_loader:
+        warnings.append("no stage breakdown: Grain's stage timing does not reach inside a "
+                        "grain.DataLoader (a MapDataset pipeline gets one)")
+    elif not complete:
+        warnings.append("the workers' stage timings did not cover every batch in "
+                        f"{stage_wait_s:g} s; the stage breakdown is partial")
+    return LoaderSetting(
+        workers=workers,
+        threads=threads,
+        first_batch_s=timing.first_batch_s,
+        batch_time=Distribution.of(timing.samples),
+        batches_per_s=bps,
+        examples_per_s=eps,
+        tokens_per_s=tps,
+        examples_per_batch=examples,
+        stages=stages,
+        stages_complete=complete,
+        warnings=tuple(warnings),
+        loader_time=loader_estimate(timing.samples, workers, DEFAULT_PER_WORKER_BUFFER),
+    )
+
+
 def measure_setting(
     dataset: Any,
     workers: int,
@@ -285,56 +362,29 @@ def measure_setting(
     shm_before = shared_memory_names()
     ds = build_iter_dataset(dataset, workers, threads, stage_timing=True)
     opened: list[Any] = []
-
-    def open_iterator() -> Iterator[Any]:
-        it = iter(ds)
-        opened.append(it)
-        return it
+    waits = [0]
 
     def report_first(seconds: float) -> None:
         if progress is not None:
             progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
 
-    # Errors are turned into messages inside the except clauses but raised only after the
+    # Errors are turned into messages inside the except clause but raised only after the
     # clean-up: the original exception's traceback holds batches in shared memory, which
     # must be released before the workers are gone (or they are reported as leaked).
     error: BaseException | None = None
     stalled = False
-    waits = 0
     timing: BatchTiming | None = None
     stages: tuple[Stage, ...] = ()
     complete = False
     try:
-        with StallTimer(timeout_s) as timer:
-
-            def arm() -> None:
-                nonlocal waits
-                waits += 1
-                timer.arm()
-
-            try:
-                timing = time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
-                                      on_first=report_first)
-            finally:
-                timer.disarm()
+        timing = _time_guarded(ds, opened, waits, n_batches, put, clock, timeout_s,
+                               report_first)
         if not is_data_loader(dataset):
             stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
                                               consumed=n_batches + 1, wait_s=stage_wait_s)
-    except PipelineStalled:
-        stalled = True
-        what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
-        error = PipelineStallError(
-            f"the input pipeline ({label}) produced no batch for {timeout_s:g} s while waiting "
-            f"for {what}; it looks stuck (a hung read or transform). Raise --timeout if it is "
-            "only slow")
-    except KeyboardInterrupt:
-        error = KeyboardInterrupt()
-    except StopIteration:
-        error = PipelineError(
-            f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
-            "repeat the dataset or ask for fewer --batches")
-    except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
-        error = pipeline_error(e, label)  # text only: no frame outlives the clean-up
+    except (PipelineStalled, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - any failure
+        stalled = isinstance(e, PipelineStalled)
+        error = _failure(e, label, waits[0], timeout_s)  # text only: no frame outlives it
         del e
     # A grain.DataLoader sends batches through shared memory: those in flight when its
     # workers stop are reclaimed as after an error.
@@ -345,35 +395,8 @@ def measure_setting(
         raise error
     assert timing is not None
 
-    examples, tokens = batch_sizes(timing.first_batch, tokens_key)
-    bps, eps, tps = throughput(timing.samples, examples, tokens)
-    warnings = stats.quality_warnings(timing.samples, what="batch time")
-    buffered = workers * DEFAULT_PER_WORKER_BUFFER
-    if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
-        warnings.append(
-            f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
-            "are buffered while the first one is awaited and then arrive at once; time at "
-            f"least {BUFFER_WARNING_FACTOR * buffered} (--batches) for a steady-state median")
-    if is_data_loader(dataset):
-        warnings.append("no stage breakdown: Grain's stage timing does not reach inside a "
-                        "grain.DataLoader (a MapDataset pipeline gets one)")
-    elif not complete:
-        warnings.append("the workers' stage timings did not cover every batch in "
-                        f"{stage_wait_s:g} s; the stage breakdown is partial")
-    return LoaderSetting(
-        workers=workers,
-        threads=threads,
-        first_batch_s=timing.first_batch_s,
-        batch_time=Distribution.of(timing.samples),
-        batches_per_s=bps,
-        examples_per_s=eps,
-        tokens_per_s=tps,
-        examples_per_batch=examples,
-        stages=stages,
-        stages_complete=complete,
-        warnings=tuple(warnings),
-        loader_time=loader_estimate(timing.samples, workers, DEFAULT_PER_WORKER_BUFFER),
-    )
+    return _setting(timing, workers, threads, n_batches, stages, complete, stage_wait_s,
+                    tokens_key, is_data_loader(dataset))
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int]) -> list[tuple[int, int]]:
