@@ -212,6 +212,54 @@ def _event(kind: str, n: int, m: re.Match[str], at: float | None, clock: str | N
     return LogEvent(kind, n, m.group(0), at_s=at, clock=clock, **fields)
 
 
+def _read_fact(p: _Parsed, line: str, pending: bool) -> bool:
+    """One line that is not a step: a fact about the run (parameters, versions, memory,
+    TFLOPs per step, config) into ``p``. ``pending``: a per-step TFLOPs header was seen and
+    its total is still to come; returns the new value."""
+    if m := _PARAMS.search(line):
+        p.params = float(m.group(1)) * 1e9
+    elif m := _JAX.search(line):
+        p.env["jax"] = m.group(1)
+    elif m := _JAXLIB.search(line):
+        p.env["jaxlib"] = m.group(1)
+    elif m := _BACKEND.search(line):
+        p.env["backend"] = m.group(1).strip()
+    elif m := _TOTAL_MEM.search(line):
+        p.memory["compiled_total_gb"] = float(m.group(1))
+        if mo := _OUTPUT_MEM.search(line):
+            p.memory["compiled_output_gb"] = float(mo.group(1))
+        if mt := _TEMP_MEM.search(line):
+            p.memory["compiled_temp_gb"] = float(mt.group(1))
+    elif m := _USING.search(line):
+        used, limit = float(m.group(1)), float(m.group(2))
+        if used >= p.memory.get("device_in_use_gb", -1.0):
+            p.memory["device_in_use_gb"] = used
+            p.memory["device_limit_gb"] = limit
+    elif _PER_STEP.search(line):
+        pending = True
+        if mf := _TOTAL_TFLOPS.search(line):
+            p.total_tflops_per_step = float(mf.group(1))
+            pending = False
+    elif pending and (m := _TOTAL_TFLOPS.search(line)):
+        p.total_tflops_per_step = float(m.group(1))
+        pending = False
+    elif m := _CONFIG.search(line):
+        p.config[m.group(1)] = _config_value(m.group(2))
+    return pending
+
+
+def _finish(p: _Parsed, builder: StepTableBuilder, line_at: array.array[float]) -> None:
+    """The steps as columns, in step order (a log's lines can come out of order)."""
+    steps = builder.build()
+    p.line_at = np.frombuffer(line_at, dtype=np.float64).copy()
+    numbers = steps.column("step")
+    if numbers.size > 1 and np.any(numbers[1:] < numbers[:-1]):
+        order = np.argsort(numbers, kind="stable")
+        steps = steps.take(order)
+        p.line_at = p.line_at[order]
+    p.steps = steps
+
+
 def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None) -> _Parsed:
     """Read the lines that matter; ignore the rest.
 
@@ -265,45 +313,11 @@ def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = N
             continue
         if event := _checkpoint_event(line, n, at, clock, last_step):
             p.events.append(event)
-        elif m := _PARAMS.search(line):
-            p.params = float(m.group(1)) * 1e9
-        elif m := _JAX.search(line):
-            p.env["jax"] = m.group(1)
-        elif m := _JAXLIB.search(line):
-            p.env["jaxlib"] = m.group(1)
-        elif m := _BACKEND.search(line):
-            p.env["backend"] = m.group(1).strip()
-        elif m := _TOTAL_MEM.search(line):
-            p.memory["compiled_total_gb"] = float(m.group(1))
-            if mo := _OUTPUT_MEM.search(line):
-                p.memory["compiled_output_gb"] = float(mo.group(1))
-            if mt := _TEMP_MEM.search(line):
-                p.memory["compiled_temp_gb"] = float(mt.group(1))
-        elif m := _USING.search(line):
-            used, limit = float(m.group(1)), float(m.group(2))
-            if used >= p.memory.get("device_in_use_gb", -1.0):
-                p.memory["device_in_use_gb"] = used
-                p.memory["device_limit_gb"] = limit
-        elif _PER_STEP.search(line):
-            per_step_pending = True
-            if mf := _TOTAL_TFLOPS.search(line):
-                p.total_tflops_per_step = float(mf.group(1))
-                per_step_pending = False
-        elif per_step_pending and (m := _TOTAL_TFLOPS.search(line)):
-            p.total_tflops_per_step = float(m.group(1))
-            per_step_pending = False
-        elif m := _CONFIG.search(line):
-            p.config[m.group(1)] = _config_value(m.group(2))
+        else:
+            per_step_pending = _read_fact(p, line, per_step_pending)
     if progress is not None and chars:
         progress(chars)
-    steps = builder.build()
-    p.line_at = np.frombuffer(line_at, dtype=np.float64).copy()
-    numbers = steps.column("step")
-    if numbers.size > 1 and np.any(numbers[1:] < numbers[:-1]):
-        order = np.argsort(numbers, kind="stable")
-        steps = steps.take(order)
-        p.line_at = p.line_at[order]
-    p.steps = steps
+    _finish(p, builder, line_at)
     return p
 
 

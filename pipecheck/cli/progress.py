@@ -23,6 +23,7 @@ class TerminalProgress(Progress):
     """A tqdm bar per task on stderr; tqdm draws nothing when stderr is not a terminal."""
 
     def task(self, description: str, total: int, unit: str = "") -> Task:
+        # lazy: tqdm imported where used, so `import pipecheck` stays light
         from tqdm import tqdm
 
         bar = tqdm(total=total or None, desc=f"pipecheck: {description}", unit=unit or "it",

@@ -147,6 +147,7 @@ class PipecheckDemoText(tfds.core.GeneratorBasedBuilder):  # type: ignore[misc]
         return {SPLIT: self._generate_examples()}
 
     def _generate_examples(self) -> Iterator[tuple[int, dict[str, str]]]:
+        # lazy: tqdm only when the corpus is built
         from tqdm import tqdm
 
         docs = generate_documents(self._num_docs, self._seed)

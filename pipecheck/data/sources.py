@@ -51,6 +51,7 @@ def _short(e: BaseException) -> str:
 
 
 def open_tfds(name: str, split: str, data_dir: str) -> IndexedSource:
+    # lazy: Grain, tfds imported where used, so `import pipecheck` stays light
     import tensorflow_datasets as tfds
 
     where = data_dir or "tfds's default data_dir"

@@ -54,6 +54,7 @@ def _install_listener() -> None:
     with _lock:
         if _listener_installed:
             return
+        # lazy: JAX imported where used, so `import pipecheck` stays light
         import jax
 
         jax.monitoring.register_event_duration_secs_listener(_listener)  # type: ignore[arg-type]

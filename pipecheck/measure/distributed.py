@@ -97,6 +97,7 @@ def initialize(options: DistributedOptions, on_fatal: OnFatal) -> None:
     If the join has not returned after ``timeout_s``, some process never started (or
     cannot reach the coordinator): ``on_fatal`` gets the one-line error before JAX aborts.
     """
+    # lazy: JAX imported where used, so `import pipecheck` stays light
     import jax
 
     # gloo: JAX's cross-process collectives for CPU devices (no effect on GPU/TPU).

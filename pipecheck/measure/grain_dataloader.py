@@ -30,6 +30,7 @@ def is_data_loader(dataset: Any) -> bool:
 def with_settings(loader: Any, workers: int, threads: int, per_worker_buffer: int,
                   prefetch: int) -> Any:
     """The IterDataset of ``loader`` rebuilt with pipecheck's setting."""
+    # lazy: Grain imported where used, so `import pipecheck` stays light
     import grain
 
     try:

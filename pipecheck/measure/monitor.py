@@ -293,6 +293,7 @@ class Monitor:
 
         if not distributed.is_initialized():
             return result
+        # lazy: JAX imported where used, so `import pipecheck` stays light
         import jax
 
         if jax.process_count() < 2:
@@ -369,6 +370,23 @@ class Monitor:
             self._stack.close()
 
 
+def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
+    """The user's sync sites costing at least ``FORCED_SYNC_MIN_SHARE`` of the wall time.
+
+    The Monitor sees where the loop waits, not whether the wait costs time (an input-bound
+    loop hides it): `pipecheck compare --real` judges that."""
+    return [Finding(
+        kind="host-sync",
+        message=(f"the loop waits for the device at {short_location(s.location)} ({s.code}): "
+                 f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
+                 "`pipecheck compare --real` tells whether it costs step time"),
+        numbers={"seconds": s.seconds, "share": s.share},
+        location=s.location,
+        fix=("if it costs step time: read values of the previous step instead (keep the "
+             "step's metrics and convert them one step later), or do it every N steps"),
+    ) for s in sites if not s.internal and s.share >= FORCED_SYNC_MIN_SHARE]
+
+
 def build_result(
     recorder: SpanRecorder,
     env: Mapping[str, Any],
@@ -395,22 +413,7 @@ def build_result(
                                    findings=tuple(watcher.findings()))
     forced = locator.outside_spans_s if locator else 0.0
     table = breakdown(recorder.totals, compile_s, forced)
-    findings = list(compile_info.findings) if compile_info else []
-    for s in sites:
-        if not s.internal and s.share >= FORCED_SYNC_MIN_SHARE:
-            # The Monitor sees where the loop waits, not whether the wait costs time (an
-            # input-bound loop hides it): `pipecheck compare --real` judges that.
-            findings.append(Finding(
-                kind="host-sync",
-                message=(f"the loop waits for the device at {short_location(s.location)} "
-                         f"({s.code}): "
-                         f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
-                         "`pipecheck compare --real` tells whether it costs step time"),
-                numbers={"seconds": s.seconds, "share": s.share},
-                location=s.location,
-                fix=("if it costs step time: read values of the previous step instead (keep the "
-                     "step's metrics and convert them one step later), or do it every N steps"),
-            ))
+    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites)]
     if recorder.dropped_steps:
         warnings.append(
             f"{recorder.dropped_steps} of {recorder.step_count} steps are not kept as records "

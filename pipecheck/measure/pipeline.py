@@ -27,6 +27,7 @@ a few seconds)."""
 def ensure_absl_flags_parsed() -> None:
     """Grain reads absl flags; outside ``absl.app.run`` they must be marked parsed, or any
     run with workers dies with UnparsedFlagAccessError."""
+    # lazy: Grain, absl (Grain's flags) imported where used, so `import pipecheck` stays light
     from absl import flags
 
     if not flags.FLAGS.is_parsed():

@@ -95,6 +95,7 @@ class _Profiler:
     """JAX's profiler annotations, looked up once; ``enabled()`` is true while capturing."""
 
     def __init__(self) -> None:
+        # lazy: JAX imported where used, so `import pipecheck` stays light
         from jax._src.lib import _profiler
         from jax.profiler import StepTraceAnnotation, TraceAnnotation
 

@@ -117,6 +117,7 @@ def synthetic_run(
     workload: Workload | None = None,
 ) -> SyntheticRun:
     """``measure_synthetic``, keeping the SpanRecorder and compile events of the run."""
+    # lazy: JAX imported where used, so `import pipecheck` stays light
     import jax
 
     workload = workload or build_workload(config)

@@ -17,13 +17,29 @@ import numpy as np
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.steps import StepTable, is_columnar_row
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bumped whenever a field changes meaning or is removed; loaders refuse unknown versions.
-Version 2 stores per-step data by column (``records.steps``); version 1 wrote a list of
-per-step objects and is still read."""
+Version 3 names compare's host seconds per span ``host_spans`` (versions 1 and 2 called it
+``breakdown``, the name of the Monitor's wall-time table, another shape). Version 2 stores
+per-step data by column (``records.steps``); version 1 wrote a list of per-step objects.
+Both are still read."""
 
-READABLE_VERSIONS = (1, 2)
+READABLE_VERSIONS = (1, 2, 3)
 """Every version this pipecheck reads: older files stay readable after an upgrade."""
+
+RENAMED_IN_3 = {"compare": {"breakdown": "host_spans"}}
+"""Fields renamed in version 3, by record kind: old name -> new name."""
+
+
+def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
+    """An older file's fields under today's names (the version is checked before)."""
+    out = dict(data)
+    if isinstance(out.get("format_version"), int) and out["format_version"] < 3:
+        for old, new in RENAMED_IN_3.get(str(out.get("kind")), {}).items():
+            if old in out:
+                out[new] = out.pop(old)
+    out["format_version"] = FORMAT_VERSION
+    return out
 
 
 T = TypeVar("T")

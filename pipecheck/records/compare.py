@@ -70,8 +70,9 @@ class CompareResult(Record):
     findings: tuple[Finding, ...]
     recommendation: str
     tuning: Tuning
-    breakdown: Mapping[str, float]
-    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...)."""
+    host_spans: Mapping[str, float]
+    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...);
+    ``breakdown`` in files before format_version 3."""
     compile: CompileInfo
     sources: Mapping[str, str]
     """Where T, D and R came from: "measured" or the file they were read from."""

@@ -20,6 +20,7 @@ def _version(dist: str) -> str | None:
 
 def collect_env() -> dict[str, Any]:
     """Versions, JAX backend and devices, host and Python. Initializes the JAX backend."""
+    # lazy: JAX imported where used, so `import pipecheck` stays light
     import jax
 
     devices = jax.devices()

@@ -60,6 +60,7 @@ class GrainSettings(Record):
 
     def options(self) -> tuple[Any, Any]:
         """``(grain.MultiprocessingOptions, grain.ReadOptions)`` for this setting."""
+        # lazy: Grain imported where used, so `import pipecheck` stays light
         import grain
 
         return (grain.MultiprocessingOptions(num_workers=self.workers,

@@ -31,11 +31,12 @@ from pipecheck.records import (  # noqa: F401
 )
 from pipecheck.records.base import (
     _KINDS,
-    FORMAT_VERSION,
+    FORMAT_VERSION,  # noqa: F401 - read as store.FORMAT_VERSION
     T,
     check_version,
     from_dict,
     to_dict,
+    upgrade,
 )
 
 
@@ -49,7 +50,7 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
     check_version(data, origin)
     # an older file is read into today's record: saved again, it is written as today's
-    data = {**data, "format_version": FORMAT_VERSION}
+    data = upgrade(data)
     kind = data["kind"]
     if not isinstance(kind, str):
         raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")

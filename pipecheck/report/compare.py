@@ -47,9 +47,9 @@ def _tried(r: CompareResult, goal: float) -> list[list[Any]]:
 
 def format_compare(r: CompareResult) -> str:
     goal = r.tuning.target_s * r.tuning.headroom
-    total = sum(r.breakdown.values())
+    total = sum(r.host_spans.values())
     host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
-            for name, v in r.breakdown.items() if v > 0]
+            for name, v in r.host_spans.items() if v > 0]
     parts = [
         f"pipecheck compare: {r.verdict.upper()}",
         r.verdict_reason,

@@ -67,6 +67,7 @@ TAG_STYLE = {
 
 def _pyplot() -> Any:
     try:
+        # lazy: matplotlib imported where used, so `import pipecheck` stays light
         import matplotlib
 
         matplotlib.use("Agg")

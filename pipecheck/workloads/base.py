@@ -56,6 +56,7 @@ class Workload:
         """Move a host batch to the devices with the spec's sharding (as training does);
         across processes, the host-local batch becomes this process's part of the global
         array."""
+        # lazy: JAX imported where used, so `import pipecheck` stays light
         import jax
 
         if jax.process_count() == 1:

@@ -66,6 +66,7 @@ CALIBRATION_REPEATS = 5
 
 
 def _chain(w: Any, h: Any, iters: Any) -> Any:
+    # lazy: Grain, JAX imported where used, so `import pipecheck` stays light
     import jax
     import jax.numpy as jnp
 

@@ -47,6 +47,7 @@ def style_of(state: Any) -> str:
 def place_state(state: Any, sharding: Any) -> Any:
     """The state on the devices with ``sharding``; NNX objects are updated in place, so
     objects shared between them (the optimizer's model) stay shared."""
+    # lazy: Flax, JAX imported where used, so `import pipecheck` stays light
     import jax
 
     if style_of(state) == IN_PLACE:

@@ -108,9 +108,8 @@ def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-def build(config: RunConfig) -> Workload:
-    import numpy as np
-
+def checked_entries(config: RunConfig) -> dict[str, str]:
+    """The config's entry points (role -> spec), every required role present."""
     entries = dict(config.entry_points or {})
     unknown = set(entries) - set(ROLES_REQUIRED) - set(ROLES_OPTIONAL)
     if unknown:
@@ -125,6 +124,13 @@ def build(config: RunConfig) -> Workload:
     if "dataset" not in entries and "batch" not in entries:
         raise ConfigError("a user workload needs workload.dataset or workload.batch "
                           "(to know the batch's shapes)")
+    return entries
+
+
+def build(config: RunConfig) -> Workload:
+    import numpy as np
+
+    entries = checked_entries(config)
     raw = {role: load_entry_point(spec, role) for role, spec in entries.items()}
     fns = {role: guarded(role, fn) for role, fn in raw.items()}
     user_config = config.to_dict()

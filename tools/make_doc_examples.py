@@ -1,0 +1,176 @@
+"""Produce the example outputs in docs/*.md, so that they cannot go stale.
+
+Each example in the docs is a code block right after a marker line::
+
+    <!-- example: NAME (tools/make_doc_examples.py) -->
+
+and NAME is an entry of ``EXAMPLES`` below: the command that produced the block. Run
+
+    python tools/make_doc_examples.py             # re-run every example, rewrite the docs
+    python tools/make_doc_examples.py NAME ...    # only these
+    python tools/make_doc_examples.py --check [--fast] [NAME ...]
+
+``--check`` rewrites nothing: it re-runs the examples and compares them with the docs.
+Deterministic examples (``diff`` of stored files: seeded bootstraps, no clock) must match
+byte for byte. Timed examples cannot (their numbers, and on a busy machine their verdicts,
+change from run to run): for them the check compares the report's skeleton: the first
+line's command, and every table the docs show must be printed with the same header row
+(a run may print more, e.g. anomalous steps). ``--fast`` runs the timed examples with fewer
+steps and batches (the skeleton does not depend on them), for the test suite.
+
+Regenerating a timed example keeps the docs' block when the report's first line (the
+verdict) differs from the documented one, since the prose around it describes that
+verdict: re-run on a quieter machine, or pass ``--force`` and edit the prose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs"
+MARKER = re.compile(r"^<!-- example: (?P<name>[\w-]+) \(tools/make_doc_examples\.py\) -->$")
+TIMEOUT_S = 900
+
+
+@dataclasses.dataclass(frozen=True)
+class Example:
+    doc: str
+    args: tuple[str, ...]
+    """``pipecheck`` arguments, run from the repository root."""
+    deterministic: bool = False
+    fast_args: tuple[str, ...] | None = None
+    """Arguments for ``--fast`` (timed examples): fewer steps, same report skeleton."""
+    show_command: bool = True
+    """Start the block with ``$ pipecheck ...`` (False: the docs show it in a block above)."""
+
+
+CALIBRATED = ("--config", "configs/calibrated.yml")
+EXAMPLES = {
+    "diff-maxtext": Example(
+        "diff.md", ("diff", "tests/data/maxtext_a.log", "tests/data/maxtext_b.log"),
+        deterministic=True, show_command=False),
+    "dataloader-calibrated": Example(
+        "dataloader.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=80",
+                          "--workers", "1,2,4", "--batches", "40"),
+        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "load_ms=5",
+                   "--workers", "0,1", "--batches", "5")),
+    "compare-input-bound": Example(
+        "compare.md", ("compare", *CALIBRATED, "--set", "compute_ms=40", "--set", "load_ms=120",
+                       "--steps", "40", "--quiet"),
+        fast_args=("compare", *CALIBRATED, "--set", "compute_ms=10", "--set", "load_ms=30",
+                   "--steps", "10", "--target-steps", "10", "--batches", "5",
+                   "--max-workers", "2", "--quiet")),
+}
+
+
+def run(args: tuple[str, ...]) -> str:
+    """The command's stdout (stderr goes to ours); a failed example is an error."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-m", "pipecheck", *args], cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, text=True, timeout=TIMEOUT_S)
+    if proc.returncode != 0:
+        raise SystemExit(f"example failed (exit {proc.returncode}): pipecheck {' '.join(args)}")
+    return proc.stdout
+
+
+def block_text(ex: Example, output: str) -> str:
+    head = f"$ pipecheck {' '.join(ex.args)}\n" if ex.show_command else ""
+    return head + output.rstrip("\n") + "\n"
+
+
+def find_block(text: str, name: str) -> tuple[int, int]:
+    """Start and end offsets of the code block's content after ``name``'s marker."""
+    lines = text.splitlines(keepends=True)
+    offset = 0
+    for i, line in enumerate(lines):
+        m = MARKER.match(line.rstrip("\n"))
+        if m and m.group("name") == name:
+            fence = lines[i + 1]
+            if not fence.startswith("```"):
+                raise SystemExit(f"the marker of {name} is not followed by a code block")
+            start = offset + len(line) + len(fence)
+            end = text.index("```", start)
+            return start, end
+        offset += len(line)
+    raise SystemExit(f"no marker for example {name} in docs")
+
+
+def skeleton(text: str) -> list[str]:
+    """What a timed report keeps from run to run: its first word pair (the command) and
+    the header row of every table (the row above a ``----`` rule)."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("$ ")]
+    out = [" ".join(lines[0].split(":")[0].split())] if lines else []
+    for above, rule in zip(lines, lines[1:], strict=False):
+        if rule.startswith("---") and set(rule.replace(" ", "")) == {"-"}:
+            out.append(" ".join(above.split()))
+    return out
+
+
+def check(name: str, ex: Example, fast: bool) -> list[str]:
+    text = (DOCS / ex.doc).read_text()
+    start, end = find_block(text, name)
+    documented = text[start:end]
+    args = ex.fast_args if fast and ex.fast_args else ex.args
+    produced = block_text(ex, run(args))
+    if ex.deterministic:
+        return [] if produced == documented else [f"{name}: docs/{ex.doc} differs from the "
+                                                  "command's output; regenerate it"]
+    doc_skel, run_skel = skeleton(documented), skeleton(produced)
+    missing = [h for h in doc_skel[1:] if h not in run_skel[1:]]
+    if doc_skel[:1] != run_skel[:1] or missing:
+        return [f"{name}: docs/{ex.doc} shows {doc_skel[:1] + missing}, which the command "
+                f"no longer prints (it prints {run_skel})"]
+    return []
+
+
+def first_report_line(block: str) -> str:
+    return next((ln for ln in block.splitlines() if not ln.startswith("$ ")), "")
+
+
+def regenerate(name: str, ex: Example, force: bool = False) -> None:
+    produced = block_text(ex, run(ex.args))
+    path = DOCS / ex.doc
+    text = path.read_text()
+    start, end = find_block(text, name)
+    if not (ex.deterministic or force) and \
+            first_report_line(produced) != first_report_line(text[start:end]):
+        print(f"docs/{ex.doc}: {name} kept: this run says {first_report_line(produced)!r}, "
+              "the docs describe another verdict (re-run on a quieter machine, or --force)",
+              file=sys.stderr)
+        return
+    path.write_text(text[:start] + produced + text[end:])
+    print(f"docs/{ex.doc}: {name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="examples to run (default: all)")
+    ap.add_argument("--check", action="store_true", help="compare, rewrite nothing")
+    ap.add_argument("--fast", action="store_true", help="with --check: fast timed runs")
+    ap.add_argument("--deterministic", action="store_true", help="only deterministic examples")
+    ap.add_argument("--force", action="store_true", help="write timed examples whatever they say")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in EXAMPLES]
+    if unknown:
+        ap.error(f"unknown example(s) {', '.join(unknown)}; known: {', '.join(EXAMPLES)}")
+    names = args.names or [n for n, e in EXAMPLES.items()
+                           if e.deterministic or not args.deterministic]
+    if not args.check:
+        for n in names:
+            regenerate(n, EXAMPLES[n], args.force)
+        return 0
+    problems = [p for n in names for p in check(n, EXAMPLES[n], args.fast)]
+    for p in problems:
+        print(p, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
