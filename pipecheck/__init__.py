@@ -4,10 +4,11 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["Monitor", "__version__"]
+__all__ = ["Monitor", "__version__", "grain_options"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from pipecheck.measure.monitor import Monitor
+    from pipecheck.tuned_config import grain_options
 
 
 def __getattr__(name: str) -> Any:
@@ -16,4 +17,8 @@ def __getattr__(name: str) -> Any:
         from pipecheck.measure.monitor import Monitor
 
         return Monitor
+    if name == "grain_options":
+        from pipecheck.tuned_config import grain_options
+
+        return grain_options
     raise AttributeError(f"module 'pipecheck' has no attribute {name!r}")

@@ -18,6 +18,8 @@ import yaml
 from pipecheck.errors import ConfigError
 
 DEFAULT_WORKLOAD = "demo"
+MEASURED_ON = "measured_on"
+"""The section of a saved config (``--save-config``) that records where it was measured."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +36,8 @@ class Key:
     def coerce(self, value: Any) -> Any:
         """Convert ``value`` to this key's type and check it, or raise ConfigError."""
         expected = self.type.__name__
+        if value is None and self.default is None:  # an optional key left unset
+            return None
         if self.type is bool:
             if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
                 value = value.lower() in ("true", "yes", "1")
@@ -68,11 +72,28 @@ class Key:
         return value
 
 
+GRAIN_KEYS: tuple[Key, ...] = (
+    Key("num_workers", int, None, "Grain worker processes (MultiprocessingOptions.num_workers); "
+        "unset: compare searches it, dataloader takes --workers", minimum=0),
+    Key("per_worker_buffer_size", int, None, "batches each worker may hold ready "
+        "(MultiprocessingOptions.per_worker_buffer_size); unset: 2", minimum=1),
+    Key("num_threads", int, None, "read threads per process (ReadOptions.num_threads); "
+        "unset: 1", minimum=0),
+    Key("prefetch_buffer_size", int, None, "elements the read threads prefetch "
+        "(ReadOptions.prefetch_buffer_size); unset: 2 x num_threads", minimum=1),
+    Key("run_steps", int, 0, "length of your training run, in steps: a setting whose start-up "
+        "(first batch) costs more than its faster batches save over the run is not chosen; "
+        "0: a long run, start-up not weighed", minimum=0),
+)
+"""Grain's performance knobs, as ``--save-config`` writes them (``pipecheck.grain_options``
+reads them back into Grain's option objects)."""
+
 COMMON_KEYS: tuple[Key, ...] = (
     Key("batch_size", int, 32, "examples per global batch (split over devices)", minimum=1),
     Key("devices", int, 1, "number of CPU devices to emulate (a Mesh over the 'data' axis)",
         minimum=1),
     Key("seed", int, 0, "seed for parameters, data order and shuffling", minimum=0),
+    *GRAIN_KEYS,
 )
 
 
@@ -116,6 +137,8 @@ class RunConfig:
     source: str = "defaults"
     entry_points: Mapping[str, str] | None = None
     """For user workloads: role -> "package.module:function"."""
+    measured_on: Mapping[str, Any] | None = None
+    """A saved config's record of the machine its Grain settings were measured on."""
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -88,8 +88,10 @@ def burst_block(workers: int, n: int) -> int:
 
 
 def loader_estimate(samples: Sequence[float], workers: int,
-                    per_worker_buffer: int) -> Estimate:
+                    per_worker_buffer: int, parallel: int | None = None) -> Estimate:
     """D: the mean seconds per steady batch (1 / throughput; workers deliver in bursts) with
-    its interval, bootstrapped in blocks of whole worker bursts."""
+    its interval, bootstrapped in blocks of whole bursts: ``parallel`` batches read at once
+    (workers x read threads, ``GrainSettings.parallel_reads``; default: the workers)."""
     steady = steady_batch_samples(samples, workers, per_worker_buffer)
-    return Estimate.of_mean(steady, block=burst_block(workers, len(steady)))
+    burst = workers if parallel is None else parallel
+    return Estimate.of_mean(steady, block=burst_block(burst, len(steady)))

@@ -16,11 +16,12 @@ threads) whose loader time D is safely below the target step time
    measured in the first setting with workers). Refine: confirm that one worker fewer
    misses the goal (bisecting further down if it does not). If no count met the goal, the
    fewest workers within ``MIN_GAIN`` of the fastest.
-2. Read threads, at that worker count: climb the thread ladder while each step gains at
-   least ``MIN_GAIN`` (threads help I/O-like transforms, not GIL-holding ones: one trial
-   tells). When threads helped, search the workers again with them: usually fewer workers
-   now meet the goal (or more become useful when none did), then drop threads while the
-   goal is still met.
+2. Read threads: climb the thread ladder while each step gains at least ``MIN_GAIN``
+   (threads help I/O-like transforms, not GIL-holding ones: one trial tells). When the goal
+   is met, threads are the cheaper way to meet it: the climb runs without workers and stops
+   at the first count that meets it; if none does, the workers are searched again with the
+   fastest thread count (fewer are needed). When the goal is not met, the climb runs at
+   the fastest worker count, and more workers are tried with those threads.
 3. Buffers, at that setting: a smaller read prefetch buffer and per-worker buffer are kept
    when the goal is still met (or the setting stays as fast); when the goal is not met, a
    larger per-worker buffer is tried for bursty pipelines.
@@ -415,39 +416,46 @@ def tune_grain(
     reasons.append(why)
     best = dataclasses.replace(base, workers=w)
 
-    # 2. read threads at that worker count, then the workers again with them
+    # 2. read threads. When the goal is met, threads are a cheaper way to meet it than
+    # workers: climb them in the training process (0 workers) and stop at the first count
+    # that meets it. When it is not, climb them at the fastest worker count.
     if not (met and w == 0):
-        current = best
+        at = dataclasses.replace(base, workers=0 if met else w)
+        current = at
         for t in (t for t in thread_ladder if t > base.threads):
             nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
             if search.d(nxt) > search.d(current) * (1 - MIN_GAIN):
                 break
             current = nxt
-        if current != best:
-            if met:  # the rate reached with more threads predicts fewer workers
-                d = search.d(current)
-                guess = max(0, min(w, math.ceil(w * d / goal)))
-                start = sorted({guess, w}) if guess < w else [w]
+            if search.d(current) <= goal:
+                break
+        if current != at:
+            if met and search.d(current) <= goal:
+                best, w = current, 0
+                reasons.append(f"{best.threads} read threads without workers meet the target")
             else:
-                start = [w]
-            with_threads = dataclasses.replace(current, workers=0)
-            w2, met2, stop2, why2 = search.workers(with_threads, start)
-            if met2 or not met:
-                w, met, stop = w2, met2, stop2
-                best = dataclasses.replace(with_threads, workers=w)
-                if met:  # now the fewest threads that still meet the goal
-                    for t in sorted((t for t in thread_ladder if t < best.threads),
-                                    reverse=True):
-                        fewer = dataclasses.replace(best, threads=t,
-                                                    prefetch=default_prefetch(t))
-                        if search.d(fewer) > goal:
-                            break
-                        best = fewer
-                reasons.append(f"with {best.threads} read threads: {why2}")
+                # the workers again, with those threads: from the rate one worker reaches
+                # (met) or from the fastest count (not met)
+                start = [1, w] if met else [w]
+                w2, met2, stop2, why2 = search.workers(dataclasses.replace(current, workers=0),
+                                                       start)
+                if met2 or not met:
+                    w, met, stop = w2, met2, stop2
+                    best = dataclasses.replace(current, workers=w)
+                    reasons.append(f"with {best.threads} read threads: {why2}")
+
+    if met and best == dataclasses.replace(base, workers=0):
+        # 0 workers at the base read settings met the goal: nothing cheaper to look for
+        return _explained(outcome(search.trials, target_s, cores, stop, "; ".join(reasons),
+                                  run_steps))
 
     # 3. buffers: smaller when as good, larger when the goal is not met
     _try_buffers(search, best, met, prefetch_factors, buffer_ladder)
-    result = outcome(search.trials, target_s, cores, stop, "; ".join(reasons), run_steps)
+    return _explained(outcome(search.trials, target_s, cores, stop, "; ".join(reasons),
+                              run_steps))
+
+
+def _explained(result: TuningOutcome) -> TuningOutcome:
     return dataclasses.replace(result, reason=f"{result.reason}; {choice_note(result)}")
 
 

@@ -9,8 +9,8 @@ from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
-    int_list,
     load_config,
+    optional_int_list,
     output_options,
     wrote_trace,
 )
@@ -19,14 +19,22 @@ from pipecheck.measure.distributed import DistributedOptions
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
-@click.option("--workers", default="0", show_default=True, callback=int_list,
-              metavar="N[,N...]",
+@click.option("--workers", default=None, callback=optional_int_list, metavar="N[,N...]",
               help="Grain worker processes (mp_prefetch); a comma-separated list sweeps them, "
                    "e.g. --workers 0,1,2,4. 0 loads in the main process, as a training loop "
-                   "without workers does.")
-@click.option("--threads", default="1", show_default=True, callback=int_list,
+                   "without workers does. [default: the config's num_workers, else 0]")
+@click.option("--threads", default=None, callback=optional_int_list, metavar="N[,N...]",
+              help="Read threads per process (ReadOptions.num_threads); a list sweeps them. "
+                   "[default: the config's num_threads, else 1]")
+@click.option("--per-worker-buffer-size", "buffers", default=None, callback=optional_int_list,
               metavar="N[,N...]",
-              help="Read threads per process (ReadOptions.num_threads); a list sweeps them.")
+              help="Batches each worker may hold ready "
+                   "(MultiprocessingOptions.per_worker_buffer_size); a list sweeps them. "
+                   "[default: the config's, else 2]")
+@click.option("--prefetch-buffer-size", "prefetch", default=None, callback=optional_int_list,
+              metavar="N[,N...]",
+              help="Elements the read threads prefetch (ReadOptions.prefetch_buffer_size); a "
+                   "list sweeps them. [default: the config's, else 2 x threads]")
 @click.option("--batches", type=click.IntRange(min=1), default=50, show_default=True,
               help="Batches to time after the first (the first batch is reported apart).")
 @click.option("--no-device-put", "no_device_put", is_flag=True,
@@ -39,11 +47,26 @@ from pipecheck.measure.distributed import DistributedOptions
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON: one track per setting, one slice per "
                    "batch (open in ui.perfetto.dev or chrome://tracing).")
+@click.option("--ram-budget-mb", "ram_budget_mb", type=click.FloatRange(min=1), default=None,
+              metavar="MB",
+              help="RAM the loader may use: settings whose measured peak memory (training "
+                   "process + workers) leaves no room for another worker are reported "
+                   "memory-bound. [default: half of the available RAM]")
+@click.option("--steps", "run_steps", type=click.IntRange(min=1), default=None,
+              help="Length of your training run, in steps, for --save-config: a setting whose "
+                   "start-up costs more than it saves over the run is not chosen. "
+                   "[default: the config's run_steps; 0: start-up not weighed]")
+@click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
+              metavar="FILE",
+              help="Write the config with the best setting measured (the cheapest within 10% "
+                   "of the fastest) as YAML, for --config or pipecheck.grain_options(FILE).")
 @output_options
 @distributed_options
-def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int],
-               threads: list[int], batches: int, no_device_put: bool, timeout_s: float,
-               trace_path: str | None, json_path: str | None, force: bool,
+def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int] | None,
+               threads: list[int] | None, buffers: list[int] | None, prefetch: list[int] | None,
+               batches: int, no_device_put: bool, timeout_s: float, trace_path: str | None,
+               ram_budget_mb: float | None, run_steps: int | None,
+               save_config_path: str | None, json_path: str | None, force: bool,
                dist: DistributedOptions) -> None:
     """Time the Grain input pipeline alone, per worker count (and read-thread count).
 
@@ -53,22 +76,41 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     """
 
     from pipecheck.measure.dataloader import measure_dataloader
+    from pipecheck.measure.resources import default_ram_budget_mb
     from pipecheck.report.dataloader import format_dataloader
 
     cfg = load_config(config_path, overrides)
-    check_outputs(force, json_path, trace_path)
-    options = {"workers": workers, "threads": threads, "batches": batches,
-               "no_device_put": no_device_put}
+    check_outputs(force, json_path, trace_path, save_config_path)
+
+    def knob(given: list[int] | None, key: str, default: int) -> list[int]:
+        return given or [cfg[key] if cfg.get(key) is not None else default]
+
+    knobs = {"workers": knob(workers, "num_workers", 0),
+             "threads": knob(threads, "num_threads", 1),
+             "buffers": knob(buffers, "per_worker_buffer_size", 2),
+             "prefetch": knob(prefetch, "prefetch_buffer_size", 0)}
+    options = {**knobs, "batches": batches, "no_device_put": no_device_put}
     try:
         with joined(dist, "dataloader", cfg, options) as session:
             result = measure_dataloader(
-                cfg, workers, threads, batches, device_put=not no_device_put,
-                timeout_s=timeout_s or None,
+                cfg, knobs["workers"], knobs["threads"], batches, buffers=knobs["buffers"],
+                prefetch=knobs["prefetch"],
+                ram_budget_mb=ram_budget_mb or default_ram_budget_mb(),
+                device_put=not no_device_put, timeout_s=timeout_s or None,
                 progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
             )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message
     reported = report(session, dist, result, format_dataloader, json_path, force)
+    if save_config_path and reported is not None:
+        from pipecheck.tuned_config import best_setting, save_config
+
+        chosen, why = best_setting(reported.results, run_steps or cfg["run_steps"])
+        save_config(save_config_path, cfg, chosen.settings,
+                    {"command": "dataloader",
+                     "loader_s": chosen.loader_time.value if chosen.loader_time else None,
+                     "first_batch_s": chosen.first_batch_s}, force)
+        click.echo(f"\nwrote {save_config_path}: {why}")
     if trace_path and reported is not None:
         from pipecheck.report.trace import dataloader_trace, write_trace
 

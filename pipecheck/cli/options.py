@@ -43,7 +43,8 @@ def check_outputs(force: bool, *paths: str | None) -> None:
         store.check_writable(path, force)
     given = [os.path.abspath(p) for p in paths if p]
     if len(set(given)) != len(given):
-        raise click.UsageError("--json and --trace name the same file; give them different paths")
+        raise click.UsageError("two output options (--json, --trace, --save-config) name the "
+                               "same file; give them different paths")
 
 
 def save_json(record: Record, json_path: str | None, force: bool) -> None:
@@ -58,8 +59,16 @@ def wrote_trace(trace_path: str) -> None:
 
 
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
+    """The resolved config; a config saved on another machine (``measured_on``) warns."""
     file_values = config_mod.read_config_file(config_path) if config_path else None
-    return resolve(file_values, overrides, source=config_path or "defaults")
+    cfg = resolve(file_values, overrides, source=config_path or "defaults")
+    if cfg.measured_on and config_path:
+        from pipecheck.tuned_config import machine_warning
+
+        warning = machine_warning(cfg.measured_on, config_path)
+        if warning:
+            click.echo(f"pipecheck: warning: {warning}", err=True)
+    return cfg
 
 
 def int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
@@ -73,3 +82,9 @@ def int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int
         if int(item) not in out:
             out.append(int(item))
     return out
+
+
+def optional_int_list(ctx: click.Context, param: click.Parameter,
+                      value: str | None) -> list[int] | None:
+    """``int_list`` for an option whose absence means "take it from the config"."""
+    return None if value is None else int_list(ctx, param, value)

@@ -42,14 +42,15 @@ from pipecheck.measure.pipeline import (
     worker_pids,
 )
 from pipecheck.records.common import Distribution
-from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
+from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
+from pipecheck.records.grain_settings import GrainSettings, default_prefetch
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
 from pipecheck.workloads.base import Workload
 from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
 
 DEFAULT_BATCHES = 50
-DEFAULT_THREADS = 1
 DEFAULT_TIMEOUT_S = 120.0
 STAGE_SUMMARY_WAIT_S = 6.0
 """How long to wait, after timing, for the workers' stage reports to cover every batch."""
@@ -306,14 +307,16 @@ def _failure(e: BaseException, label: str, waits: int, timeout_s: float | None
     return pipeline_error(e, label)  # a worker's or transform's exception
 
 
-def _setting(timing: BatchTiming, workers: int, threads: int, n_batches: int,
+def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
              stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
-             tokens_key: str | None, data_loader: bool) -> LoaderSetting:
+             tokens_key: str | None, data_loader: bool,
+             usage: Resources | None = None) -> LoaderSetting:
     """The record of a timed setting: throughput, D, quality warnings, stages."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
     warnings = stats.quality_warnings(timing.samples, what="batch time")
-    buffered = workers * DEFAULT_PER_WORKER_BUFFER
+    workers = settings.workers
+    buffered = workers * settings.per_worker_buffer
     if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
         warnings.append(
             f"only {n_batches} timed batches with {workers} workers: about {buffered} batches "
@@ -327,7 +330,7 @@ def _setting(timing: BatchTiming, workers: int, threads: int, n_batches: int,
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
     return LoaderSetting(
         workers=workers,
-        threads=threads,
+        threads=settings.threads,
         first_batch_s=timing.first_batch_s,
         batch_time=Distribution.of(timing.samples),
         batches_per_s=bps,
@@ -337,7 +340,11 @@ def _setting(timing: BatchTiming, workers: int, threads: int, n_batches: int,
         stages=stages,
         stages_complete=complete,
         warnings=tuple(warnings),
-        loader_time=loader_estimate(timing.samples, workers, DEFAULT_PER_WORKER_BUFFER),
+        loader_time=loader_estimate(timing.samples, workers, settings.per_worker_buffer,
+                                    parallel=settings.parallel_reads()),
+        per_worker_buffer=settings.per_worker_buffer,
+        prefetch=settings.prefetch,
+        resources=usage,
     )
 
 
@@ -353,20 +360,37 @@ def measure_setting(
     clock: Callable[[], float] = time.perf_counter,
     stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
     progress: Callable[[str], None] | None = None,
+    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
+    prefetch: int = 0,
+    resources: bool = True,
 ) -> LoaderSetting:
-    """Measure one setting; the iterator and its workers are gone when this returns."""
-    from pipecheck.measure.pipeline import build_iter_dataset, grain_stage_summary
+    """Measure one setting; the iterator and its workers are gone when this returns.
 
+    With ``resources``, the CPU time and peak memory of the training process and of the
+    workers over the timed batches are read too (``ResourceProbe``: before and after the
+    timed batches, outside every timed interval)."""
+    from pipecheck.measure.pipeline import build_iter_dataset, grain_stage_summary
+    from pipecheck.measure.resources import ResourceProbe
+
+    settings = GrainSettings(workers, per_worker_buffer, threads, prefetch)
     label = f"workers={workers}, threads={threads}"
+    if (per_worker_buffer, settings.prefetch) != (DEFAULT_PER_WORKER_BUFFER,
+                                                  default_prefetch(threads)):
+        label += f", buffer={per_worker_buffer}, prefetch={settings.prefetch}"
     before = worker_pids()
     shm_before = shared_memory_names()
-    ds = build_iter_dataset(dataset, workers, threads, stage_timing=True)
+    ds = build_iter_dataset(dataset, workers, threads, stage_timing=True,
+                            per_worker_buffer=per_worker_buffer, prefetch=settings.prefetch)
     opened: list[Any] = []
     waits = [0]
+    probe = ResourceProbe(lambda: worker_pids() - before, clock=clock) if resources else None
+    usage = None
 
     def report_first(seconds: float) -> None:
         if progress is not None:
             progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
+        if probe is not None:
+            probe.start()
 
     # Errors are turned into messages inside the except clause but raised only after the
     # clean-up: the original exception's traceback holds batches in shared memory, which
@@ -379,6 +403,8 @@ def measure_setting(
     try:
         timing = _time_guarded(ds, opened, waits, n_batches, put, clock, timeout_s,
                                report_first)
+        if probe is not None:
+            usage = probe.stop(n_batches)
         if not is_data_loader(dataset):
             stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
                                               consumed=n_batches + 1, wait_s=stage_wait_s)
@@ -386,6 +412,8 @@ def measure_setting(
         stalled = isinstance(e, PipelineStalled)
         error = _failure(e, label, waits[0], timeout_s)  # text only: no frame outlives it
         del e
+    if probe is not None and usage is None:
+        probe.close()
     # A grain.DataLoader sends batches through shared memory: those in flight when its
     # workers stop are reclaimed as after an error.
     release(opened, before, failed=stalled,
@@ -395,17 +423,23 @@ def measure_setting(
         raise error
     assert timing is not None
 
-    return _setting(timing, workers, threads, n_batches, stages, complete, stage_wait_s,
-                    tokens_key, is_data_loader(dataset))
+    return _setting(timing, settings, n_batches, stages, complete, stage_wait_s,
+                    tokens_key, is_data_loader(dataset), usage)
 
 
-def settings_grid(workers: Sequence[int], threads: Sequence[int]) -> list[tuple[int, int]]:
-    """Every (workers, threads) pair, workers varying slowest, duplicates removed."""
-    out: list[tuple[int, int]] = []
+def settings_grid(workers: Sequence[int], threads: Sequence[int],
+                  buffers: Sequence[int] = (DEFAULT_PER_WORKER_BUFFER,),
+                  prefetch: Sequence[int] = (0,)) -> list[GrainSettings]:
+    """Every combination, workers varying slowest, duplicates removed (the per-worker buffer
+    means nothing without workers; prefetch 0 is ``default_prefetch(threads)``)."""
+    out: list[GrainSettings] = []
     for w in workers:
         for t in threads:
-            if (w, t) not in out:
-                out.append((w, t))
+            for b in buffers:
+                for p in prefetch:
+                    s = GrainSettings(w, b if w else DEFAULT_PER_WORKER_BUFFER, t, p)
+                    if s not in out:
+                        out.append(s)
     return out
 
 
@@ -420,8 +454,11 @@ def measure_dataloader(
     clock: Callable[[], float] = time.perf_counter,
     parts: LoaderParts | None = None,
     progress: Callable[[str], None] | None = None,
+    buffers: Sequence[int] = (DEFAULT_PER_WORKER_BUFFER,),
+    prefetch: Sequence[int] = (0,),
+    ram_budget_mb: float | None = None,
 ) -> DataloaderResult:
-    """Measure the workload's input pipeline for every (workers, threads) setting."""
+    """Measure the workload's input pipeline for every combination of the knobs given."""
     from pipecheck.measure.pipeline import ensure_absl_flags_parsed
     from pipecheck.records.env import collect_env
 
@@ -429,10 +466,11 @@ def measure_dataloader(
     parts = parts or loader_parts(config)
     env = collect_env()
     results = [
-        measure_setting(parts.dataset, w, t, batches,
+        measure_setting(parts.dataset, s.workers, s.threads, batches,
                         put=parts.put if device_put else None, tokens_key=parts.tokens_key,
-                        timeout_s=timeout_s, clock=clock, progress=progress)
-        for w, t in settings_grid(workers, threads)
+                        timeout_s=timeout_s, clock=clock, progress=progress,
+                        per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
+        for s in settings_grid(workers, threads, buffers, prefetch)
     ]
     return DataloaderResult(
         env=env,
@@ -441,4 +479,5 @@ def measure_dataloader(
         batches=batches,
         device_put=device_put,
         timeout_s=timeout_s,
+        ram_budget_mb=ram_budget_mb,
     )

@@ -61,7 +61,8 @@ def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
     if setting.loader_time is not None:
         return setting
     return dataclasses.replace(setting, loader_time=loader_estimate(
-        setting.batch_time.samples_s, setting.workers, DEFAULT_PER_WORKER_BUFFER))
+        setting.batch_time.samples_s, setting.workers, setting.per_worker_buffer,
+        parallel=setting.settings.parallel_reads()))
 
 
 def _trial(setting: LoaderSetting) -> Trial:

@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, Iterator
 
 from pipecheck.errors import PipelineStallError
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER  # noqa: F401
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, default_prefetch
 
 WORKER_EXIT_WAIT_S = 3.0
 """How long a terminated worker gets to exit before it is killed."""
@@ -51,6 +51,19 @@ class BatchedExamples:
         return iter(build_iter_dataset(self, workers=0, threads=0))
 
 
+@dataclasses.dataclass(frozen=True)
+class MainProcessMap:
+    """A pipeline whose last transform runs in the training process, after the workers'
+    output (collation, format conversion, ...): ``build_iter_dataset`` builds ``dataset``
+    as usual and maps ``fn`` over its batches after ``mp_prefetch``."""
+
+    dataset: Any
+    fn: Callable[[Any], Any]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(build_iter_dataset(self, workers=0, threads=0))
+
+
 def set_stage_report_period(seconds: float = STAGE_REPORT_PERIOD_S) -> None:
     """Shorten Grain's stage-timing report period in this process (a module constant of
     grain 0.2.x; silently does nothing if a Grain version no longer has it)."""
@@ -70,23 +83,32 @@ def _stage_timing_worker_init(worker_index: int, worker_count: int) -> None:
 
 def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
                        stage_timing: bool = False,
-                       worker_init_fn: Callable[[int, int], None] | None = None) -> Any:
-    """A Grain IterDataset over ``dataset`` read with ``threads`` threads and ``workers``
-    worker processes (0: everything in the calling process, as a loop without workers).
+                       worker_init_fn: Callable[[int, int], None] | None = None,
+                       per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
+                       prefetch: int = 0) -> Any:
+    """A Grain IterDataset over ``dataset`` read with ``threads`` threads (and a read
+    prefetch buffer of ``prefetch`` elements; 0: ``default_prefetch(threads)``) and
+    ``workers`` worker processes, each holding up to ``per_worker_buffer`` batches ready
+    (0 workers: everything in the calling process, as a loop without workers).
 
-    ``dataset`` is a MapDataset or IterDataset of whole batches, or
-    :class:`BatchedExamples`. ``stage_timing`` turns on Grain's STAGE_TIMING execution
+    ``dataset`` is a MapDataset or IterDataset of whole batches, :class:`BatchedExamples`
+    or :class:`MainProcessMap`. ``stage_timing`` turns on Grain's STAGE_TIMING execution
     tracking (read it with ``grain_stage_summary``).
     """
     import grain
 
     from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
 
+    if isinstance(dataset, MainProcessMap):
+        inner = build_iter_dataset(dataset.dataset, workers, threads, stage_timing=stage_timing,
+                                   worker_init_fn=worker_init_fn,
+                                   per_worker_buffer=per_worker_buffer, prefetch=prefetch)
+        return inner.map(dataset.fn)
     ensure_absl_flags_parsed()
+    prefetch = prefetch or default_prefetch(threads)
     if is_data_loader(dataset):  # its own workers; Grain's stage timing cannot see inside
-        return with_settings(dataset, workers, threads, DEFAULT_PER_WORKER_BUFFER,
-                             max(1, 2 * threads))
-    read = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=max(1, 2 * threads))
+        return with_settings(dataset, workers, threads, per_worker_buffer, prefetch)
+    read = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch)
     if isinstance(dataset, BatchedExamples):
         ds = dataset.examples.to_iter_dataset(read).batch(
             dataset.batch_size, drop_remainder=dataset.drop_remainder)
@@ -104,7 +126,7 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
     if workers > 0:
         ds = ds.mp_prefetch(
             grain.MultiprocessingOptions(
-                num_workers=workers, per_worker_buffer_size=DEFAULT_PER_WORKER_BUFFER
+                num_workers=workers, per_worker_buffer_size=per_worker_buffer
             ),
             worker_init_fn=worker_init_fn,
         )
@@ -262,7 +284,9 @@ def release(iterators: list[Any], before: set[int], failed: bool,
 
 @contextlib.contextmanager
 def open_batches(dataset: Any, workers: int, threads: int, *,
-                 timeout_s: float | None = None) -> Iterator[Iterator[Any]]:
+                 timeout_s: float | None = None,
+                 per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
+                 prefetch: int = 0) -> Iterator[Iterator[Any]]:
     """The pipeline's batches for a training loop, cleaned up whatever happens.
 
     Every ``next()`` is guarded by the stall timer (``timeout_s``; main thread only). A
@@ -274,7 +298,8 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     label = f"workers={workers}, threads={threads}"
     before = worker_pids()
     shm_before = shared_memory_names()
-    opened = [iter(build_iter_dataset(dataset, workers, threads))]
+    opened = [iter(build_iter_dataset(dataset, workers, threads,
+                                      per_worker_buffer=per_worker_buffer, prefetch=prefetch))]
     failure: list[BaseException] = []
 
     def guarded(timer: StallTimer) -> Iterator[Any]:

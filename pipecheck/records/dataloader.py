@@ -7,6 +7,11 @@ from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
+from pipecheck.records.grain_settings import (
+    DEFAULT_PER_WORKER_BUFFER,
+    GrainSettings,
+    default_prefetch,
+)
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -25,6 +30,54 @@ class Stage(Record):
     """Processing time per element produced by this stage."""
     n: int
     """Elements this stage produced (examples or batches)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources(Record):
+    """CPU and memory of one setting over its timed batches (the first batch left out)."""
+
+    batches: int
+    wall_s: float
+    """Wall time from just after the first batch to just after the last timed one."""
+    main_cpu_s: float
+    """CPU seconds of the training process (every thread: receiving from the workers,
+    collating, device_put, and the whole pipeline when there are no workers)."""
+    worker_cpu_s: float
+    """CPU seconds of all worker processes together."""
+    workers_seen: int
+    main_rss_mb: float
+    """Peak resident memory of the training process during the timed batches, MB."""
+    worker_rss_mb: float
+    """Peak resident memory of the largest worker process (its lifetime peak), MB."""
+    workers_rss_mb: float
+    """Peak resident memory of all worker processes, summed, MB."""
+    main_wait_s: float = 0.0
+    """Seconds the training process's threads were ready to run but waited for a core (the
+    kernel's run-queue delay): CPU it wanted and did not get."""
+    worker_wait_s: float = 0.0
+    """The same for all worker processes together."""
+
+    @property
+    def main_cpu_per_batch_s(self) -> float:
+        return self.main_cpu_s / self.batches if self.batches else float("nan")
+
+    @property
+    def worker_cpu_per_batch_s(self) -> float:
+        """CPU seconds the workers spend per batch (all workers together)."""
+        return self.worker_cpu_s / self.batches if self.batches else float("nan")
+
+    @property
+    def cores_wanted(self) -> float:
+        """Cores the training process and the workers would have kept busy: the CPU they got
+        plus the CPU they waited for (other programs on the machine take their share)."""
+        total = self.main_cpu_s + self.worker_cpu_s + self.main_wait_s + self.worker_wait_s
+        return total / self.wall_s if self.wall_s > 0 else float("nan")
+
+    @property
+    def cores_busy(self) -> float:
+        """Cores kept busy on average by the training process and the workers together."""
+        return (self.main_cpu_s + self.worker_cpu_s) / self.wall_s if self.wall_s > 0 \
+            else float("nan")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +100,16 @@ class LoaderSetting(Record):
     """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
     with its interval: the loader time the verdict uses. None in files written before it
     was stored (compare then computes it from ``batch_time``)."""
+    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
+    """MultiprocessingOptions.per_worker_buffer_size."""
+    prefetch: int = 0
+    """ReadOptions.prefetch_buffer_size (0 in older records: ``default_prefetch(threads)``)."""
+    resources: Resources | None = None
+
+    @property
+    def settings(self) -> GrainSettings:
+        return GrainSettings(self.workers, self.per_worker_buffer, self.threads,
+                             self.prefetch or default_prefetch(self.threads))
 
 
 @register_kind
@@ -67,5 +130,7 @@ class DataloaderResult(Record):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
+    ram_budget_mb: float | None = None
+    """The RAM budget the settings were judged against (``--ram-budget-mb``)."""
     format_version: int = FORMAT_VERSION
     kind: str = KIND

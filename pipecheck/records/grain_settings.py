@@ -54,9 +54,27 @@ class GrainSettings(Record):
         read prefetch), then the fewest read threads."""
         return (self.workers, self.per_worker_buffer, self.prefetch, self.threads)
 
+    def parallel_reads(self) -> int:
+        """Batches read at once: each worker (or the training process) runs up to
+        min(threads, prefetch) reads in parallel. They arrive in bursts of this many."""
+        return max(1, self.workers) * max(1, min(self.threads, self.prefetch))
+
     def label(self) -> str:
         return (f"workers={self.workers}, buffer={self.per_worker_buffer}, "
                 f"threads={self.threads}, prefetch={self.prefetch}")
+
+    def advice(self) -> str:
+        """What to use, in words and as Grain code: the worker count alone when the other
+        knobs are pipecheck's defaults."""
+        w = self.workers
+        if (self.per_worker_buffer, self.threads, self.prefetch) == \
+                (DEFAULT_PER_WORKER_BUFFER, DEFAULT_THREADS, default_prefetch(DEFAULT_THREADS)):
+            return f"{w} Grain workers (grain.MultiprocessingOptions(num_workers={w}))"
+        return (f"{w} Grain workers with {self.threads} read threads "
+                f"(grain.MultiprocessingOptions(num_workers={w}, "
+                f"per_worker_buffer_size={self.per_worker_buffer}), "
+                f"grain.ReadOptions(num_threads={self.threads}, "
+                f"prefetch_buffer_size={self.prefetch}))")
 
     def options(self) -> tuple[Any, Any]:
         """``(grain.MultiprocessingOptions, grain.ReadOptions)`` for this setting."""

@@ -9,7 +9,7 @@ from tabulate import tabulate
 
 from pipecheck.measure.dataloader import slowest_stage
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
-from pipecheck.report.format import ms, rate, warnings_text
+from pipecheck.report.format import findings_text, ms, rate, warnings_text
 
 MAX_STAGE_NAME = 60
 
@@ -53,6 +53,44 @@ def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
     return rows
 
 
+def _share(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{100 * x:.0f}%"
+
+
+def _mb(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) or x <= 0 else f"{x:.0f} MB"
+
+
+def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[list[Any]]:
+    """Per setting: D, start-up, the training process's CPU share, CPU per worker, memory,
+    and what limits the setting. Settings measured without resources are left out."""
+    from pipecheck.analysis.loader_limits import cpu_per_worker, limit_of, main_share
+
+    rows = []
+    for r in results:
+        res = r.resources
+        if res is None:
+            continue
+        rows.append([
+            r.workers, r.threads, r.per_worker_buffer if r.workers else "-",
+            r.settings.prefetch, ms(r.loader_time.value if r.loader_time else None),
+            _seconds(r.first_batch_s),
+            _share(main_share(r)), _share(cpu_per_worker(res)),
+            _mb(res.worker_rss_mb) if r.workers else "-", _mb(res.main_rss_mb),
+            limit_of(r, cores) or "-",
+        ])
+    return rows
+
+
+COST_HEADERS = ["workers", "threads", "buffer", "prefetch", "D (loader)", "first batch",
+                "main process", "CPU per worker", "RSS per worker", "main RSS", "limit"]
+
+
+def cost_table(results: Sequence[LoaderSetting], cores: int) -> str:
+    return tabulate(cost_rows(results, cores), headers=COST_HEADERS, tablefmt="simple",
+                    disable_numparse=True)
+
+
 def stage_table(setting: LoaderSetting) -> str:
     rows = [[_name(s), s.where, _pct(s.wait_ratio), ms(s.avg_s), s.n]
             for s in setting.stages if s.n > 0]
@@ -78,6 +116,22 @@ def format_dataloader(result: DataloaderResult) -> str:
         "D/batch: the loader time compare uses, the mean per batch (1 / throughput) without "
         "the batches workers buffered at start-up.",
     ]
+    cores = int(result.env.get("cpu_count") or 1)
+    if any(r.resources is not None for r in result.results):
+        lines += [
+            "",
+            f"Per setting, what it costs ({cores} cores; D = seconds per batch as the verdict "
+            "counts it; main process = its own time per batch as a share of D; CPU per "
+            "worker as a share of one core; RSS = peak resident memory):",
+            "",
+            cost_table(result.results, cores),
+        ]
+    from pipecheck.analysis.loader_limits import limit_findings
+
+    findings = limit_findings(result.results, cores, result.ram_budget_mb)
+    if findings:
+        lines += ["", "Why more workers stop helping (or keep helping), per setting:",
+                  findings_text(findings)]
     if any(r.stages for r in result.results):
         lines += ["", "Stage breakdown (Grain stage timing; wait = share of the pipeline's time "
                       "spent in the stage):"]

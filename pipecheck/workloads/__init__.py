@@ -10,7 +10,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
-from pipecheck.config import COMMON_KEYS, DEFAULT_WORKLOAD, Key, RunConfig, parse_set_option
+from pipecheck.config import (
+    COMMON_KEYS,
+    DEFAULT_WORKLOAD,
+    MEASURED_ON,
+    Key,
+    RunConfig,
+    parse_set_option,
+)
 from pipecheck.errors import ConfigError
 from pipecheck.workloads import calibrated, demo, user
 from pipecheck.workloads.base import Workload
@@ -60,6 +67,10 @@ def resolve(file_values: Mapping[str, Any] | None = None, overrides: Sequence[st
     """Merge the workload's defaults, file values and ``--set`` overrides (later ones win)
     into a validated RunConfig."""
     raw: dict[str, Any] = dict(file_values or {})
+    measured_on = raw.pop(MEASURED_ON, None)
+    if measured_on is not None and not isinstance(measured_on, Mapping):
+        raise ConfigError(f"{MEASURED_ON} in the config file must be a mapping (as "
+                          f"--save-config writes it), got {measured_on!r}")
     parsed_overrides = [parse_set_option(item) for item in overrides]
     for key, value in parsed_overrides:
         if key == "workload":
@@ -89,5 +100,6 @@ def resolve(file_values: Mapping[str, Any] | None = None, overrides: Sequence[st
         if key != "workload":
             apply(key, value, "in --set")
     if isinstance(workload, Mapping):
-        return RunConfig("user", values, source, {str(k): str(v) for k, v in workload.items()})
-    return RunConfig(str(workload), values, source)
+        return RunConfig("user", values, source, {str(k): str(v) for k, v in workload.items()},
+                         measured_on)
+    return RunConfig(str(workload), values, source, measured_on=measured_on)

@@ -4,8 +4,9 @@ Compute: a chain of ``h = tanh(h @ w)`` matmuls whose length is calibrated at
 start-up so one step costs ``compute_ms`` (real XLA work, so dispatch stays
 asynchronous). Loading: each batch costs ``load_ms`` of sleeping (latency, as
 I/O: it overlaps across workers) plus ``cpu_ms`` of busy CPU work in the
-transform. ``host_sync=every_step`` makes the training loop read the loss of
-the step it just dispatched, the classic forced sync. ``aot_sharding_mismatch``
+transform, carries ``element_kb`` of extra payload, and costs ``consumer_ms`` of CPU in
+the training process after the workers. ``host_sync=every_step`` makes the training loop
+read the loss of the step it just dispatched, the classic forced sync. ``aot_sharding_mismatch``
 lowers the step ahead of time with an unsharded batch spec, reproducing the
 double-compilation bug. ``checkpoint_every``/``checkpoint_ms`` and
 ``eval_every``/``eval_ms`` add host-blocking checkpoints and evals (step hooks
@@ -17,6 +18,7 @@ on purpose.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any, Callable
 
@@ -41,6 +43,10 @@ KEYS: tuple[Key, ...] = (
         minimum=0.1),
     Key("load_ms", float, 0.0, "per-batch loading latency, in ms (sleeps, per worker)", minimum=0),
     Key("cpu_ms", float, 0.0, "per-batch CPU work in the transform, in ms", minimum=0),
+    Key("consumer_ms", float, 0.0, "per-batch CPU work in the training process, in ms, "
+        "after the workers (as collation or conversion after mp_prefetch)", minimum=0),
+    Key("element_kb", float, 0.0, "extra payload per batch, in KiB (a uint8 array that "
+        "travels through shared memory and device_put)", minimum=0),
     Key("host_sync", str, "none", "none | every_step: the loop calls float(loss) on the "
         "step it just dispatched", choices=("none", "every_step")),
     Key("aot_sharding_mismatch", bool, False, "lower the step AOT with an unsharded batch spec "
@@ -179,27 +185,38 @@ def hooks_for(config: RunConfig) -> tuple[StepHook, ...]:
     return tuple(hooks)
 
 
+def busy(ms: float) -> None:
+    """Hold the CPU (and the GIL) for ``ms`` of this thread's CPU time."""
+    end = time.thread_time() + ms / 1000.0
+    acc = 0
+    while time.thread_time() < end:
+        acc += sum(range(200))
+
+
 class CalibratedBatches:
-    """Grain map: batch index -> one whole batch, costing load_ms of sleep + cpu_ms of CPU."""
+    """Grain map: batch index -> one whole batch, costing load_ms of sleep + cpu_ms of CPU,
+    with ``element_kb`` KiB of extra payload."""
 
     def __init__(self, batch_size: int, feature_dim: int, load_ms: float, cpu_ms: float,
-                 seed: int) -> None:
+                 seed: int, element_kb: float = 0.0) -> None:
         self.batch_size = batch_size
         self.feature_dim = feature_dim
         self.load_ms = load_ms
         self.cpu_ms = cpu_ms
         self.seed = seed
+        self.element_kb = element_kb
 
     def __call__(self, index: int) -> dict[str, np.ndarray]:
         if self.load_ms > 0:
             time.sleep(self.load_ms / 1000.0)
         if self.cpu_ms > 0:
-            end = time.thread_time() + self.cpu_ms / 1000.0
-            acc = 0
-            while time.thread_time() < end:
-                acc += sum(range(200))
+            busy(self.cpu_ms)
         rng = np.random.default_rng((self.seed, int(index)))
         x = rng.standard_normal((self.batch_size, self.feature_dim), dtype=np.float32)
+        if self.element_kb > 0:
+            per_example = max(1, math.ceil(self.element_kb * 1024 / self.batch_size))
+            payload = np.full((self.batch_size, per_example), index % 251, np.uint8)
+            return {"x": x, "payload": payload}
         return {"x": x}
 
 
@@ -210,16 +227,33 @@ def load_ms_for(config: RunConfig, process_index: int) -> float:
     return float(config["load_ms"])
 
 
+class Consume:
+    """Per-batch work in the training process, after the workers (``consumer_ms`` of CPU)."""
+
+    def __init__(self, consumer_ms: float) -> None:
+        self.consumer_ms = consumer_ms
+
+    def __call__(self, batch: Any) -> Any:
+        busy(self.consumer_ms)
+        return batch
+
+
 def make_dataset(config: RunConfig) -> Any:
     """The calibrated input pipeline: an endless MapDataset of whole (host-local) batches,
-    sharded by process (this process reads every ``process_count``-th batch index)."""
+    sharded by process (this process reads every ``process_count``-th batch index); with
+    ``consumer_ms``, a transform that runs in the training process after the workers."""
     import grain
     import jax
 
+    from pipecheck.measure.pipeline import MainProcessMap
+
     batches = CalibratedBatches(host_batch_size(config["batch_size"], config["devices"]),
                                 config["feature_dim"], load_ms_for(config, jax.process_index()),
-                                config["cpu_ms"], config["seed"])
-    return shard_by_process(grain.MapDataset.range(1 << 30)).map(batches)
+                                config["cpu_ms"], config["seed"], config["element_kb"])
+    ds = shard_by_process(grain.MapDataset.range(1 << 30)).map(batches)
+    if config["consumer_ms"] > 0:
+        return MainProcessMap(ds, Consume(config["consumer_ms"]))
+    return ds
 
 
 def build(config: RunConfig) -> Workload:
@@ -232,7 +266,8 @@ def build(config: RunConfig) -> Workload:
     dim = config["feature_dim"]
     data_sharding = batch_sharding(mesh)
     rep = replicated(mesh)
-    example = CalibratedBatches(local_batch, dim, 0.0, 0.0, config["seed"])(0)
+    example = CalibratedBatches(local_batch, dim, 0.0, 0.0, config["seed"],
+                                config["element_kb"])(0)
     spec = spec_of(example, data_sharding)
     rng = np.random.default_rng(config["seed"])
     w_host = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)

@@ -86,7 +86,14 @@ def test_batch_sizes():
 
 
 def test_settings_grid_keeps_order_and_drops_duplicates():
-    assert settings_grid([0, 2, 0], [1, 4]) == [(0, 1), (0, 4), (2, 1), (2, 4)]
+    assert [(s.workers, s.threads) for s in settings_grid([0, 2, 0], [1, 4])] == \
+        [(0, 1), (0, 4), (2, 1), (2, 4)]
+
+
+def test_settings_grid_has_one_buffer_setting_without_workers():
+    grid = settings_grid([0, 1], [1], buffers=[1, 4], prefetch=[0, 8])
+    assert [(s.workers, s.per_worker_buffer, s.prefetch) for s in grid] == \
+        [(0, 2, 2), (0, 2, 8), (1, 1, 2), (1, 1, 8), (1, 4, 2), (1, 4, 8)]
 
 
 def _summary(nodes):

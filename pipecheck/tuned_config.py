@@ -1,0 +1,193 @@
+"""A saved tuning: the chosen Grain settings as a YAML config, and where they were measured.
+
+``--save-config FILE`` (``dataloader``, ``compare``) writes the run's config with the
+chosen ``num_workers``, ``per_worker_buffer_size``, ``num_threads`` and
+``prefetch_buffer_size``, plus a ``measured_on`` section (cores, RAM, host, versions, and
+the loader time measured there). ``--config FILE`` reads it back as any config;
+``grain_options(FILE)`` turns it into Grain's option objects in the user's own code. A run
+on a machine that differs from ``measured_on`` warns: settings are tuned for a machine.
+
+No JAX or Grain import at module level (``import pipecheck`` stays cheap).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import warnings
+from typing import Any, Mapping
+
+import yaml
+
+from pipecheck.config import MEASURED_ON, RunConfig, read_config_file
+from pipecheck.errors import ConfigError
+from pipecheck.records import store
+from pipecheck.records.grain_settings import (
+    DEFAULT_PER_WORKER_BUFFER,
+    DEFAULT_THREADS,
+    GrainSettings,
+)
+
+RAM_TOLERANCE = 0.10
+"""Total RAM differing by more than 10% is another machine (the same machine reports a few
+MB more or less from one kernel to the next)."""
+
+MACHINE_KEYS = ("host", "cpu_count", "usable_cores", "ram_mb", "python", "jax", "jaxlib",
+                "grain")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity), else the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def this_machine() -> dict[str, Any]:
+    """Where a tuning is measured: host, cores, RAM and the versions that move timings."""
+    import psutil
+
+    return {
+        "host": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "usable_cores": usable_cores(),
+        "ram_mb": int(psutil.virtual_memory().total / 2**20),
+        "python": platform.python_version(),
+        "jax": _version("jax"),
+        "jaxlib": _version("jaxlib"),
+        "grain": _version("grain"),
+        "pipecheck": _version("pipecheck"),
+    }
+
+
+def machine_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """How the machine a config was measured on differs from this one, in words."""
+    out = []
+    for key in MACHINE_KEYS:
+        if key not in saved:
+            continue
+        a, b = saved.get(key), current.get(key)
+        if key == "ram_mb" and isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            if b and abs(a - b) / b <= RAM_TOLERANCE:
+                continue
+        if a != b:
+            out.append(f"{key} {a} there, {b} here")
+    return out
+
+
+def machine_warning(measured_on: Mapping[str, Any] | None, path: str,
+                    current: Mapping[str, Any] | None = None) -> str | None:
+    """The warning for a saved config read on another machine, or None."""
+    if not measured_on:
+        return None
+    diffs = machine_differences(measured_on, current or this_machine())
+    if not diffs:
+        return None
+    return (f"{path} was tuned on another machine ({'; '.join(diffs)}): its Grain settings "
+            "may not suit this one; re-run pipecheck dataloader or compare with "
+            "--save-config here")
+
+
+def config_text(config: RunConfig, settings: GrainSettings, measured: Mapping[str, Any],
+                machine: Mapping[str, Any] | None = None) -> str:
+    """The YAML of a saved config: the run's keys with the chosen Grain settings."""
+    values = config.to_dict()
+    values.update({
+        "num_workers": settings.workers,
+        "per_worker_buffer_size": settings.per_worker_buffer,
+        "num_threads": settings.threads,
+        "prefetch_buffer_size": settings.prefetch,
+    })
+    values[MEASURED_ON] = {**(machine or this_machine()), **measured}
+    header = ("# Grain settings chosen by pipecheck. Read back with --config FILE, or in your "
+              "code:\n#   mp_options, read_options = pipecheck.grain_options(FILE)\n")
+    return header + yaml.safe_dump(values, sort_keys=False)
+
+
+def save_config(path: str, config: RunConfig, settings: GrainSettings,
+                measured: Mapping[str, Any], force: bool = False) -> None:
+    """Write the saved config atomically (never half-written)."""
+    store.write_text_atomic(path, config_text(config, settings, measured), force)
+
+
+def loader_trial(setting: Any) -> Any:
+    """A measured ``LoaderSetting`` as the tuner's Trial (D as the verdict counts it)."""
+    from pipecheck.analysis.tuner import Trial
+    from pipecheck.measure.loader_search import with_loader_time
+
+    r = setting.resources
+    est = with_loader_time(setting).loader_time
+    assert est is not None
+    d = est.value
+    return Trial.of(setting.settings, d, first_batch_s=setting.first_batch_s,
+                    worker_rss_mb=r.worker_rss_mb if r is not None else float("nan"),
+                    main_rss_mb=r.main_rss_mb if r is not None else float("nan"))
+
+
+def best_setting(settings: Any, run_steps: int = 0, target_s: float = 0.0) -> tuple[Any, str]:
+    """The measured setting to save, and why: the cheapest meeting ``target_s`` (with
+    headroom), else the cheapest within the tuner's margin of the fastest; with
+    ``run_steps``, start-up weighed against the run (``tuner.choose``)."""
+    from pipecheck.analysis.tuner import MIN_GAIN, choice_note, choose, startup_note
+
+    trials = [loader_trial(s) for s in settings]
+    trial, ok = choose(trials, target_s, run_steps)
+    chosen = settings[trials.index(trial)]
+    if target_s > 0:
+        from pipecheck.analysis.tuner import UNKNOWN_SCALING, TuningOutcome
+
+        why = choice_note(TuningOutcome(tuple(trials), trial, ok, UNKNOWN_SCALING, "fixed", ""))
+    else:
+        why = (f"chose the cheapest setting within {100 * MIN_GAIN:.0f}% of the fastest "
+               f"(fewest workers, then the smallest buffers): {trial.settings.label()}")
+    note = startup_note(trials, trial, target_s, run_steps)
+    return chosen, f"{why}; {note}" if note else why
+
+
+def settings_of(values: Mapping[str, Any], path: str) -> GrainSettings:
+    """The Grain settings in a config file's values; unset knobs take pipecheck's defaults."""
+    from pipecheck.config import GRAIN_KEYS
+
+    keys = {k.name: k for k in GRAIN_KEYS}
+    if values.get("num_workers") is None:
+        raise ConfigError(f"{path} holds no Grain settings (num_workers is missing); write one "
+                          "with pipecheck dataloader --save-config FILE or pipecheck compare "
+                          "--save-config FILE")
+    got: dict[str, Any] = {
+        name: keys[name].coerce(values[name]) if values.get(name) is not None else None
+        for name in ("num_workers", "per_worker_buffer_size", "num_threads",
+                     "prefetch_buffer_size")}
+    threads = got["num_threads"] if got["num_threads"] is not None else DEFAULT_THREADS
+    return GrainSettings(
+        workers=int(got["num_workers"]),
+        per_worker_buffer=got["per_worker_buffer_size"] or DEFAULT_PER_WORKER_BUFFER,
+        threads=threads,
+        prefetch=got["prefetch_buffer_size"] or 0,
+    )
+
+
+def config_settings(config: RunConfig) -> GrainSettings | None:
+    """The Grain settings a resolved config fixes (None when ``num_workers`` is unset)."""
+    if config.get("num_workers") is None:
+        return None
+    return settings_of(config.values, config.source)
+
+
+def grain_options(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+    """``(grain.MultiprocessingOptions, grain.ReadOptions)`` from a config saved by
+    ``--save-config``. Warns (``UserWarning``) when it was measured on another machine."""
+    values = read_config_file(str(path))
+    warning = machine_warning(values.get(MEASURED_ON), str(path))
+    if warning:
+        warnings.warn(warning, stacklevel=2)
+    return settings_of(values, str(path)).options()

@@ -1,0 +1,76 @@
+"""Tuning end to end: real Grain workers, calibrated loaders that hit each limit on purpose,
+the CLI in a subprocess run from outside the repository.
+
+Short pipelines (a few ms to tens of ms per batch). Assertions are about which limit the
+measured resources show, not about absolute times.
+"""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from ..conftest import run_cli
+
+
+def _dataloader(tmp_path, *args):
+    out = tmp_path / "dl.json"
+    proc = run_cli("dataloader", "--set", "workload=calibrated", "--json", str(out),
+                   "--no-device-put", "--force", *args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def test_consumer_work_in_the_training_process_is_main_process_bound_and_saved(tmp_path):
+    saved = tmp_path / "tuned.yml"
+    proc, data = _dataloader(tmp_path, "--set", "consumer_ms=20", "--set", "load_ms=4",
+                             "--workers", "2", "--batches", "20", "--save-config", str(saved))
+    (setting,) = data["results"]
+    res = setting["resources"]
+    assert res["workers_seen"] == 2 and res["worker_rss_mb"] > 0 and res["main_rss_mb"] > 0
+    assert "main-process-bound [workers=2, threads=1]" in proc.stdout
+    assert "main process" in proc.stdout and "RSS per worker" in proc.stdout
+    # the saved config is a config: --config reads it back and measures that setting
+    text = saved.read_text()
+    cfg = yaml.safe_load(text)
+    assert cfg["num_workers"] == 2 and cfg["consumer_ms"] == 20
+    assert cfg["measured_on"]["command"] == "dataloader"
+    proc2, again = _dataloader(tmp_path, "--config", str(saved), "--batches", "5")
+    assert [(r["workers"], r["per_worker_buffer"], r["threads"], r["prefetch"])
+            for r in again["results"]] == [(2, cfg["per_worker_buffer_size"],
+                                            cfg["num_threads"], cfg["prefetch_buffer_size"])]
+    assert "another machine" not in proc2.stderr
+
+
+def test_sleeping_loader_is_latency_bound_and_cpu_heavy_one_is_cpu_bound(tmp_path):
+    proc, data = _dataloader(tmp_path, "--set", "load_ms=30", "--workers", "2",
+                             "--batches", "16")
+    assert "latency-bound [workers=2, threads=1]" in proc.stdout
+    proc, data = _dataloader(tmp_path, "--set", "cpu_ms=15", "--workers", "3",
+                             "--batches", "16")
+    assert "cpu-bound [workers=3, threads=1]" in proc.stdout, proc.stdout
+
+
+def test_another_machine_warns_once_on_stderr(tmp_path):
+    saved = tmp_path / "tuned.yml"
+    saved.write_text("workload: calibrated\nload_ms: 1\nnum_workers: 0\n"
+                     "measured_on: {cpu_count: 96, host: tpu-host-7}\n")
+    proc, data = _dataloader(tmp_path, "--config", str(saved), "--batches", "3")
+    warnings = [ln for ln in proc.stderr.splitlines() if "another machine" in ln]
+    assert len(warnings) == 1
+    assert "cpu_count 96 there" in warnings[0] and "host tpu-host-7 there" in warnings[0]
+    assert data["results"][0]["workers"] == 0
+
+
+def test_save_config_path_clash_and_existing_file_fail_before_measuring(tmp_path):
+    existing = tmp_path / "tuned.yml"
+    existing.write_text("keep")
+    proc = run_cli("dataloader", "--set", "workload=calibrated", "--save-config",
+                   str(existing), cwd=tmp_path)
+    assert proc.returncode == 2 and "exists; pass --force" in proc.stderr
+    assert "Traceback" not in proc.stderr and existing.read_text() == "keep"
+    same = tmp_path / "x.json"
+    proc = run_cli("dataloader", "--set", "workload=calibrated", "--save-config", str(same),
+                   "--json", str(same), cwd=tmp_path)
+    assert proc.returncode == 2 and "name the same file" in proc.stderr
