@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 from pipecheck.analysis import straggler
-from pipecheck.analysis.verdict import Estimate
+from pipecheck.records.common import Estimate
 from pipecheck.records.hosts import HostLoader, HostSummary
 
 STEP_S = 0.100
@@ -46,7 +46,7 @@ def simulate(hosts: int, steps: int, seed: int = 0) -> list[tuple[list, HostLoad
         waits[stall_steps] += 0.5
         batches = (0.095 if p == slow else 0.030) * (1 + 0.05 * rng.standard_normal(64))
         est = Estimate.of_mean(list(batches))
-        loader = HostLoader(2, 1, est.median, est.low, est.high, 1.0)
+        loader = HostLoader(2, 1, est.value, est.low, est.high, 1.0)
         out.append(([(i, float(t), float(w)) for i, (t, w) in enumerate(zip(times, waits,
                                                                             strict=True))],
                     loader))

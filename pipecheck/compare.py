@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
@@ -44,6 +44,16 @@ class CompareOptions:
     synthetic_file: str | None = None
     dataloader_file: str | None = None
     real_file: str | None = None
+    hosts: AcrossHosts | None = None
+    """In a multi-process run: the worker search and the verdict follow the slowest host."""
+
+
+class AcrossHosts(Protocol):
+    """What compare needs from a multi-process run (``measure.distributed.Session``)."""
+
+    def agree(self, value: float, how: str) -> float: ...
+
+    def slowest(self, estimate: Estimate) -> Estimate: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +72,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     target = target_stage(config, o.synthetic_file, o.target_steps, workload, progress, clock)
     loader = ls.loader_stage(
         config, o.dataloader_file, parts, target.result.step_time.median_s,
-        ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s),
+        ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
+                         o.hosts.agree if o.hosts else None),
         progress, clock)
     real = real_stage(config, o.real_file, workload, parts, loader.chosen, o.steps,
                       o.timeout_s, progress, clock)
@@ -75,8 +86,17 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         after, drift = target_again(config, max(10, o.target_steps // 2), workload, target, clock)
         t_samples += after
     assert loader.chosen.loader_time is not None
-    est = Estimates(Estimate.of(t_samples), loader.chosen.loader_time, real_est,
-                    loader.baseline.loader_time if loader.baseline else None)
+    chosen_d, baseline_d = loader.chosen.loader_time, \
+        loader.baseline.loader_time if loader.baseline else None
+    host_warnings: list[str] = []
+    if o.hosts is not None:  # every host waits for the slowest host's loader
+        own_d, chosen_d = chosen_d, o.hosts.slowest(chosen_d)
+        baseline_d = o.hosts.slowest(baseline_d) if baseline_d is not None else None
+        if chosen_d.value != own_d.value:
+            host_warnings.append(
+                f"the verdict uses the slowest host's loader time D = {ms(chosen_d.value)} "
+                f"(this host's is {ms(own_d.value)}): every host waits for it at each step")
+    est = Estimates(Estimate.of(t_samples), chosen_d, real_est, baseline_d)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value))
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
@@ -99,5 +119,5 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                  "loader": o.dataloader_file or "measured", "real": o.real_file or "measured"},
         steps=real.steps, anomalies=real.anomalies,
         warnings=(*target.warnings, *loader.warnings, *real.warnings, *([drift] if drift else []),
-                  *target.result.warnings),
+                  *target.result.warnings, *host_warnings),
         estimates=est), real)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
     int_list,
     load_config,
     output_options,
-    save_json,
     wrote_trace,
 )
+from pipecheck.measure.distributed import DistributedOptions
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -50,11 +53,13 @@ from pipecheck.cli.options import (
               help="Write a Chrome trace event JSON of the real-data run (open in "
                    "ui.perfetto.dev or chrome://tracing).")
 @output_options
+@distributed_options
 def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
             target_steps: int | None, batches: int | None, workers_opt: list[int] | None,
             threads: int | None, max_workers: int | None, synthetic_file: str | None,
             dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
-            quiet: bool, trace_path: str | None, json_path: str | None, force: bool) -> None:
+            quiet: bool, trace_path: str | None, json_path: str | None, force: bool,
+            dist: DistributedOptions) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
 
     Measures the target step time T (as `synthetic`), searches the Grain worker count for
@@ -92,11 +97,16 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         max_workers=max_workers or default.max_workers,
         timeout_s=default.timeout_s if timeout_s is None else timeout_s,
         synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file)
-    run = compare_mod.compare_run(cfg, opts, progress=progress)
-    result = run.result
-    click.echo(format_compare(result))
-    save_json(result, json_path, force)
-    if trace_path and run.real.recorder is not None:
+    fixed = {"steps": steps, "target_steps": target_steps, "batches": batches,
+             "workers": workers_opt, "threads": threads, "max_workers": max_workers,
+             "synthetic": synthetic_file, "dataloader": dataloader_file, "real": real_file}
+    with joined(dist, "compare", cfg, fixed) as session:
+        if session is not None:
+            opts = dataclasses.replace(opts, hosts=session)
+        run = compare_mod.compare_run(cfg, opts, progress=progress)
+    reported = report(session, dist, run.result, format_compare, json_path, force,
+                      setting=(run.result.chosen_workers, run.result.chosen_threads))
+    if trace_path and reported is not None and run.real.recorder is not None:
         from pipecheck.report.trace import write_recorder_trace
 
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,

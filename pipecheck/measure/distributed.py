@@ -24,9 +24,10 @@ import re
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from pipecheck.errors import ConfigError, DistributedError
+from pipecheck.records.common import Estimate
 from pipecheck.records.hosts import HostSummary
 
 DEFAULT_TIMEOUT_S = 120.0
@@ -341,6 +342,28 @@ class Session:
                 self.kv.get(f"checked/{p}", max(0.001, deadline - time.monotonic()))
         if problem is not None:
             raise DistributedError(problem)
+
+    # -- values every process must agree on (one collective each) ----------------------
+    def _allgather(self, values: Sequence[float]) -> Any:
+        """One row of ``values`` per process (a cross-process collective: every process
+        must call it, in the same order)."""
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(np.asarray(values, np.float32)))
+
+    def agree(self, value: float, how: str) -> float:
+        """The largest (``max``) or smallest (``min``) of every process's ``value``: so
+        every process takes the same decision (the worker search follows the slowest host)."""
+        column = self._allgather([value])[:, 0]
+        return float(column.max() if how == "max" else column.min())
+
+    def slowest(self, estimate: Estimate) -> Estimate:
+        """The estimate of the process whose value is the largest (the host every other
+        host waits for), on every process."""
+        rows = self._allgather([estimate.value, estimate.low, estimate.high, estimate.n])
+        v, lo, hi, n = (float(x) for x in rows[int(rows[:, 0].argmax())])
+        return dataclasses.replace(estimate, value=v, low=lo, high=hi, n=int(n))
 
     def reporter_host(self) -> str:
         """The host name of process 0 (known after ``check_same``)."""

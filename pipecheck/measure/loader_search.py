@@ -116,6 +116,9 @@ class SearchOptions:
     workers: tuple[int, ...] | None = None
     """Fixed worker counts (--workers) instead of a search."""
     timeout_s: float | None = None
+    agree: Callable[[float, str], float] | None = None
+    """In a multi-process run: combine a value over the processes (``max``/``min``), so
+    every host tries the same settings and chooses the same one, following the slowest."""
 
 
 def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | None,
@@ -126,8 +129,11 @@ def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | Non
     if dataset is None:
         raise ConfigError("this workload has no dataset; pipecheck compare needs "
                           "workload.dataset (or --dataloader FILE and --real FILE)")
+    agree = opts.agree or (lambda value, how: value)
     ceiling = ram_ceiling_workers(dataset, opts.max_workers)
     limit = opts.max_workers if ceiling is None else max(1, min(opts.max_workers, ceiling))
+    limit = int(agree(limit, "min"))
+    cores = int(agree(os.cpu_count() or 1, "min"))
     measured: dict[tuple[int, int], LoaderSetting] = {}
 
     def measure(w: int, t: int) -> float:
@@ -137,10 +143,13 @@ def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | Non
                             timeout_s=opts.timeout_s, clock=clock,
                             stage_wait_s=TUNING_STAGE_WAIT_S)
         measured[(w, t)] = s
-        progress(f"      D({w}) = {ms(_trial(s).batch_s)} per batch")
-        return _trial(s).batch_s
+        d = agree(_trial(s).batch_s, "max")
+        slowest = "" if d == _trial(s).batch_s or opts.agree is None else \
+            f" here, {ms(d)} on the slowest host"
+        progress(f"      D({w}) = {ms(_trial(s).batch_s)} per batch{slowest}")
+        return d
 
-    tuning = tune(measure, target_s, max_workers=limit, cores=os.cpu_count() or 1,
+    tuning = tune(measure, target_s, max_workers=limit, cores=cores,
                   threads=opts.threads, fixed_workers=opts.workers)
     warnings = []
     if ceiling is not None and ceiling < opts.max_workers:
