@@ -117,7 +117,7 @@ def summarize_host(
 ) -> HostSummary:
     """Reduce one host's run to a ``HostSummary``.
 
-    ``steps`` are the host's steady-state steps as (step index, step time, data wait),
+    ``steps`` are the host's steps as (step index, step time, data wait), after the first,
     seconds. The summary holds order statistics, the interval of the median data wait, and
     at most ``MAX_STALLS`` stalled steps: its size does not grow with the run.
     ``with_data_wait=False`` for a run without an input pipeline (``synthetic``).

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 from typing import Any, Sequence
 
-from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.straggler import summarize_host
 from pipecheck.measure.loader_search import with_loader_time
 from pipecheck.records.common import StepRecord
@@ -21,9 +20,16 @@ def host_loader(setting: LoaderSetting) -> HostLoader:
                       setting.first_batch_s)
 
 
+NOT_COMPARABLE_TAGS = ("compile", "drain", "warmup")
+"""Steps no host can compare with another's: compiling, the drain interval, and batches
+served from the start-up buffer. Slow steps (anomalies, checkpoints, evals) stay: they are
+the stalls the hosts are compared on, and the medians are robust to them."""
+
+
 def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
-    """(step, step time, data wait) of the steady-state steps."""
-    return [(s.step, s.time_s, s.spans.get("data_wait", 0.0)) for s in steady_state(steps)]
+    """(step, step time, data wait) of every step after the first that hosts can compare."""
+    return [(s.step, s.time_s, s.spans.get("data_wait", 0.0)) for s in steps
+            if s.step >= 1 and not any(t in NOT_COMPARABLE_TAGS for t in s.tags)]
 
 
 def host_summary(process_id: int, result: Any, hostname: str | None = None) -> HostSummary:

@@ -41,7 +41,7 @@ class HostSummary(Record):
     data_wait_high_s: float | None = None
     """The interval of the median data wait per step."""
     step_s: float | None = None
-    """Median steady-state step time on this host (equal on every host under SPMD)."""
+    """Median step time on this host (equal on every host under SPMD)."""
     steps: int = 0
     stalls: tuple[int, ...] = ()
     stall_data_wait_s: tuple[float, ...] = ()

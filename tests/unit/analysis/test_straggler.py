@@ -168,3 +168,14 @@ def test_synthetic_hosts_have_no_data_wait_and_no_equal_loader_claim():
     assert hosts[0].data_wait_median_s is None
     result = sa.analyze(hosts)
     assert result.straggler is None and result.findings == ()
+
+
+def test_stalled_steps_kept_for_the_hosts_even_when_out_of_the_steady_state():
+    from pipecheck.measure.hosts import step_triples
+    from pipecheck.records.common import StepRecord
+
+    steps = [StepRecord(0, 2.0, ("compile",)), StepRecord(1, 0.05, ("warmup",)),
+             StepRecord(2, 0.05, spans={"data_wait": 0.01}),
+             StepRecord(3, 0.6, ("anomaly",), spans={"data_wait": 0.5}),
+             StepRecord(4, 0.3, ("checkpoint",)), StepRecord(5, 0.05, ("drain",))]
+    assert step_triples(steps) == [(2, 0.05, 0.01), (3, 0.6, 0.5), (4, 0.3, 0.0)]
