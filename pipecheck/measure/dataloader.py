@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from pipecheck.analysis import stats
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.config import RunConfig
-from pipecheck.errors import ConfigError, PipelineError, PipelineStallError
+from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.grain_dataloader import is_data_loader
 from pipecheck.measure.pipeline import (
     DEFAULT_PER_WORKER_BUFFER,
@@ -39,6 +39,7 @@ from pipecheck.measure.pipeline import (
     StallTimer,
     release,
     shared_memory_names,
+    stall_error,
     worker_pids,
 )
 from pipecheck.records.common import Distribution
@@ -293,11 +294,7 @@ def _failure(e: BaseException, label: str, waits: int, timeout_s: float | None
              ) -> BaseException:
     """The error a failed setting raises (after its clean-up), as one line."""
     if isinstance(e, PipelineStalled):
-        what = "the first batch" if waits <= 1 else f"batch {waits} (after {waits - 1} arrived)"
-        return PipelineStallError(
-            f"the input pipeline ({label}) produced no batch for {timeout_s:g} s while waiting "
-            f"for {what}; it looks stuck (a hung read or transform). Raise --timeout if it is "
-            "only slow")
+        return stall_error(label, timeout_s, arrived=waits - 1)
     if isinstance(e, KeyboardInterrupt):
         return KeyboardInterrupt()
     if isinstance(e, StopIteration):

@@ -13,7 +13,9 @@ import time
 from typing import Any, Callable, Iterator
 
 from pipecheck.errors import PipelineStallError
+from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, default_prefetch
+from pipecheck.user_code import pipeline_error
 
 WORKER_EXIT_WAIT_S = 3.0
 """How long a terminated worker gets to exit before it is killed."""
@@ -96,8 +98,6 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
     tracking (read it with ``grain_stage_summary``).
     """
     import grain
-
-    from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
 
     if isinstance(dataset, MainProcessMap):
         inner = build_iter_dataset(dataset.dataset, workers, threads, stage_timing=stage_timing,
@@ -282,6 +282,15 @@ def release(iterators: list[Any], before: set[int], failed: bool,
         reclaim_shared_memory(shm_before)
 
 
+def stall_error(label: str, timeout_s: float | None, arrived: int) -> PipelineStallError:
+    """The one message for a pipeline that stopped producing (``arrived`` batches came)."""
+    what = "the first batch" if arrived <= 0 else f"batch {arrived + 1} (after {arrived} arrived)"
+    return PipelineStallError(
+        f"the input pipeline ({label}) produced no batch for {timeout_s or 0:g} s while "
+        f"waiting for {what}; it looks stuck (a hung read or transform). Raise --timeout if "
+        "it is only slow")
+
+
 @contextlib.contextmanager
 def open_batches(dataset: Any, workers: int, threads: int, *,
                  timeout_s: float | None = None,
@@ -311,13 +320,9 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
             except StopIteration:
                 return
             except PipelineStalled:
-                failure.append(PipelineStallError(
-                    f"the input pipeline ({label}) produced no batch for {timeout_s:g} s "
-                    f"after {n} batches; it looks stuck. Raise --timeout if it is only slow"))
+                failure.append(stall_error(label, timeout_s, arrived=n))
                 raise
             except Exception as e:  # noqa: BLE001 - a worker's or transform's exception
-                from pipecheck.user_code import pipeline_error
-
                 failure.append(pipeline_error(e, label))
                 raise
             finally:
@@ -336,8 +341,6 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     finally:
         if batches is not None:
             batches.close()  # its frame would keep the iterator (and shared memory) alive
-        from pipecheck.measure.grain_dataloader import is_data_loader
-
         # A grain.DataLoader sends batches through shared memory: reclaim those in flight.
         release(opened, before, failed=bool(failure),
                 shm_before=shm_before if failure or is_data_loader(dataset) else None)
