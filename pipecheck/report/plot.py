@@ -188,7 +188,8 @@ def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] 
                    label=f"steady-state median {ms(med / 1e3)}")
     for tag, pts in tag_points(rows).items():
         marker, color = TAG_STYLE.get(tag, ("v", None))
-        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=70 if color else 60,
+        size = (70 if color else 60) if len(pts) <= MAX_LABELLED_STEPS else 25  # many: smaller
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=marker, s=size,
                    color=color, zorder=3, label=f"{tag} ({len(pts)})",
                    edgecolors="black", linewidths=0.5)
     # each tagged step labelled with its number, the slowest first when there are many
