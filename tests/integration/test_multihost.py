@@ -72,12 +72,23 @@ def test_missing_peer_is_one_line_within_the_timeout(tmp_path):
     assert elapsed < 4 + 30  # the timeout plus start-up, long before JAX's own abort
 
 
-def test_killed_peer_is_named_within_the_timeout(tmp_path):
-    argv = pipecheck_argv(2, free_port(), "dataloader", *CALIBRATED, "--set", "load_ms=5",
-                          "--workers", "1", "--batches", "5000", timeout_s=5)
+KILL_CASES = {
+    # the loader alone: no collective, process 0 keeps loading; the heartbeat names it
+    "dataloader": (["dataloader", *CALIBRATED, "--set", "load_ms=5", "--workers", "1",
+                    "--batches", "5000"], "timing 5000 batches"),
+    # training: process 0 is blocked in the step's all-reduce when its peer dies
+    "compare": (["compare", *CALIBRATED, "--target-steps", "5000"], "[1/4] target step time"),
+}
+
+
+@pytest.mark.parametrize("command", list(KILL_CASES))
+def test_killed_peer_is_named_within_the_timeout(tmp_path, command):
+    args, started = KILL_CASES[command]
+    argv = pipecheck_argv(2, free_port(), *args, timeout_s=5)
     with launched(tmp_path, argv) as run:
         for i in (0, 1):
-            run.wait_for_stderr(i, "timing 5000 batches", 60)
+            run.wait_for_stderr(i, started, 60)
+        time.sleep(1.0)  # well inside the measurement
         run.kill(1)
         killed = time.monotonic()
         codes = run.wait(40)
