@@ -20,6 +20,7 @@ import traceback
 from typing import Any, Callable
 
 from pipecheck.errors import PipecheckError, PipelineError, UserCodeError, one_line
+from pipecheck.report.format import short_path
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _PATHS = sysconfig.get_paths()
@@ -51,7 +52,6 @@ def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
 
 def user_code_error(role: str, exc: BaseException, context: str = "") -> UserCodeError:
     """``ROLE (file.py:LINE) raised TYPE: MESSAGE``, with the stack kept for --traceback."""
-    from pipecheck.report.format import short_path
 
     frame = user_frame(exc)
     where = f" ({short_path(frame.filename)}:{frame.lineno})" if frame is not None else ""

@@ -17,6 +17,9 @@ from pipecheck.cli import compare, dataloader, diff, plot, synthetic  # noqa: F4
 from pipecheck.cli.group import cli
 from pipecheck.errors import PipecheckError, one_line
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 EXIT_INTERRUPTED = 130
 
 __all__ = ["cli", "main", "run"]

@@ -16,6 +16,9 @@ from pipecheck.cli.options import (
 )
 from pipecheck.measure.distributed import DistributedOptions
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options

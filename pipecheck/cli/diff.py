@@ -11,6 +11,9 @@ from pipecheck.cli.options import (
     save_json,
 )
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("a", type=click.Path(exists=True, dir_okay=False))

@@ -14,6 +14,9 @@ from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, DistributedError, PipecheckError
 from pipecheck.measure.distributed import DEFAULT_TIMEOUT_S, DistributedOptions, Session
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 ACTIVE: list[Session] = []
 """The session of this process's multi-process run, while one is open."""
 

@@ -12,6 +12,9 @@ from pipecheck.records import store
 from pipecheck.records.base import Record
 from pipecheck.workloads import resolve
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 
 def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """--config PATH and repeated --set key=value."""

@@ -6,6 +6,9 @@ import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 
+# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
+# commands do not pay for it
+
 
 def _parse_window(value: str | None) -> tuple[int, int] | None:
     if value is None:

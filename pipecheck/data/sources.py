@@ -107,7 +107,7 @@ def open_records(source: str, *, num_docs: int, seed: int, data_dir: str, split:
                  progress: bool = True) -> IndexedSource:
     """The record source a ``source`` value names (see the module docstring)."""
     if source == "demo":
-        from pipecheck.data import demo_text
+        from pipecheck.data import demo_text  # lazy: it imports tfds
 
         root = demo_text.corpus_dir(num_docs, seed, data_dir)
         return IndexedSource(demo_text.open_source(num_docs, seed, data_dir, progress),

@@ -37,13 +37,18 @@ from pipecheck.measure.pipeline import (
     DEFAULT_PER_WORKER_BUFFER,
     PipelineStalled,
     StallTimer,
+    build_iter_dataset,
+    ensure_absl_flags_parsed,
+    grain_stage_summary,
     release,
     shared_memory_names,
     stall_error,
     worker_pids,
 )
+from pipecheck.measure.resources import ResourceProbe
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
+from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
 from pipecheck.records.grain_settings import GrainSettings, default_prefetch
 from pipecheck.user_code import pipeline_error
@@ -366,8 +371,6 @@ def measure_setting(
     With ``resources``, the CPU time and peak memory of the training process and of the
     workers over the timed batches are read too (``ResourceProbe``: before and after the
     timed batches, outside every timed interval)."""
-    from pipecheck.measure.pipeline import build_iter_dataset, grain_stage_summary
-    from pipecheck.measure.resources import ResourceProbe
 
     settings = GrainSettings(workers, per_worker_buffer, threads, prefetch)
     label = f"workers={workers}, threads={threads}"
@@ -456,8 +459,6 @@ def measure_dataloader(
     ram_budget_mb: float | None = None,
 ) -> DataloaderResult:
     """Measure the workload's input pipeline for every combination of the knobs given."""
-    from pipecheck.measure.pipeline import ensure_absl_flags_parsed
-    from pipecheck.records.env import collect_env
 
     ensure_absl_flags_parsed()
     parts = parts or loader_parts(config)

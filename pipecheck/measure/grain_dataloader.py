@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipecheck.errors import ConfigError
+
 
 def is_data_loader(dataset: Any) -> bool:
     """Is this a ``grain.DataLoader`` (without importing Grain for other objects)?"""
@@ -38,7 +40,6 @@ def with_settings(loader: Any, workers: int, threads: int, per_worker_buffer: in
                  "operations": list(loader._operations),
                  "shard_options": loader._shard_options}
     except AttributeError as e:  # pragma: no cover - a Grain version with other internals
-        from pipecheck.errors import ConfigError
 
         raise ConfigError(f"cannot set the worker count of this grain.DataLoader ({e}); "
                           "return a grain.MapDataset or IterDataset from workload.dataset "

@@ -8,8 +8,10 @@ from typing import Any, Sequence
 from pipecheck.analysis.straggler import summarize_host
 from pipecheck.measure.loader_search import with_loader_time
 from pipecheck.records.common import StepRecord
-from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.compare import CompareResult
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.hosts import HostLoader, HostSummary
+from pipecheck.records.synthetic import SyntheticResult
 
 
 def host_loader(setting: LoaderSetting) -> HostLoader:
@@ -34,9 +36,6 @@ def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
 
 def host_summary(process_id: int, result: Any, hostname: str | None = None) -> HostSummary:
     """This host's summary of a synthetic, dataloader, compare or Monitor result."""
-    from pipecheck.records.compare import CompareResult
-    from pipecheck.records.dataloader import DataloaderResult
-    from pipecheck.records.synthetic import SyntheticResult
 
     hostname = hostname or socket.gethostname()
     if isinstance(result, DataloaderResult):

@@ -17,6 +17,7 @@ from pipecheck.analysis.tuner import Trial, TuningOutcome, outcome, tune
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
+from pipecheck.measure.pipeline import build_iter_dataset
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
@@ -96,8 +97,6 @@ def ram_ceiling_workers(dataset: Any, max_workers: int) -> int | None:
         # lazy: keeps `import pipecheck` free of Grain
         import grain
         import psutil
-
-        from pipecheck.measure.pipeline import build_iter_dataset
 
         budget_mb = int(psutil.virtual_memory().available / 2**20 * RAM_BUDGET_FRACTION)
         cfg = grain.experimental.pick_performance_config(

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 from tabulate import tabulate
 
+from pipecheck.analysis.loader_limits import cpu_per_worker, limit_findings, limit_of, main_share
 from pipecheck.measure.dataloader import slowest_stage
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
 from pipecheck.report.format import findings_text, ms, rate, warnings_text
@@ -64,7 +65,6 @@ def _mb(x: float | None) -> str:
 def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[list[Any]]:
     """Per setting: D, start-up, the training process's CPU share, CPU per worker, memory,
     and what limits the setting. Settings measured without resources are left out."""
-    from pipecheck.analysis.loader_limits import cpu_per_worker, limit_of, main_share
 
     rows = []
     for r in results:
@@ -126,7 +126,6 @@ def format_dataloader(result: DataloaderResult) -> str:
             "",
             cost_table(result.results, cores),
         ]
-    from pipecheck.analysis.loader_limits import limit_findings
 
     findings = limit_findings(result.results, cores, result.ram_budget_mb)
     if findings:

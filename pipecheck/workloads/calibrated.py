@@ -26,6 +26,7 @@ import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
 from pipecheck.measure.loop import StepHook
+from pipecheck.measure.pipeline import MainProcessMap
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import (
@@ -244,8 +245,6 @@ def make_dataset(config: RunConfig) -> Any:
     ``consumer_ms``, a transform that runs in the training process after the workers."""
     import grain
     import jax
-
-    from pipecheck.measure.pipeline import MainProcessMap
 
     batches = CalibratedBatches(host_batch_size(config["batch_size"], config["devices"]),
                                 config["feature_dim"], load_ms_for(config, jax.process_index()),

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from pipecheck.config import Key, RunConfig
 from pipecheck.errors import ConfigError
+from pipecheck.measure.pipeline import build_iter_dataset
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
@@ -139,7 +140,6 @@ def build(config: RunConfig) -> Workload:
     if "batch" in fns:
         example = dict(fns["batch"](user_config))
     else:
-        from pipecheck.measure.pipeline import build_iter_dataset
 
         it = iter(build_iter_dataset(fns["dataset"](user_config), workers=0, threads=0))
         try:
