@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from typing import Any, Sequence
+from typing import Sequence, Union
 
 from pipecheck.analysis.straggler import summarize_host
 from pipecheck.measure.loader_search import with_loader_time
@@ -11,6 +11,7 @@ from pipecheck.records.common import StepRecord
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.hosts import HostLoader, HostSummary
+from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.synthetic import SyntheticResult
 
 
@@ -34,9 +35,13 @@ def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
             if s.step >= 1 and not any(t in NOT_COMPARABLE_TAGS for t in s.tags)]
 
 
-def host_summary(process_id: int, result: Any, hostname: str | None = None) -> HostSummary:
-    """This host's summary of a synthetic, dataloader, compare or Monitor result."""
+HostResult = Union[SyntheticResult, DataloaderResult, CompareResult, MonitorResult]
+"""What one host measured, in any of the commands that run on many hosts."""
 
+
+def host_summary(process_id: int, result: HostResult,
+                 hostname: str | None = None) -> HostSummary:
+    """This host's summary of a synthetic, dataloader, compare or Monitor result."""
     hostname = hostname or socket.gethostname()
     if isinstance(result, DataloaderResult):
         return summarize_host(process_id, hostname, [host_loader(s) for s in result.results])

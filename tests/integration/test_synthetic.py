@@ -14,7 +14,7 @@ from pipecheck.workloads import build_workload, resolve
 from ..conftest import run_cli
 
 AGREEMENT = 0.20
-"""The issue's bound: synthetic median within 20% of the sync-every-step compute time."""
+"""The bound: synthetic median within 20% of the sync-every-step compute time."""
 
 
 def sync_every_step_times(workload, steps):
