@@ -178,13 +178,20 @@ def explain_step(
     return SPAN_CAUSES.get(top, f"span '{top}'"), evidence
 
 
+def candidate_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
+                   skip_first: int = 1) -> np.ndarray:
+    """Which of ``steps`` the steady state is chosen from: none before ``skip_first``, none
+    with a tag in ``excluded_tags``; the anomalies are still among them."""
+    return (column_of(steps, "step") >= skip_first) & ~tag_mask_of(steps, excluded_tags)
+
+
 def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
                 skip_first: int = 1) -> np.ndarray:
     """Which of ``steps`` (rows or a StepTable) are in the steady state: none before
     ``skip_first``, none with a tag in ``excluded_tags``, none that ``flag_outliers`` finds
     among the rest. Anomaly tags are ignored (recomputed), so a record read back gives the
     same steady state."""
-    mask = (column_of(steps, "step") >= skip_first) & ~tag_mask_of(steps, excluded_tags)
+    mask = candidate_mask(steps, excluded_tags, skip_first)
     pool = np.flatnonzero(mask)
     flags, _ = flag_outliers(column_of(steps, "time_s")[pool])
     mask[pool[[f.index for f in flags]]] = False

@@ -113,5 +113,6 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         from pipecheck.report.trace import write_recorder_trace
 
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
-                             process_name="pipecheck compare (real-data run)", force=force)
+                             process_name="pipecheck compare (real-data run)", force=force,
+                             steps=run.result.steps)
         wrote_trace(trace_path)

@@ -51,5 +51,5 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
         from pipecheck.report.trace import write_recorder_trace
 
         write_recorder_trace(trace_path, run.recorder, run.compile_events,
-                             "pipecheck synthetic", force)
+                             "pipecheck synthetic", force, steps=run.result.steps)
         wrote_trace(trace_path)

@@ -340,9 +340,10 @@ class Monitor:
         """Write the Chrome trace of the run (see docs/timeline.md)."""
         from pipecheck.report.trace import write_recorder_trace
 
-        self.finish()
+        result = self.finish()
         events = [*self._watcher.events, *self._watcher.other_events] if self._watcher else []
-        write_recorder_trace(path, self.recorder, events, "pipecheck monitor", force)
+        write_recorder_trace(path, self.recorder, events, "pipecheck monitor", force,
+                             steps=result.steps)
 
     def report(self) -> str:
         """The text report of the finished run (process 0's shows every host; the other

@@ -74,8 +74,11 @@ def compile_slices(events: Iterable[Any]) -> tuple[CompileSlice, ...]:
     )
 
 
-def timeline_of(recorder: SpanRecorder, compile_events: Iterable[Any] = ()) -> Timeline:
-    """The recorder's retained spans, marks and tags (plus compile events) as a Timeline."""
+def timeline_of(recorder: SpanRecorder, compile_events: Iterable[Any] = (),
+                steps: Iterable[Any] | None = None) -> Timeline:
+    """The recorder's retained spans, marks and tags (plus compile events) as a Timeline.
+    ``steps``: the record's steps, whose tags (anomalies included) label the step slices;
+    by default the recorder's own."""
     marks = tuple(recorder.raw_marks)
     spans = tuple(recorder.raw_spans)
     origin = recorder.start_time
@@ -87,7 +90,8 @@ def timeline_of(recorder: SpanRecorder, compile_events: Iterable[Any] = ()) -> T
         marks=marks,
         first_mark_index=recorder.marks_total - len(marks),
         tags=tuple(recorder.raw_tags),
-        step_tags={s.step: s.tags for s in recorder.steps if s.tags},
+        step_tags={s.step: s.tags for s in (recorder.steps if steps is None else steps)
+                   if s.tags},
         compiles=compile_slices(compile_events),
     )
 
@@ -233,9 +237,12 @@ def write_recorder_trace(
     compile_events: Sequence[Any] = (),
     process_name: str = "pipecheck",
     force: bool = False,
+    steps: Iterable[Any] | None = None,
 ) -> None:
-    """The one call a command needs for ``--trace PATH``."""
-    write_trace(path, chrome_trace(timeline_of(recorder, compile_events), process_name), force)
+    """The one call a command needs for ``--trace PATH`` (``steps``: the record's steps, for
+    their tags)."""
+    write_trace(path, chrome_trace(timeline_of(recorder, compile_events, steps), process_name),
+                force)
 
 
 SETTING_GAP_S = 0.05
