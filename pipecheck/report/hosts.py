@@ -61,11 +61,15 @@ def format_hosts(hosts: Sequence[HostSummary], straggler: Straggler | None,
                                      "data wait median / p90", "first batch", "step"],
                       tablefmt="simple"),
              ""]
+    compared = any(h.loader or h.data_wait_median_s is not None for h in hosts)
     if straggler is not None:
         lines.append(f"straggler: process {straggler.process_id} ({straggler.hostname}), "
                      f"{straggler.ratio:.1f}x the median host")
-    else:
+    elif compared:
         lines.append("straggler: none")
+    else:
+        lines.append("straggler: not assessed (no input pipeline was timed: run dataloader "
+                     "or compare)")
     if findings:
         lines.append(findings_text(findings))
     return "\n".join(lines)
