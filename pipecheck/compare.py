@@ -47,6 +47,12 @@ class CompareOptions:
     hosts: AcrossHosts | None = None
     """In a multi-process run: the worker search and the verdict follow the slowest host."""
 
+    search_threads: bool = True
+    """Search the read threads too (False when --threads fixes them)."""
+    ram_budget_mb: float | None = None
+    """The loader search stops before the measured memory exceeds it (None: half the RAM
+    available)."""
+
 
 class AcrossHosts(Protocol):
     """What compare needs from a multi-process run (``measure.distributed.Session``)."""
@@ -70,10 +76,18 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     workload = None if o.synthetic_file and o.real_file else build_workload(config)
     parts = functools.cache(lambda: loader_parts(config, workload))
     target = target_stage(config, o.synthetic_file, o.target_steps, workload, progress, clock)
+    from pipecheck.measure.resources import default_ram_budget_mb
+    from pipecheck.tuned_config import config_settings, usable_cores
+
+    fixed = config_settings(config) if not o.workers and o.search_threads else None
+    ram_budget = o.ram_budget_mb or default_ram_budget_mb()
+    run_steps = int(config.get("run_steps") or 0)
     loader = ls.loader_stage(
         config, o.dataloader_file, parts, target.result.step_time.median_s,
         ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
-                         o.hosts.agree if o.hosts else None),
+                         o.hosts.agree if o.hosts else None,
+                         search_threads=o.search_threads, fixed=fixed,
+                         ram_budget_mb=ram_budget, run_steps=run_steps),
         progress, clock)
     real = real_stage(config, o.real_file, workload, parts, loader.chosen, o.steps,
                       o.timeout_s, progress, clock)
@@ -101,7 +115,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value))
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
-                                    real.sync_sites, real.n_steps)
+                                    real.sync_sites, real.n_steps, usable_cores(), ram_budget)
     t = loader.tuning
     return CompareRun(CompareResult(
         env=collect_env(), config=config.to_dict(), target_step_s=est.target.value,
@@ -111,9 +125,10 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         real=Distribution.of(r_samples),
         verdict=verdict.verdict, verdict_reason=verdict.reason, findings=tuple(findings),
         recommendation=fnd.recommendation_for(verdict, loader.chosen.workers, findings,
-                                              t.meets_target),
+                                              t.meets_target, loader.chosen.settings),
         tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.median_s, t.reason,
-                      LOADER_HEADROOM, len(t.trials), t.stop),
+                      LOADER_HEADROOM, len(t.trials), t.stop, loader.chosen.settings,
+                      run_steps, ram_budget),
         host_spans=host_span_means(real.steps), compile=target.result.compile,
         sources={"target": o.synthetic_file or "measured",
                  "loader": o.dataloader_file or "measured", "real": o.real_file or "measured"},

@@ -15,6 +15,7 @@ from pipecheck.analysis.verdict import HARMLESS_SYNC_SHARE, Verdict
 from pipecheck.records.common import Finding, SyncSite
 from pipecheck.records.compare import Estimates
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import DEFAULT_THREADS, GrainSettings
 from pipecheck.records.kinds import (
     COMPUTE_BOUND,
     CPU_BOUND,
@@ -123,12 +124,11 @@ def loader_findings(settings: Sequence[LoaderSetting], chosen: LoaderSetting,
             findings.append(Finding(
                 kind="input-bound",
                 message=(f"{first.workers} worker(s) give {ms(d_first)}/batch against a "
-                         f"{ms(target_s)} target; {chosen.workers} workers give {ms(d_chosen)}"),
+                         f"{ms(target_s)} target; {_knobs(chosen)} give {ms(d_chosen)}"),
                 numbers={"target_s": target_s, "first_workers": float(first.workers),
                          "first_batch_s": d_first, "chosen_workers": float(chosen.workers),
                          "chosen_batch_s": d_chosen},
-                fix=f"use {chosen.workers} Grain workers "
-                    f"(MultiprocessingOptions(num_workers={chosen.workers}))",
+                fix=f"use {chosen.settings.advice()}",
             ))
         elif not tuning.meets_target:
             findings.append(_no_setting_keeps_up(chosen, d_chosen, tuning, target_s))
@@ -149,8 +149,14 @@ def loader_time(setting: LoaderSetting) -> float:
     return setting.loader_time.value if setting.loader_time is not None else float("nan")
 
 
+def _knobs(setting: LoaderSetting) -> str:
+    """``N workers``, with the read threads when they are not the default."""
+    extra = f" with {setting.threads} read threads" if setting.threads != DEFAULT_THREADS else ""
+    return f"{setting.workers} workers{extra}"
+
+
 def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence[Finding],
-                       meets_target: bool) -> str:
+                       meets_target: bool, settings: GrainSettings | None = None) -> str:
     """One sentence: what to do first."""
     if verdict.verdict == FORCED_SYNC:
         syncs = [f for f in findings if f.kind == "forced-sync"]
@@ -161,9 +167,8 @@ def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence
                 "loop under pipecheck.Monitor to locate it (pipecheck compare --real RUN.json)")
     if verdict.verdict == INPUT_BOUND:
         if verdict.fixed_by_tuning or meets_target:
-            return (f"use {chosen_workers} Grain workers "
-                    f"(grain.MultiprocessingOptions(num_workers={chosen_workers})): the loader "
-                    "then keeps up with compute")
+            use = (settings or GrainSettings(chosen_workers)).advice()
+            return f"use {use}: the loader then keeps up with compute"
         return ("the input pipeline cannot keep up even at its fastest setting: preprocess "
                 "offline, cache, or simplify the transforms")
     if verdict.verdict == COMPUTE_BOUND:
@@ -174,12 +179,15 @@ def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence
 
 def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[LoaderSetting],
                      chosen: LoaderSetting, tuning: TuningOutcome, estimates: Estimates,
-                     verdict: Verdict, sites: Sequence[SyncSite], n_steps: int
-                     ) -> list[Finding]:
+                     verdict: Verdict, sites: Sequence[SyncSite], n_steps: int,
+                     cores: int = 1, ram_budget_mb: float | None = None) -> list[Finding]:
     """Every finding of a compare run, compile findings first."""
+    from pipecheck.analysis.loader_limits import limit_findings
+
     target_s, real_s = estimates.target.value, estimates.real.value
     findings = list(compile_findings)
     findings += loader_findings(settings, chosen, tuning, target_s, verdict)
+    findings += limit_findings(settings, cores, ram_budget_mb)
     findings += sync_findings(sites, n_steps, real_s, verdict)
     if verdict.unexplained_slowdown:
         findings.append(interference_finding(target_s, estimates.loader.value, real_s,

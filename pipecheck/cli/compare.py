@@ -41,6 +41,14 @@ from pipecheck.measure.distributed import DistributedOptions
               help="Ceiling of the worker search; above the core count by default because "
                    "latency-bound pipelines keep gaining past the cores. "
                    "[default: max(8, 2 x cores)]")
+@click.option("--ram-budget-mb", "ram_budget_mb", type=click.FloatRange(min=1), default=None,
+              metavar="MB",
+              help="RAM the loader may use: the search measures each worker's peak memory "
+                   "and stops before the budget. [default: half of the available RAM]")
+@click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
+              metavar="FILE",
+              help="Write the config with the chosen Grain settings as YAML, for --config or "
+                   "pipecheck.grain_options(FILE) in your own code.")
 @click.option("--synthetic", "synthetic_file", type=click.Path(exists=True, dir_okay=False),
               help="Take the target step time from this `pipecheck synthetic --json` file.")
 @click.option("--dataloader", "dataloader_file", type=click.Path(exists=True, dir_okay=False),
@@ -59,14 +67,16 @@ from pipecheck.measure.distributed import DistributedOptions
 @distributed_options
 def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
             target_steps: int | None, batches: int | None, workers_opt: list[int] | None,
-            threads: int | None, max_workers: int | None, synthetic_file: str | None,
+            threads: int | None, max_workers: int | None, ram_budget_mb: float | None,
+            save_config_path: str | None, synthetic_file: str | None,
             dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
             quiet: bool, trace_path: str | None, json_path: str | None, force: bool,
             dist: DistributedOptions) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
 
-    Measures the target step time T (as `synthetic`), searches the Grain worker count for
-    a loader time D below T (as `dataloader`), trains on real data with the chosen setting
+    Measures the target step time T (as `synthetic`), searches Grain's workers, read
+    threads and buffers for the cheapest setting with a loader time D below T (as
+    `dataloader`), trains on real data with the chosen setting
     (R, with a sampler locating the line that syncs), measures T again to catch machine
     drift, and gives the verdict with the evidence and a recommendation.
     """
@@ -74,11 +84,12 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     from pipecheck.report.compare import format_compare
 
     cfg = load_config(config_path, overrides)
-    check_outputs(force, json_path, trace_path)
+    check_outputs(force, json_path, trace_path, save_config_path)
     ignored = [opt for opt, value, source in (
         ("--workers", workers_opt, dataloader_file), ("--max-workers", max_workers,
                                                       dataloader_file),
         ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
+        ("--ram-budget-mb", ram_budget_mb, dataloader_file),
         ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file))
         if value is not None and source]
     if ignored:
@@ -99,9 +110,11 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         threads=default.threads if threads is None else threads,
         max_workers=max_workers or default.max_workers,
         timeout_s=default.timeout_s if timeout_s is None else timeout_s,
-        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file)
+        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
+        search_threads=threads is None, ram_budget_mb=ram_budget_mb)
     fixed = {"steps": steps, "target_steps": target_steps, "batches": batches,
              "workers": workers_opt, "threads": threads, "max_workers": max_workers,
+             "ram_budget_mb": ram_budget_mb,
              "synthetic": synthetic_file, "dataloader": dataloader_file, "real": real_file}
     with joined(dist, "compare", cfg, fixed) as session:
         if session is not None:
@@ -109,6 +122,15 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         run = compare_mod.compare_run(cfg, opts, progress=progress)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=(run.result.chosen_workers, run.result.chosen_threads))
+    chosen = run.result.tuning.chosen
+    if save_config_path and reported is not None and chosen is not None:
+        from pipecheck.tuned_config import save_config
+
+        save_config(save_config_path, cfg, chosen,
+                    {"command": "compare", "loader_s": run.result.loader_step_s,
+                     "target_s": run.result.target_step_s, "verdict": run.result.verdict},
+                    force)
+        click.echo(f"wrote {save_config_path}: {chosen.label()}")
     if trace_path and reported is not None and run.real.recorder is not None:
         from pipecheck.report.trace import write_recorder_trace
 

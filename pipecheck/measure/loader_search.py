@@ -1,7 +1,8 @@
 """compare's loader stage: D(W) searched over worker counts, or read from a file.
 
 The search measures one setting at a time (``dataloader.measure_setting``) and lets the
-tuner pick the next worker count; Grain's RAM-based pick_performance_config caps it. Either
+tuner (``tuner.tune_grain``) pick the next setting of Grain's four knobs; the measured peak
+memory per worker caps it at ``--ram-budget-mb``. Either
 way the result is the settings in the order tried, the chosen one, and the tuning outcome.
 """
 
@@ -13,23 +14,22 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from pipecheck.analysis.steady_state import loader_estimate
-from pipecheck.analysis.tuner import Trial, TuningOutcome, outcome, tune
+from pipecheck.analysis.tuner import Trial, TuningOutcome, outcome, tune, tune_grain
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
-from pipecheck.measure.pipeline import build_iter_dataset
+from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.report.format import ms
+from pipecheck.tuned_config import usable_cores
 
 DEFAULT_BATCHES = 30
 """Batches timed per loader setting (more with many workers, see ``batches_for``)."""
 DEFAULT_MAX_WORKERS = max(8, 2 * (os.cpu_count() or 1))
 """Above the core count on purpose: latency-bound pipelines keep gaining past the cores."""
-RAM_BUDGET_FRACTION = 0.5
-"""Share of the available RAM Grain's pick_performance_config may plan workers for."""
 TUNING_STAGE_WAIT_S = 0.5
 """During the worker search, stage reports are not waited for long (they lag ~5 s)."""
 
@@ -51,10 +51,11 @@ class LoaderChoice:
         return None if first is self.chosen else first
 
 
-def batches_for(workers: int, batches: int) -> int:
+def batches_for(workers: int, batches: int,
+                per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER) -> int:
     """Batches to time for a worker count: enough that the batches the workers buffer while
     starting up (served instantly) cannot pass for the steady state."""
-    return max(batches, BUFFER_WARNING_FACTOR * workers * DEFAULT_PER_WORKER_BUFFER)
+    return max(batches, BUFFER_WARNING_FACTOR * workers * per_worker_buffer)
 
 
 def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
@@ -67,44 +68,30 @@ def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
 
 
 def _trial(setting: LoaderSetting) -> Trial:
-    assert setting.loader_time is not None
-    return Trial(setting.workers, setting.threads, setting.loader_time.value)
+    """The setting as the tuner sees it: D, start-up and measured memory."""
+    from pipecheck.tuned_config import loader_trial
+
+    return loader_trial(setting)  # type: ignore[no-any-return]
 
 
 def _choice(settings: Sequence[LoaderSetting], tuning: TuningOutcome,
             warnings: Sequence[str]) -> LoaderChoice:
-    by_key = {(s.workers, s.threads): s for s in settings}
-    return LoaderChoice(tuple(settings), by_key[(tuning.chosen.workers, tuning.chosen.threads)],
-                        tuning, tuple(warnings))
+    by_key = {s.settings: s for s in settings}
+    return LoaderChoice(tuple(settings), by_key[tuning.chosen.settings], tuning,
+                        tuple(warnings))
 
 
-def read_loader(path: str, config: Mapping[str, Any], target_s: float) -> LoaderChoice:
+def read_loader(path: str, config: Mapping[str, Any], target_s: float,
+                run_steps: int = 0) -> LoaderChoice:
     """The settings of a ``pipecheck dataloader --json`` file, and the choice among them."""
     result = store.load(path, expect=DataloaderResult)
     if not result.results:
         raise ResultFormatError(f"{path} holds no loader settings; re-run pipecheck dataloader "
                                 "with --workers")
     settings = [with_loader_time(s) for s in result.results]
-    tuning = outcome([_trial(s) for s in settings], target_s, os.cpu_count() or 1, "from-file",
-                     f"settings read from {path}")
+    tuning = outcome([_trial(s) for s in settings], target_s, usable_cores(), "from-file",
+                     f"settings read from {path}", run_steps)
     return _choice(settings, tuning, input_warnings(path, result.env, result.config, config))
-
-
-def ram_ceiling_workers(dataset: Any, max_workers: int) -> int | None:
-    """Grain's element-size-based worker count for half the available RAM (a ceiling only:
-    it never measures throughput)."""
-    try:
-        # lazy: keeps `import pipecheck` free of Grain
-        import grain
-        import psutil
-
-        budget_mb = int(psutil.virtual_memory().available / 2**20 * RAM_BUDGET_FRACTION)
-        cfg = grain.experimental.pick_performance_config(
-            build_iter_dataset(dataset, 0, 0), ram_budget_mb=budget_mb, max_workers=max_workers,
-            max_buffer_size=None)
-        return int(cfg.multiprocessing_options.num_workers)
-    except Exception:  # the ceiling is advisory; the search works without it
-        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,6 +105,15 @@ class SearchOptions:
     agree: Callable[[float, str], float] | None = None
     """In a multi-process run: combine a value over the processes (``max``/``min``), so
     every host tries the same settings and chooses the same one, following the slowest."""
+    search_threads: bool = True
+    """Search the read threads too (False when --threads fixes them)."""
+    fixed: GrainSettings | None = None
+    """The whole setting fixed (a saved config's Grain settings)."""
+    ram_budget_mb: float | None = None
+    """The search stops before the measured memory would exceed it (None: half of the RAM
+    available now)."""
+    run_steps: int = 0
+    """The user's run length: start-up is weighed against it (0: not weighed)."""
 
 
 def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | None,
@@ -129,32 +125,48 @@ def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | Non
         raise ConfigError("this workload has no dataset; pipecheck compare needs "
                           "workload.dataset (or --dataloader FILE and --real FILE)")
     agree = opts.agree or (lambda value, how: value)
-    ceiling = ram_ceiling_workers(dataset, opts.max_workers)
-    limit = opts.max_workers if ceiling is None else max(1, min(opts.max_workers, ceiling))
-    limit = int(agree(limit, "min"))
-    cores = int(agree(os.cpu_count() or 1, "min"))
-    measured: dict[tuple[int, int], LoaderSetting] = {}
+    measured: dict[GrainSettings, LoaderSetting] = {}
+    cores = int(agree(usable_cores(), "min"))
+    max_workers = int(agree(opts.max_workers, "min"))
+
+    def measure_settings(g: GrainSettings) -> Trial:
+        n = batches_for(g.workers, opts.batches, g.per_worker_buffer)
+        progress(f"[2/4] loader: {g.label()}, {n} batches")
+        s = measure_setting(dataset, g.workers, g.threads, n, put=put, tokens_key=tokens_key,
+                            timeout_s=opts.timeout_s, clock=clock,
+                            stage_wait_s=TUNING_STAGE_WAIT_S,
+                            per_worker_buffer=g.per_worker_buffer, prefetch=g.prefetch)
+        measured[s.settings] = s
+        here = _trial(s)
+        # every host decides on the same numbers: the slowest host's (and its memory)
+        t = dataclasses.replace(
+            here, batch_s=agree(here.batch_s, "max"),
+            first_batch_s=agree(here.first_batch_s, "max"),
+            worker_rss_mb=agree(here.worker_rss_mb, "max"),
+            main_rss_mb=agree(here.main_rss_mb, "max"))
+        slowest = "" if t.batch_s == here.batch_s or opts.agree is None else \
+            f" here, {ms(t.batch_s)} on the slowest host"
+        progress(f"      D = {ms(here.batch_s)} per batch{slowest}")
+        return t
 
     def measure(w: int, t: int) -> float:
-        n = batches_for(w, opts.batches)
-        progress(f"[2/4] loader: {w} worker(s), {t} thread(s), {n} batches")
-        s = measure_setting(dataset, w, t, n, put=put, tokens_key=tokens_key,
-                            timeout_s=opts.timeout_s, clock=clock,
-                            stage_wait_s=TUNING_STAGE_WAIT_S)
-        measured[(w, t)] = s
-        d = agree(_trial(s).batch_s, "max")
-        slowest = "" if d == _trial(s).batch_s or opts.agree is None else \
-            f" here, {ms(d)} on the slowest host"
-        progress(f"      D({w}) = {ms(_trial(s).batch_s)} per batch{slowest}")
-        return d
+        return measure_settings(GrainSettings(w, threads=t)).batch_s
 
-    tuning = tune(measure, target_s, max_workers=limit, cores=cores,
-                  threads=opts.threads, fixed_workers=opts.workers)
-    warnings = []
-    if ceiling is not None and ceiling < opts.max_workers:
-        warnings.append(f"the worker search was capped at {limit} workers by a RAM budget "
-                        "(Grain's pick_performance_config)")
-    return _choice([measured[(t.workers, t.threads)] for t in tuning.trials], tuning, warnings)
+    ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
+    if opts.fixed is not None or opts.workers:
+        fixed = [opts.fixed] if opts.fixed is not None else \
+            [GrainSettings(w, threads=opts.threads) for w in opts.workers or ()]
+        why = ("the Grain settings of the config" if opts.fixed is not None
+               else "worker counts fixed by --workers")
+        tuning = outcome([measure_settings(g) for g in fixed], target_s, cores, "fixed", why,
+                         opts.run_steps)
+    elif opts.search_threads:
+        tuning = tune_grain(measure_settings, target_s, max_workers=max_workers,
+                            cores=cores, ram_budget_mb=ram_budget, run_steps=opts.run_steps)
+    else:  # --threads fixes the read threads: search the workers only
+        tuning = tune(measure, target_s, max_workers=max_workers, cores=cores,
+                      threads=opts.threads, run_steps=opts.run_steps)
+    return _choice([measured[t.settings] for t in tuning.trials], tuning, ())
 
 
 def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],
@@ -162,7 +174,7 @@ def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], Loader
                  clock: Callable[[], float] = time.perf_counter) -> LoaderChoice:
     """compare's step 2: the settings read from ``path``, or searched."""
     if path:
-        return read_loader(path, config.to_dict(), target_s)
+        return read_loader(path, config.to_dict(), target_s, opts.run_steps)
     p = parts()
     return search_loader(p.dataset, p.put, p.tokens_key, target_s, opts, progress=progress,
                          clock=clock)

@@ -57,12 +57,15 @@ class RealRun:
 
 def measure_real(workload: Workload, dataset: Any, workers: int, threads: int, steps: int,
                  timeout_s: float | None,
-                 clock: Callable[[], float] = time.perf_counter) -> RealRun:
+                 clock: Callable[[], float] = time.perf_counter, *,
+                 per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
+                 prefetch: int = 0) -> RealRun:
     """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
     locator sampling this thread."""
     state = workload.init_state()
     recorder = SpanRecorder(clock)
-    with open_batches(dataset, workers, threads, timeout_s=timeout_s) as batches, \
+    with open_batches(dataset, workers, threads, timeout_s=timeout_s,
+                      per_worker_buffer=per_worker_buffer, prefetch=prefetch) as batches, \
             CompileWatcher(workload.train_step_name, clock) as watcher, \
             SyncLocator(clock=clock) as locator:
         outcome = run_lagged_sync_loop(
@@ -72,7 +75,7 @@ def measure_real(workload: Workload, dataset: Any, workers: int, threads: int, s
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     events = (*watcher.events, *watcher.other_events)
     tagged, anomalies = with_anomalies(
-        tag_warmup(outcome.steps, warmup_steps(workers, DEFAULT_PER_WORKER_BUFFER)),
+        tag_warmup(outcome.steps, warmup_steps(workers, per_worker_buffer)),
         compiles_per_step(recorder, events))
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
                    events, anomalies)
@@ -95,6 +98,7 @@ def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
     if path:
         return read_real_run(path, config.to_dict())
     assert workload is not None
-    progress(f"[3/4] real-data training: {steps} steps with {chosen.workers} worker(s)")
+    progress(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
     return measure_real(workload, parts().dataset, chosen.workers, chosen.threads, steps,
-                        timeout_s, clock)
+                        timeout_s, clock, per_worker_buffer=chosen.per_worker_buffer,
+                        prefetch=chosen.settings.prefetch)

@@ -15,6 +15,7 @@ from pipecheck.records.common import (
     StepRecord,
 )
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
 
@@ -33,6 +34,12 @@ class Tuning(Record):
     settings_tried: int
     stop: StopKind | None = None
     """Why the search ended (None in files written before it was stored)."""
+    chosen: GrainSettings | None = None
+    """The chosen setting of all four knobs (None in files written before it was stored)."""
+    run_steps: int = 0
+    """The run length start-up was weighed against (0: not weighed)."""
+    ram_budget_mb: float | None = None
+    """The RAM budget the search stopped before."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -34,13 +34,26 @@ def _evidence(r: CompareResult) -> list[list[Any]]:
     ]
 
 
+def _is_chosen(r: CompareResult, s: Any) -> bool:
+    """The setting the search chose: all four knobs when the record has them."""
+    if r.tuning.chosen is not None:
+        return bool(s.settings == r.tuning.chosen)
+    return (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads)
+
+
+def _buffers_vary(r: CompareResult) -> bool:
+    return len({(s.per_worker_buffer, s.settings.prefetch) for s in r.loader}) > 1
+
+
 def _tried(r: CompareResult, goal: float) -> list[list[Any]]:
     rows = []
+    buffers = _buffers_vary(r)
     for s in r.loader:
-        mark = "<- chosen" if (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads) \
-            else ""
+        mark = "<- chosen" if _is_chosen(r, s) else ""
         d = s.loader_time.value if s.loader_time is not None else float("nan")
-        rows.append([s.workers, s.threads, ms(s.first_batch_s), ms(d), ms(s.batch_time.median_s),
+        knobs = [s.workers, s.threads] + ([s.per_worker_buffer if s.workers else "-",
+                                           s.settings.prefetch] if buffers else [])
+        rows.append([*knobs, ms(s.first_batch_s), ms(d), ms(s.batch_time.median_s),
                      ms(s.batch_time.p90_s), "yes" if d <= goal else "no", mark])
     return rows
 
@@ -61,8 +74,10 @@ def format_compare(r: CompareResult) -> str:
         f"loader settings tried (goal: D <= {ms(goal)}, {100 * r.tuning.headroom:.0f}% of T "
         "as measured before the search)",
         f"search: {r.tuning.stop_reason}",
-        tabulate(_tried(r, goal), headers=["workers", "threads", "first batch", "mean/batch",
-                                           "median", "p90", "meets goal", ""],
+        tabulate(_tried(r, goal), headers=["workers", "threads",
+                                           *(["buffer", "prefetch"] if _buffers_vary(r) else []),
+                                           "first batch", "mean/batch", "median", "p90",
+                                           "meets goal", ""],
                  tablefmt="simple", disable_numparse=True),
     ]
     if r.tuning.scaling != "unknown":

@@ -74,3 +74,24 @@ def test_save_config_path_clash_and_existing_file_fail_before_measuring(tmp_path
     proc = run_cli("dataloader", "--set", "workload=calibrated", "--save-config", str(same),
                    "--json", str(same), cwd=tmp_path)
     assert proc.returncode == 2 and "name the same file" in proc.stderr
+
+
+def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
+    """A sleeping loader: read threads in the training process are the cheapest fix."""
+    out, saved = tmp_path / "c.json", tmp_path / "tuned.yml"
+    proc = run_cli("compare", "--set", "workload=calibrated", "--set", "compute_ms=30",
+                   "--set", "load_ms=60", "--steps", "20", "--target-steps", "10",
+                   "--batches", "12", "--json", str(out), "--save-config", str(saved),
+                   cwd=tmp_path, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    chosen = data["tuning"]["chosen"]
+    assert data["tuning"]["meets_target"] is True
+    tried = [(s["workers"], s["threads"]) for s in data["loader"]]
+    assert any(t > 1 for _, t in tried)  # the threads were searched
+    cfg = yaml.safe_load(saved.read_text())
+    assert (cfg["num_workers"], cfg["num_threads"], cfg["per_worker_buffer_size"],
+            cfg["prefetch_buffer_size"]) == (chosen["workers"], chosen["threads"],
+                                             chosen["per_worker_buffer"], chosen["prefetch"])
+    assert cfg["measured_on"]["command"] == "compare"
+    assert f"wrote {saved}" in proc.stdout
