@@ -31,8 +31,8 @@ import time
 
 from pipecheck.analysis.tuner import Trial, choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
-from pipecheck.compare import batches_for
 from pipecheck.measure.dataloader import measure_setting
+from pipecheck.measure.loader_search import batches_for
 from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.records.grain_settings import GrainSettings
@@ -75,7 +75,7 @@ def measure_table(keys: dict, settings: list[GrainSettings], batches: int) -> li
                             tokens_key=None, stage_wait_s=0.0,
                             per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
         table.append(loader_trial(m))
-        print(f"  [{i + 1}/{len(settings)}] {s.label()}: D = {table[-1].median_s * 1e3:.2f} ms "
+        print(f"  [{i + 1}/{len(settings)}] {s.label()}: D = {table[-1].batch_s * 1e3:.2f} ms "
               f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return table
 
@@ -138,7 +138,7 @@ def main() -> None:
                         "grain": dataclasses.asdict(picked)}
         grid_trials = [by_settings[s] for s in settings]
         grid_choice, grid_ok = choose(grid_trials, target)
-        fastest = min(t.median_s for t in grid_trials)
+        fastest = min(t.batch_s for t in grid_trials)
         asked: list[GrainSettings] = []
         adaptive = tune_grain(_replay(by_settings, asked), target,
                               max_workers=args.max_workers, cores=cores, thread_ladder=THREADS,
@@ -152,9 +152,9 @@ def main() -> None:
                 ("adaptive", len(asked), adaptive.chosen),
                 ("grain", 0, by_settings[picked])]
         for method, n, t in rows:
-            print(f"{method:<10}{n:>7}  {t.settings.label():<44}{t.median_s * 1e3:>8.2f}"
-                  f"{'yes' if t.median_s <= goal else 'no':>6}"
-                  f"{t.median_s / grid_choice.median_s:>16.3f}{t.median_s / fastest:>12.3f}")
+            print(f"{method:<10}{n:>7}  {t.settings.label():<44}{t.batch_s * 1e3:>8.2f}"
+                  f"{'yes' if t.batch_s <= goal else 'no':>6}"
+                  f"{t.batch_s / grid_choice.batch_s:>16.3f}{t.batch_s / fastest:>12.3f}")
         print(f"adaptive: {len(asked)}/{len(grid_trials)} = "
               f"{len(asked) / len(grid_trials):.2f} of the grid's trials; "
               f"same setting as the grid: {adaptive.chosen.settings == grid_choice.settings}; "

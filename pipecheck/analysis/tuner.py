@@ -16,12 +16,12 @@ threads) whose loader time D is safely below the target step time
    measured in the first setting with workers). Refine: confirm that one worker fewer
    misses the goal (bisecting further down if it does not). If no count met the goal, the
    fewest workers within ``MIN_GAIN`` of the fastest.
-2. Read threads: climb the thread ladder while each step gains at least ``MIN_GAIN``
-   (threads help I/O-like transforms, not GIL-holding ones: one trial tells). When the goal
-   is met, threads are the cheaper way to meet it: the climb runs without workers and stops
-   at the first count that meets it; if none does, the workers are searched again with the
-   fastest thread count (fewer are needed). When the goal is not met, the climb runs at
-   the fastest worker count, and more workers are tried with those threads.
+2. Read threads, the cheaper way to parallel reads: climb the thread ladder in the
+   training process (0 workers) while each step gains at least ``MIN_GAIN`` (threads help
+   I/O-like transforms, not GIL-holding ones: one trial tells), and stop at the first count
+   that meets the goal. If none does but threads helped, the workers are searched again with
+   the fastest thread count, from one worker (fewer workers are needed, or more become
+   useful).
 3. Buffers, at that setting: a smaller read prefetch buffer and per-worker buffer are kept
    when the goal is still met (or the setting stays as fast); when the goal is not met, a
    larger per-worker buffer is tried for bursty pipelines.
@@ -416,11 +416,11 @@ def tune_grain(
     reasons.append(why)
     best = dataclasses.replace(base, workers=w)
 
-    # 2. read threads. When the goal is met, threads are a cheaper way to meet it than
-    # workers: climb them in the training process (0 workers) and stop at the first count
-    # that meets it. When it is not, climb them at the fastest worker count.
+    # 2. read threads: a cheaper way to parallel reads than workers. Climb them in the
+    # training process (0 workers) and stop at the first count that meets the goal; if none
+    # does but they helped, search the workers again with them, from one worker.
     if not (met and w == 0):
-        at = dataclasses.replace(base, workers=0 if met else w)
+        at = dataclasses.replace(base, workers=0)
         current = at
         for t in (t for t in thread_ladder if t > base.threads):
             nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
@@ -430,15 +430,12 @@ def tune_grain(
             if search.d(current) <= goal:
                 break
         if current != at:
-            if met and search.d(current) <= goal:
-                best, w = current, 0
+            if search.d(current) <= goal:
+                best, w, met, stop = current, 0, True, "met"
                 reasons.append(f"{best.threads} read threads without workers meet the target")
             else:
-                # the workers again, with those threads: from the rate one worker reaches
-                # (met) or from the fastest count (not met)
-                start = [1, w] if met else [w]
-                w2, met2, stop2, why2 = search.workers(dataclasses.replace(current, workers=0),
-                                                       start)
+                start = [1, w] if met else [1]
+                w2, met2, stop2, why2 = search.workers(current, start)
                 if met2 or not met:
                     w, met, stop = w2, met2, stop2
                     best = dataclasses.replace(current, workers=w)

@@ -81,8 +81,9 @@ def test_main_process_bound_pipeline_does_not_pile_up_workers():
     out = tune_grain(sim.trial, 0.020, max_workers=8, cores=2)
     assert not out.meets_target
     assert out.chosen.batch_s == pytest.approx(0.025)
-    # the fewest workers that reach the consumer's limit: 60 ms / 25 ms -> 3
-    assert out.chosen.workers == 3
+    # the cheapest setting at the consumer's limit: read threads instead of workers, and
+    # one worker so the consumer's 25 ms overlaps the reads (0 workers: 60/16 + 25 ms)
+    assert out.chosen.workers == 1 and out.chosen.threads > 1
 
 
 def test_ram_budget_caps_the_worker_search_before_it_is_exceeded():
