@@ -67,6 +67,10 @@ class GrainSettings(Record):
         """What to use, in words and as Grain code: the worker count alone when the other
         knobs are pipecheck's defaults."""
         w = self.workers
+        if w == 0:
+            return (f"{self.threads} read threads in the training process and no Grain workers "
+                    f"(grain.ReadOptions(num_threads={self.threads}, "
+                    f"prefetch_buffer_size={self.prefetch}), no mp_prefetch)")
         if (self.per_worker_buffer, self.threads, self.prefetch) == \
                 (DEFAULT_PER_WORKER_BUFFER, DEFAULT_THREADS, default_prefetch(DEFAULT_THREADS)):
             return f"{w} Grain workers (grain.MultiprocessingOptions(num_workers={w}))"

@@ -67,7 +67,7 @@ def test_input_bound_fixed_by_tuning(tmp_path):
     assert len(data["loader"]) <= 10
     finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
     assert f"{data['chosen_workers']} workers" in finding["message"]
-    assert f"num_workers={data['chosen_workers']}" in data["recommendation"]
+    assert f"num_threads={chosen['threads']}" in data["recommendation"]
 
 
 def test_forced_sync_named_at_the_loops_line(tmp_path):

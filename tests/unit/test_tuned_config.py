@@ -111,3 +111,14 @@ def test_user_code_loads_options_with_the_documented_lines(tmp_path):
                          cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "1", "4", "8"]
+
+
+def test_advice_names_only_the_knobs_that_differ_from_the_defaults():
+    assert GrainSettings(4).advice() == \
+        "4 Grain workers (grain.MultiprocessingOptions(num_workers=4))"
+    assert GrainSettings(0, threads=4, prefetch=4).advice() == (
+        "4 read threads in the training process and no Grain workers "
+        "(grain.ReadOptions(num_threads=4, prefetch_buffer_size=4), no mp_prefetch)")
+    assert GrainSettings(2, 1, 8).advice() == (
+        "2 Grain workers with 8 read threads (grain.MultiprocessingOptions(num_workers=2, "
+        "per_worker_buffer_size=1), grain.ReadOptions(num_threads=8, prefetch_buffer_size=16))")
