@@ -10,7 +10,8 @@
 The style is detected from the state ``init`` returns (NNX objects or not), so the user's
 functions run without edits. The timed loop always sees ``(state, batch) -> (state,
 metrics)``: for an in-place step the adapter passes the objects and returns them unchanged
-with ``{"loss": loss}``; that is a few ``isinstance`` checks per dispatch and no device sync.
+with ``{"loss": loss}``; that is a few ``isinstance`` checks per dispatch and no device sync
+(about 1 us per call with the error guard; ``benchmarks/user_step_overhead.py``).
 Flax stays optional: it is only looked at when the user's code has imported it.
 """
 
