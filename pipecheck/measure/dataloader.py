@@ -414,10 +414,8 @@ def measure_setting(
         del e
     if probe is not None and usage is None:
         probe.close()
-    # A grain.DataLoader sends batches through shared memory: those in flight when its
-    # workers stop are reclaimed as after an error.
     release(opened, before, failed=stalled,
-            shm_before=shm_before if error is not None or is_data_loader(dataset) else None)
+            shm_before=shm_before if error is not None else None)
     opened.clear()
     if error is not None:
         raise error

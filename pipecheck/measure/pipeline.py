@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+import weakref
 from typing import Any, Callable, Iterator
 
 from pipecheck.errors import PipelineStallError
@@ -259,6 +260,28 @@ def reclaim_shared_memory(existing_before: set[str]) -> int:
     return reclaimed
 
 
+ITERATOR_COLLECT_WAIT_S = 5.0
+"""How long a closed iterator may stay alive after clean-up (a Grain prefetch thread's
+pending task can hold it a moment) before shared memory is flushed without it."""
+
+
+def wait_collected(refs: list[weakref.ref[Any]], wait_s: float = ITERATOR_COLLECT_WAIT_S,
+                   poll_s: float = 0.02) -> bool:
+    """Collect garbage until every referent of ``refs`` is gone (or ``wait_s`` passed).
+
+    A closed iterator that is collected late drains its queue then, unlinking the shared
+    memory of batches that arrived while it closed; flushing or reclaiming before that
+    would race with it. Returns whether they are all gone."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        gc.collect()
+        if all(r() is None for r in refs):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+
+
 def release(iterators: list[Any], before: set[int], failed: bool,
             shm_before: set[str] | None = None) -> None:
     """Close pipeline iterators and stop every worker started since ``before``.
@@ -274,9 +297,10 @@ def release(iterators: list[Any], before: set[int], failed: bool,
             close_iterator(it)
         except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
             pass
+    gone = [weakref.ref(it) for it in iterators]
     iterators.clear()  # the last references: their shared memory must be freed below
     stop_workers(before)
-    gc.collect()  # Grain iterators left to the interpreter's shutdown log errors
+    wait_collected(gone)  # Grain iterators left to the interpreter's shutdown log errors
     flush_shared_memory_unlinks()
     if shm_before is not None:
         reclaim_shared_memory(shm_before)
@@ -341,8 +365,7 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     finally:
         if batches is not None:
             batches.close()  # its frame would keep the iterator (and shared memory) alive
-        # A grain.DataLoader sends batches through shared memory: reclaim those in flight.
         release(opened, before, failed=bool(failure),
-                shm_before=shm_before if failure or is_data_loader(dataset) else None)
+                shm_before=shm_before if failure else None)
     if failure:
         raise failure[0] from None

@@ -51,3 +51,28 @@ def test_rebuilt_with_pipecheck_settings_it_yields_the_users_batches():
 def test_build_iter_dataset_takes_a_data_loader():
     it = iter(build_iter_dataset(loader(), workers=0, threads=1))
     assert next(it)["x"].shape == (4, 2)
+
+
+def test_clean_up_waits_until_closed_iterators_are_collected():
+    import threading
+    import weakref
+
+    from pipecheck.measure.pipeline import wait_collected
+
+    class Iterator:
+        pass
+
+    held = Iterator()
+    gone = Iterator()
+    refs = [weakref.ref(gone)]
+    del gone
+    assert wait_collected(refs, wait_s=0.0)
+
+    # A prefetch thread's pending task holds the iterator a moment longer.
+    holder = [held]
+    refs = [weakref.ref(held)]
+    del held
+    threading.Timer(0.1, holder.clear).start()
+    assert wait_collected(refs, wait_s=5.0)
+    alive = Iterator()
+    assert not wait_collected([weakref.ref(alive)], wait_s=0.05)  # gives up after the wait
