@@ -27,6 +27,8 @@ def blocker(tmp_path):
     ["dataloader", "--trace", "{bad}"],
     ["compare", "--json", "{bad}"],
     ["compare", "--trace", "{bad}"],
+    ["dataloader", "--save-config", "{bad}"],
+    ["compare", "--save-config", "{bad}"],
 ])
 def test_output_under_a_file_is_refused_before_measuring(capsys, blocker, argv):
     bad = str(blocker / "x.json")
