@@ -7,6 +7,7 @@ import statistics
 import time
 
 from pipecheck.measure.synthetic import measure_synthetic
+from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
 from pipecheck.workloads import build_workload, resolve
@@ -90,7 +91,7 @@ def test_aot_sharding_mismatch_compiles_twice_and_is_explained(tmp_path):
 
 def test_default_demo_run_writes_a_complete_record(tmp_path):
     data, proc = run_synthetic_json(tmp_path, "demo")
-    assert data["kind"] == "synthetic" and data["format_version"] == 2
+    assert data["kind"] == "synthetic" and data["format_version"] == store.FORMAT_VERSION
     assert data["config"]["workload"] == "demo"
     for key in ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count",
                 "host", "python"):
