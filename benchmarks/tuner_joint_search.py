@@ -31,6 +31,7 @@ import time
 
 from pipecheck.analysis.tuner import Trial, choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
+from pipecheck.errors import PipecheckError
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for
 from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
@@ -70,10 +71,17 @@ def measure_table(keys: dict, settings: list[GrainSettings], batches: int) -> li
     table = []
     for i, s in enumerate(settings):
         t0 = time.perf_counter()
-        m = measure_setting(ds, s.workers, s.threads,
-                            batches_for(s.workers, batches, s.per_worker_buffer), put=None,
-                            tokens_key=None, stage_wait_s=0.0,
-                            per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
+        for attempt in (1, 2):  # a shared machine: another program may disturb one run
+            try:
+                m = measure_setting(ds, s.workers, s.threads,
+                                    batches_for(s.workers, batches, s.per_worker_buffer),
+                                    put=None, tokens_key=None, stage_wait_s=0.0,
+                                    per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
+                break
+            except PipecheckError as e:
+                if attempt == 2:
+                    raise
+                print(f"  {s.label()}: {e}; measuring it again", file=sys.stderr)
         table.append(loader_trial(m))
         print(f"  [{i + 1}/{len(settings)}] {s.label()}: D = {table[-1].batch_s * 1e3:.2f} ms "
               f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
@@ -136,6 +144,9 @@ def main() -> None:
         tables[name] = {"keys": keys, "target_ms": target_ms,
                         "table": [dataclasses.asdict(t) for t in table],
                         "grain": dataclasses.asdict(picked)}
+        if not args.replay:  # written after each pipeline: a later failure loses nothing
+            with open(args.tables, "w") as f:
+                json.dump(tables, f, indent=1)
         grid_trials = [by_settings[s] for s in settings]
         grid_choice, grid_ok = choose(grid_trials, target)
         fastest = min(t.batch_s for t in grid_trials)
