@@ -61,6 +61,18 @@ EXAMPLES = {
                           "--workers", "1,2,4", "--batches", "40"),
         fast_args=("dataloader", "--set", "workload=calibrated", "--set", "load_ms=5",
                    "--workers", "0,1", "--batches", "5")),
+    "tuning-main-process-bound": Example(
+        "tuning.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=20",
+                      "--set", "consumer_ms=15", "--workers", "0,1,2,4", "--batches", "30",
+                      "--no-device-put"),
+        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "load_ms=2",
+                   "--set", "consumer_ms=2", "--workers", "0,1", "--batches", "5",
+                   "--no-device-put")),
+    "tuning-cpu-bound": Example(
+        "tuning.md", ("dataloader", "--set", "workload=calibrated", "--set", "cpu_ms=20",
+                      "--workers", "1,2,3", "--batches", "30", "--no-device-put"),
+        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "cpu_ms=2",
+                   "--workers", "0,1", "--batches", "5", "--no-device-put")),
     "compare-input-bound": Example(
         "compare.md", ("compare", *CALIBRATED, "--set", "compute_ms=40", "--set", "load_ms=120",
                        "--steps", "40", "--quiet"),
