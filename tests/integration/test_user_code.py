@@ -235,15 +235,19 @@ def test_an_exception_in_a_grain_worker_names_the_users_line(tmp_path):
 
 
 def test_an_exception_in_compares_real_data_run_is_one_line(tmp_path):
-    # The loader search reads 9 batches at 1 worker; the real-data run reaches record 30.
-    model = failing_project(tmp_path, fail_at=30)
+    # The loader search reads a few dozen batches per setting at most; the real-data run
+    # (130 steps, each a fresh pass from record 0) reaches record 120.
+    model = failing_project(tmp_path, fail_at=120)
     proc = run_cli("compare", "--config", "user.yml", "--workers", "1", "--batches", "5",
-                   "--steps", "40", "--target-steps", "5", "--quiet", cwd=tmp_path)
+                   "--steps", "130", "--target-steps", "5", cwd=tmp_path)
     assert proc.returncode == 5, proc.stderr
-    assert stderr_lines(proc) == [
+    err = proc.stderr.splitlines()
+    started = next(i for i, text in enumerate(err) if text.startswith("[3/4] real-data"))
+    (line,) = [text for text in err[started:] if text.startswith("pipecheck: error:")]
+    assert err[-1] == line and "Traceback" not in proc.stderr  # after the real-data run began
+    assert line.startswith(
         f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), '# TRANSFORM')}) "
-        "raised ValueError: cannot parse record 30 (in the input pipeline, workers=1, "
-        "threads=1)"]
+        "raised ValueError: cannot parse record 120 (in the input pipeline, workers=1, "), line
 
 
 # --- Flax NNX and grain.DataLoader, as the Flax and Grain tutorials write them ----------------
