@@ -40,8 +40,8 @@ from pipecheck.measure.pipeline import (
     build_iter_dataset,
     ensure_absl_flags_parsed,
     grain_stage_summary,
+    new_shm_tag,
     release,
-    shared_memory_names,
     stall_error,
     worker_pids,
 )
@@ -378,9 +378,10 @@ def measure_setting(
                                                   default_prefetch(threads)):
         label += f", buffer={per_worker_buffer}, prefetch={settings.prefetch}"
     before = worker_pids()
-    shm_before = shared_memory_names()
+    shm_tag = new_shm_tag()
     ds = build_iter_dataset(dataset, workers, threads, stage_timing=True,
-                            per_worker_buffer=per_worker_buffer, prefetch=settings.prefetch)
+                            per_worker_buffer=per_worker_buffer, prefetch=settings.prefetch,
+                            shm_tag=shm_tag)
     opened: list[Any] = []
     waits = [0]
     probe = ResourceProbe(lambda: worker_pids() - before, clock=clock) if resources else None
@@ -415,7 +416,7 @@ def measure_setting(
     if probe is not None and usage is None:
         probe.close()
     release(opened, before, failed=stalled,
-            shm_before=shm_before if error is not None else None)
+            shm_tag=shm_tag if error is not None else None)
     opened.clear()
     if error is not None:
         raise error

@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import multiprocessing
 import os
+import secrets
 import signal
 import threading
 import time
@@ -88,7 +89,7 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
                        stage_timing: bool = False,
                        worker_init_fn: Callable[[int, int], None] | None = None,
                        per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-                       prefetch: int = 0) -> Any:
+                       prefetch: int = 0, shm_tag: str | None = None) -> Any:
     """A Grain IterDataset over ``dataset`` read with ``threads`` threads (and a read
     prefetch buffer of ``prefetch`` elements; 0: ``default_prefetch(threads)``) and
     ``workers`` worker processes, each holding up to ``per_worker_buffer`` batches ready
@@ -96,14 +97,17 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
 
     ``dataset`` is a MapDataset or IterDataset of whole batches, :class:`BatchedExamples`
     or :class:`MainProcessMap`. ``stage_timing`` turns on Grain's STAGE_TIMING execution
-    tracking (read it with ``grain_stage_summary``).
+    tracking (read it with ``grain_stage_summary``). With ``shm_tag`` (see
+    ``new_shm_tag``) the workers name their shared-memory segments with it, so a failed run
+    can reclaim exactly its own (``reclaim_shared_memory``).
     """
     import grain
 
     if isinstance(dataset, MainProcessMap):
         inner = build_iter_dataset(dataset.dataset, workers, threads, stage_timing=stage_timing,
                                    worker_init_fn=worker_init_fn,
-                                   per_worker_buffer=per_worker_buffer, prefetch=prefetch)
+                                   per_worker_buffer=per_worker_buffer, prefetch=prefetch,
+                                   shm_tag=shm_tag)
         return inner.map(dataset.fn)
     ensure_absl_flags_parsed()
     prefetch = prefetch or default_prefetch(threads)
@@ -125,6 +129,8 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
         if worker_init_fn is None:
             worker_init_fn = _stage_timing_worker_init
     if workers > 0:
+        if shm_tag is not None:
+            worker_init_fn = TagSharedMemory(shm_tag, worker_init_fn)
         ds = ds.mp_prefetch(
             grain.MultiprocessingOptions(
                 num_workers=workers, per_worker_buffer_size=per_worker_buffer
@@ -227,26 +233,59 @@ def close_iterator(iterator: Any) -> None:
 SHM_DIR = "/dev/shm"
 
 
-def shared_memory_names() -> set[str]:
-    """Names of Python shared-memory segments (``psm_*``) that exist now (Linux)."""
-    try:
-        return {n for n in os.listdir(SHM_DIR) if n.startswith("psm_")}
-    except OSError:
-        return set()
+def new_shm_tag() -> str:
+    """A tag for one pipeline's shared memory: ``psm_pc<8 hex>_...`` names its segments."""
+    return f"pc{secrets.token_hex(4)}_"
 
 
-def reclaim_shared_memory(existing_before: set[str]) -> int:
-    """Unlink segments created since ``existing_before`` that are still there.
+@dataclasses.dataclass(frozen=True)
+class TagSharedMemory:
+    """``mp_prefetch`` worker_init_fn: this worker names the shared-memory segments it creates
+    ``psm_<tag><hex>`` (then runs ``inner``), so the main process can tell its own workers'
+    segments from every other process's on the machine."""
+
+    tag: str
+    inner: Callable[[int, int], None] | None = None
+
+    def __call__(self, worker_index: int, worker_count: int) -> None:
+        tag_shared_memory_names(self.tag)
+        if self.inner is not None:
+            self.inner(worker_index, worker_count)
+
+
+def tag_shared_memory_names(tag: str) -> None:
+    """Make ``multiprocessing.shared_memory`` name new segments ``/psm_<tag><hex>`` in this
+    process (its private name generator, the one place pipecheck touches it; a Python
+    without it keeps its own names and nothing is reclaimed)."""
+    from multiprocessing import shared_memory
+
+    if not hasattr(shared_memory, "_make_filename"):  # pragma: no cover - Python changed
+        return
+
+    def tagged_filename() -> str:
+        return f"/psm_{tag}{secrets.token_hex(6)}"
+
+    shared_memory._make_filename = tagged_filename  # type: ignore[attr-defined]
+
+
+def reclaim_shared_memory(tag: str) -> int:
+    """Unlink the segments this pipeline's workers (tagged ``tag``) left behind.
 
     After a worker raised, the batches it had already written to shared memory are never
     received, so nobody unlinks them (the resource tracker would, at exit, with a
-    "leaked shared_memory objects" warning). Called only after the workers are stopped and
-    the iterators closed and flushed. Returns how many were reclaimed.
+    "leaked shared_memory objects" warning). Only segments named with this pipeline's tag
+    are touched: other processes' segments (another pipecheck, a peer host's pipeline on the
+    same machine, any Grain user) are not ours to delete. Called only after the workers are
+    stopped and the iterators closed and flushed. Returns how many were reclaimed.
     """
     from multiprocessing import shared_memory
 
+    try:
+        names = sorted(n for n in os.listdir(SHM_DIR) if n.startswith(f"psm_{tag}"))
+    except OSError:
+        return 0
     reclaimed = 0
-    for name in sorted(shared_memory_names() - existing_before):
+    for name in names:
         try:
             segment = shared_memory.SharedMemory(name=name)
         except (FileNotFoundError, OSError):
@@ -283,7 +322,7 @@ def wait_collected(refs: list[weakref.ref[Any]], wait_s: float = ITERATOR_COLLEC
 
 
 def release(iterators: list[Any], before: set[int], failed: bool,
-            shm_before: set[str] | None = None) -> None:
+            shm_tag: str | None = None) -> None:
     """Close pipeline iterators and stop every worker started since ``before``.
 
     After a failure or stall the workers are stopped first: ``close()`` would wait 25 s for
@@ -302,8 +341,8 @@ def release(iterators: list[Any], before: set[int], failed: bool,
     stop_workers(before)
     wait_collected(gone)  # Grain iterators left to the interpreter's shutdown log errors
     flush_shared_memory_unlinks()
-    if shm_before is not None:
-        reclaim_shared_memory(shm_before)
+    if shm_tag is not None:
+        reclaim_shared_memory(shm_tag)
 
 
 def stall_error(label: str, timeout_s: float | None, arrived: int) -> PipelineStallError:
@@ -330,9 +369,10 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     """
     label = f"workers={workers}, threads={threads}"
     before = worker_pids()
-    shm_before = shared_memory_names()
+    shm_tag = new_shm_tag()
     opened = [iter(build_iter_dataset(dataset, workers, threads,
-                                      per_worker_buffer=per_worker_buffer, prefetch=prefetch))]
+                                      per_worker_buffer=per_worker_buffer, prefetch=prefetch,
+                                      shm_tag=shm_tag))]
     failure: list[BaseException] = []
 
     def guarded(timer: StallTimer) -> Iterator[Any]:
@@ -366,6 +406,6 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
         if batches is not None:
             batches.close()  # its frame would keep the iterator (and shared memory) alive
         release(opened, before, failed=bool(failure),
-                shm_before=shm_before if failure else None)
+                shm_tag=shm_tag if failure else None)
     if failure:
         raise failure[0] from None

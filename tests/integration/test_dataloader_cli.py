@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from multiprocessing import shared_memory
 
 import psutil
 import pytest
@@ -123,8 +124,17 @@ def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
 
 def test_worker_that_raises_ends_the_run_with_its_message(tmp_path):
     marker = uuid.uuid4().hex
-    proc = run_cli("dataloader", "--config", user_config(tmp_path, "failing_dataset", fail_at=5),
-                   "--workers", "2", "--batches", "20", env=_env(marker), timeout=120)
+    # Another process's shared memory on the same machine (a peer host's pipeline, any Grain
+    # user): the failed run reclaims its own workers' segments, never this one.
+    bystander = shared_memory.SharedMemory(create=True, size=1024)
+    try:
+        proc = run_cli("dataloader", "--config",
+                       user_config(tmp_path, "failing_dataset", fail_at=5),
+                       "--workers", "2", "--batches", "20", env=_env(marker), timeout=120)
+        shared_memory.SharedMemory(name=bystander.name).close()  # still there
+    finally:
+        bystander.close()
+        bystander.unlink()
     assert proc.returncode == 5, proc.stderr  # an error in the user's code
     lines = error_lines(proc)
     assert len(lines) == 1, proc.stderr
