@@ -74,7 +74,8 @@ def measure_table(keys: dict, settings: list[GrainSettings], batches: int) -> li
         for attempt in (1, 2):  # a shared machine: another program may disturb one run
             try:
                 m = measure_setting(ds, s.workers, s.threads,
-                                    batches_for(s.workers, batches, s.per_worker_buffer),
+                                    batches_for(s.workers, batches, s.per_worker_buffer,
+                                                s.prefetch),
                                     put=None, tokens_key=None, stage_wait_s=0.0,
                                     per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
                 break

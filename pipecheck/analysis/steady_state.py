@@ -54,15 +54,17 @@ def with_anomalies(
     return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
 
 
-def buffered_at_start(workers: int, per_worker_buffer: int) -> int:
-    """Batches ``workers`` Grain workers hold ready when the first one is awaited."""
-    return workers * per_worker_buffer
+def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:
+    """Batches held ready when the first one is awaited: each of ``workers`` Grain workers'
+    output buffer, and the read prefetch buffer of every process that reads (the training
+    process when there are no workers)."""
+    return workers * per_worker_buffer + max(1, workers) * read_prefetch
 
 
-def warmup_steps(workers: int, per_worker_buffer: int) -> int:
+def warmup_steps(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:
     """Real-data steps served from the prefetch buffer filled during start-up (after step 0):
     they would look faster than the steady state, so they are kept out of it."""
-    return buffered_at_start(workers, per_worker_buffer) + 1
+    return buffered_at_start(workers, per_worker_buffer, read_prefetch) + 1
 
 
 def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
@@ -73,10 +75,10 @@ def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
 
 
 def steady_batch_samples(samples: Sequence[float], workers: int,
-                         per_worker_buffer: int) -> tuple[float, ...]:
+                         per_worker_buffer: int, read_prefetch: int = 0) -> tuple[float, ...]:
     """A setting's batch times without those its workers buffered while starting up (they
     arrive at once and are not the steady state), when at least as many remain."""
-    skip = buffered_at_start(workers, per_worker_buffer)
+    skip = buffered_at_start(workers, per_worker_buffer, read_prefetch)
     out = tuple(samples)
     return out[skip:] if len(out) >= 2 * skip else out
 
@@ -88,10 +90,11 @@ def burst_block(workers: int, n: int) -> int:
 
 
 def loader_estimate(samples: Sequence[float], workers: int,
-                    per_worker_buffer: int, parallel: int | None = None) -> Estimate:
+                    per_worker_buffer: int, parallel: int | None = None,
+                    read_prefetch: int = 0) -> Estimate:
     """D: the mean seconds per steady batch (1 / throughput; workers deliver in bursts) with
     its interval, bootstrapped in blocks of whole bursts: ``parallel`` batches read at once
     (workers x read threads, ``GrainSettings.parallel_reads``; default: the workers)."""
-    steady = steady_batch_samples(samples, workers, per_worker_buffer)
+    steady = steady_batch_samples(samples, workers, per_worker_buffer, read_prefetch)
     burst = workers if parallel is None else parallel
     return Estimate.of_mean(steady, block=burst_block(burst, len(steady)))

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Any, Callable, Mapping, Sequence
 
-from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.analysis.steady_state import buffered_at_start, loader_estimate
 from pipecheck.analysis.tuner import Trial, TuningOutcome, outcome, tune, tune_grain
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, ResultFormatError
@@ -52,10 +52,12 @@ class LoaderChoice:
 
 
 def batches_for(workers: int, batches: int,
-                per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER) -> int:
-    """Batches to time for a worker count: enough that the batches the workers buffer while
-    starting up (served instantly) cannot pass for the steady state."""
-    return max(batches, BUFFER_WARNING_FACTOR * workers * per_worker_buffer)
+                per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER, read_prefetch: int = 0) -> int:
+    """Batches to time for a setting: enough that the batches buffered while starting up
+    (workers' output buffers and read prefetch; served instantly) cannot pass for the
+    steady state."""
+    return max(batches, BUFFER_WARNING_FACTOR * buffered_at_start(workers, per_worker_buffer,
+                                                                  read_prefetch))
 
 
 def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
@@ -64,7 +66,7 @@ def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
         return setting
     return dataclasses.replace(setting, loader_time=loader_estimate(
         setting.batch_time.samples_s, setting.workers, setting.per_worker_buffer,
-        parallel=setting.settings.parallel_reads()))
+        parallel=setting.settings.parallel_reads(), read_prefetch=setting.settings.prefetch))
 
 
 def _trial(setting: LoaderSetting) -> Trial:
@@ -130,7 +132,7 @@ def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | Non
     max_workers = int(agree(opts.max_workers, "min"))
 
     def measure_settings(g: GrainSettings) -> Trial:
-        n = batches_for(g.workers, opts.batches, g.per_worker_buffer)
+        n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch)
         progress(f"[2/4] loader: {g.label()}, {n} batches")
         s = measure_setting(dataset, g.workers, g.threads, n, put=put, tokens_key=tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,

@@ -75,7 +75,7 @@ def measure_real(workload: Workload, dataset: Any, workers: int, threads: int, s
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     events = (*watcher.events, *watcher.other_events)
     tagged, anomalies = with_anomalies(
-        tag_warmup(outcome.steps, warmup_steps(workers, per_worker_buffer)),
+        tag_warmup(outcome.steps, warmup_steps(workers, per_worker_buffer, prefetch)),
         compiles_per_step(recorder, events))
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
                    events, anomalies)

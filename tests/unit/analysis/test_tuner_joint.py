@@ -141,3 +141,13 @@ def test_the_outcome_says_it_chose_the_cheapest_setting():
     assert out.reason.endswith("chose the cheapest setting that meets the target (fewest "
                                "workers, then the smallest buffers): workers=2, buffer=1, "
                                "threads=1, prefetch=1")
+
+
+def test_read_prefetch_counts_as_buffered_at_start():
+    from pipecheck.analysis.steady_state import buffered_at_start, steady_batch_samples
+
+    assert buffered_at_start(0, 2) == 0 and buffered_at_start(3, 2) == 6
+    assert buffered_at_start(0, 2, read_prefetch=16) == 16  # the training process reads
+    assert buffered_at_start(2, 1, read_prefetch=4) == 2 + 8
+    samples = [0.0] * 16 + [0.04] * 32  # 16 threads prefetched while the first was awaited
+    assert steady_batch_samples(samples, 0, 2, read_prefetch=16) == tuple([0.04] * 32)
