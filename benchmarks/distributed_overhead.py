@@ -27,11 +27,10 @@ def child(pid: int, n: int, port: int, pairs: int, steps: int, compute_ms: float
     import absl.flags
 
     absl.flags.FLAGS.mark_as_parsed()
-    from pipecheck.config import resolve
     from pipecheck.measure import distributed
     from pipecheck.measure.loop import run_lagged_sync_loop, steady_state
     from pipecheck.measure.spans import SpanRecorder
-    from pipecheck.workloads import build_workload
+    from pipecheck.workloads import build_workload, resolve
 
     def fatal(message: str, code: int) -> None:
         print(f"process {pid}: {message}", file=sys.stderr, flush=True)

@@ -319,10 +319,13 @@ class GcSpans:
             self._start = rec.clock()
             return
         end = rec.clock()
+        if rec.start_time is None or end <= rec.start_time:
+            return  # before the first interval opened: no step to charge it to
+        start = max(self._start, rec.start_time)
         with self._lock:
             self.collections += 1
-            rec.add_span(Span("gc", self._start, end, self._depth))
-            if info.get("generation") == GC_TAG_GENERATION or end - self._start >= self.tag_min_s:
+            rec.add_span(Span("gc", start, end, self._depth))
+            if info.get("generation") == GC_TAG_GENERATION or end - start >= self.tag_min_s:
                 rec.tag("gc")
 
     def __enter__(self) -> GcSpans:

@@ -100,6 +100,24 @@ def test_gc_spans_record_collections_and_tag_only_those_that_matter() -> None:
     assert rec.mark().tags == ("gc",)
 
 
+def test_gc_before_the_first_interval_is_not_charged_to_any_step() -> None:
+    clock = FakeClock()
+    rec = SpanRecorder(clock)
+    watcher = GcSpans(rec, tag_min_s=0.005)
+    watcher._callback("start", {"generation": 2})
+    clock.tick(0.010)
+    watcher._callback("stop", {"generation": 2})    # wholly before start(): dropped
+    assert watcher.collections == 0 and list(rec.raw_spans) == []
+    watcher._callback("start", {"generation": 0})
+    clock.tick(0.002)
+    rec.start()
+    clock.tick(0.001)
+    watcher._callback("stop", {"generation": 0})    # straddles start(): only its part after
+    first = rec.mark()
+    assert first.spans["gc"] == pytest.approx(0.001) and first.tags == ()
+    assert min(s.start for s in rec.raw_spans) >= rec.start_time
+
+
 def test_gc_spans_hook_into_real_collections() -> None:
     rec = SpanRecorder()
     rec.start()
