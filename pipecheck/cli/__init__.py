@@ -73,6 +73,7 @@ def _leave_multihost_run(code: int) -> None:
     if ACTIVE:
         from pipecheck.measure.distributed import hard_exit
 
+        ACTIVE[-1].leave()
         hard_exit(code)
 
 

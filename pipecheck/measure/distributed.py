@@ -37,6 +37,11 @@ JAX_TIMEOUT_MARGIN_S = 30
 """JAX's own initialization/heartbeat/shutdown timeouts are ours plus this: when a peer is
 missing, pipecheck's one-line error must come before JAX's abort."""
 
+LEAVE_WAIT_S = 5.0
+"""After an error, process 0 (it holds JAX's coordination service) waits at most this long for
+the other processes to report the error and leave: leaving first makes JAX abort them before
+they have said why."""
+
 HEARTBEAT_PERIOD_S = 0.5
 """Each process writes its heartbeat and reads its peers' this often."""
 
@@ -342,6 +347,18 @@ class Session:
                 self.kv.get(f"checked/{p}", max(0.001, deadline - time.monotonic()))
         if problem is not None:
             raise DistributedError(problem)
+
+    def leave(self) -> None:
+        """Before leaving on an error: say so, and on process 0 wait (``LEAVE_WAIT_S`` at most)
+        until the other processes have said so too, i.e. reported their own error line."""
+        try:
+            self.kv.set(f"left/{self.process_id}", "1")
+            if self.is_reporter:
+                deadline = time.monotonic() + min(self.timeout_s, LEAVE_WAIT_S)
+                for p in range(1, self.process_count):
+                    self.kv.get(f"left/{p}", max(0.001, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - the store may be gone already: leave all the same
+            pass
 
     # -- values every process must agree on (one collective each) ----------------------
     def _allgather(self, values: Sequence[float]) -> Any:

@@ -193,3 +193,23 @@ def test_a_peer_that_never_arrives():
 def test_lost_coordinator():
     clock = FakeClock()
     assert "lost the connection to process 0" in heartbeat(FakeKV(fail=True), 1, clock).beat()
+
+
+# --- leaving on an error -------------------------------------------------------------------
+def test_process_0_leaves_only_after_every_peer_said_it_leaves():
+    kv = FakeKV()
+    session(kv, 2).leave()
+    session(kv, 1).leave()
+    session(kv, 0, timeout_s=60.0).leave()
+    assert {k for k in kv.data if k.startswith("left/")} == {"left/0", "left/1", "left/2"}
+    # process 0 waited for each peer's word, bounded by LEAVE_WAIT_S (not the 60 s timeout)
+    waits = [(k, t) for k, t in kv.waited if k.startswith("left/")]
+    assert [k for k, _ in waits] == ["left/1", "left/2"]
+    assert all(0 < t <= d.LEAVE_WAIT_S for _, t in waits)
+
+
+def test_peers_do_not_wait_and_a_gone_store_does_not_stop_leaving():
+    kv = FakeKV()
+    session(kv, 1).leave()
+    assert kv.waited == []
+    session(FakeKV(fail=True), 0).leave()  # raises nothing
