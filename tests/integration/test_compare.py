@@ -50,13 +50,13 @@ def test_compute_bound(tmp_path):
 
 
 def test_input_bound_fixed_by_tuning(tmp_path):
-    data, proc = compare(tmp_path, *sets(compute_ms=40, load_ms=120), "--steps", "40")
+    data, proc = compare(tmp_path, *sets(compute_ms=20, load_ms=60), "--steps", "40")
     assert data["verdict"] == "input-bound", data["verdict_reason"]
     first = data["loader"][0]
     assert first["workers"] == 0 and first["batch_time"]["mean_s"] > data["target_step_s"]
     chosen = data["tuning"]["chosen"]
     assert chosen["workers"] == data["chosen_workers"]
-    # 120 ms of sleep per batch against 40 ms of compute: several parallel reads, as workers
+    # 60 ms of sleep per batch against 20 ms of compute: several parallel reads, as workers
     # or (cheaper: no processes) as read threads
     assert max(chosen["workers"], 1) * chosen["threads"] >= 2
     assert data["loader_step_s"] < first["batch_time"]["mean_s"] / 2
@@ -128,7 +128,7 @@ def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
 def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):
     workload = sets(compute_ms=30, load_ms=60)
     syn, dl = tmp_path / "syn.json", tmp_path / "dl.json"
-    proc = run_cli("synthetic", *workload, "--steps", "30", "--json", str(syn))
+    proc = run_cli("synthetic", *workload, "--steps", "60", "--json", str(syn))
     assert proc.returncode == 0, proc.stderr[-3000:]
     proc = run_cli("dataloader", *workload, "--workers", "0,1,4", "--batches", "32",
                    "--json", str(dl))
