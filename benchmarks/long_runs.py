@@ -1,23 +1,32 @@
 """Long runs: time and peak memory of import, diff and plot at 10k, 100k and 1M steps.
 
     PYTHONPATH=. nice python benchmarks/long_runs.py [--sizes 10000,100000,1000000]
+        [--explain-sizes 10000,100000,1000000] [--monitor-steps 1000000]
 
 For each size, two MaxText logs in the real line format are generated in a temporary
-directory (``tests/maxtext_log.py``: one ``completed step:`` line per step, a checkpoint
-every 1000 steps; A around 512 ms a step, B around 530 ms) and removed afterwards. Each
-command runs in its own process, under a 2,000,000 KiB address-space limit (what
-``ulimit -v 2000000`` sets) for import and diff, and reports its wall time and peak RSS:
+directory (``tests/maxtext_log.py``: one ``completed step:`` line per step written one step
+late, an async orbax checkpoint every 1000 steps with the lines MaxText and orbax write
+around it, whose blocking part stalls the next step; A around 512 ms a step, B around 530
+ms) and removed afterwards. Each command runs in its own process, under a 2,000,000 KiB
+address-space limit (what ``ulimit -v 2000000`` sets) for import and diff, and reports its
+wall time and peak RSS:
 
 - ``pipecheck import A.log --json A.json``
-- ``pipecheck diff A.log B.log`` (both logs parsed, every row bootstrapped)
+- ``pipecheck diff A.log B.log --json D.json`` (both logs parsed, every row bootstrapped)
 - ``pipecheck plot A.json -o A.png``
 
 Times are wall and CPU (user + system) of the command itself, start-up excluded. On the
 shared 2-core machine the wall time depends on what else runs, so the growth from 100k to
 1M steps (at most linear means a ratio of at most 10) is given on the CPU time, which
-does not. It prints a table, that growth, the size of the 1M-step record, and the Monitor's
-host cost per step (a step with no device work) over the first 10,000 steps and over the
-last 10,000 of a 1,000,000-step loop.
+does not. It prints a table, that growth, the sizes of the import and diff records, and the
+Monitor's host cost per step (a step with no device work) over the first 10,000 steps and
+over the last 10,000 of a 1,000,000-step loop.
+
+First, the anomaly explanation alone (``maxtext.explain_anomalies`` on a parsed log with a
+checkpoint stall every ``EXPLAIN_EVERY`` steps, so many anomalies and many saves): its CPU
+time by lookup (what import does) at each of ``--explain-sizes``, and up to
+``SCAN_UP_TO`` steps by the scan of every save per anomaly that the lookup replaced (both
+give the same anomalies, checked), with the growth between sizes.
 """
 
 from __future__ import annotations
@@ -31,6 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -93,15 +104,92 @@ def monitor_cost(steps: int, every: int = 10_000) -> list[tuple[int, float]]:
             for (s0, t0), (s1, t1) in zip(marks, marks[1:], strict=False)]
 
 
+EXPLAIN_EVERY = 100
+"""Checkpoint period of the logs the anomaly explanation is timed on: a stall every 100
+steps, so a million-step log has 10,000 anomalies and 10,000 async saves."""
+
+SCAN_UP_TO = 100_000
+"""The scan is timed up to this many steps only: it grows with the square of the length
+(a million steps would take ~100 times its 100k time)."""
+
+
+def explain_cost(d: str, n: int) -> dict[str, float]:
+    """CPU seconds to explain the anomalies of an ``n``-step log with a stall every
+    ``EXPLAIN_EVERY`` steps (parsed beforehand, not timed): by lookup (what import does)
+    and, up to ``SCAN_UP_TO`` steps, by the scan of every op per anomaly it replaced."""
+    from unittest import mock
+
+    from pipecheck.analysis import maxtext
+    from tests.maxtext_log import write_log
+
+    class ScanLookup:
+        """The scan: each step's evidence from every op (``checkpoint_evidence``)."""
+
+        def __init__(self, ops, start, end):
+            self.ops, self.start, self.end = ops, start, end
+
+        def evidence(self, row):
+            if not np.isfinite(self.end[row]):
+                return []
+            return maxtext.checkpoint_evidence((float(self.start[row]), float(self.end[row])),
+                                               self.ops)
+
+    path = pathlib.Path(d, f"explain_{n}.log")
+    write_log(path, n, seed=3, step_s=0.512, checkpoint_every=EXPLAIN_EVERY, stall_s=5.0)
+    with open(path) as f:
+        p = maxtext.parse_lines(f)
+    path.unlink()
+    out: dict[str, float] = {"steps": n}
+    t0 = time.process_time()
+    found, _ = maxtext.explain_anomalies(p.steps, p.events, p.line_at)
+    out["lookup_s"] = time.process_time() - t0
+    out["anomalies"] = len(found)
+    out["explained"] = sum(a.cause != maxtext.CAUSE_UNEXPLAINED for a in found)
+    if n <= SCAN_UP_TO:
+        with mock.patch.object(maxtext, "BackgroundLookup", ScanLookup):
+            t0 = time.process_time()
+            scanned, _ = maxtext.explain_anomalies(p.steps, p.events, p.line_at)
+            out["scan_s"] = time.process_time() - t0
+        if scanned != found:
+            raise SystemExit(f"lookup and scan disagree at {n} steps")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="10000,100000,1000000")
+    ap.add_argument("--explain-sizes", default="10000,100000,1000000")
     ap.add_argument("--monitor-steps", type=int, default=1_000_000)
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from tests.maxtext_log import write_log
 
-    sizes = [int(s) for s in a.sizes.split(",")]
+    if a.explain_sizes:
+        print(f"anomaly explanation (a stall every {EXPLAIN_EVERY} steps), CPU seconds:")
+        costs = []
+        with tempfile.TemporaryDirectory(prefix="pipecheck_explain_") as d:
+            for n in (int(x) for x in a.explain_sizes.split(",")):
+                # in its own process, so the Monitor's peak memory below is its own
+                proc = subprocess.run([sys.executable, __file__, "--explain-child", d, str(n)],
+                                      capture_output=True, text=True, check=False,
+                                      env=dict(os.environ, PYTHONPATH=str(REPO)))
+                if proc.returncode != 0:
+                    raise SystemExit(f"explaining {n} steps failed:\n{proc.stderr[-2000:]}")
+                c = json.loads(proc.stdout.splitlines()[-1])
+                costs.append(c)
+                scan = f"; scan {c['scan_s']:.2f} s" if "scan_s" in c else "; scan not run"
+                print(f"  {n:>9,} steps, {c['anomalies']:,.0f} anomalies "
+                      f"({c['explained']:,.0f} explained): lookup {c['lookup_s']:.2f} s{scan}",
+                      flush=True)
+        for c0, c1 in zip(costs, costs[1:], strict=False):
+            grow = c1["steps"] / c0["steps"]
+            line = (f"  {c0['steps']:,.0f} -> {c1['steps']:,.0f} steps (x{grow:.0f}): "
+                    f"lookup x{c1['lookup_s'] / c0['lookup_s']:.1f}")
+            if "scan_s" in c0 and "scan_s" in c1:
+                line += f", scan x{c1['scan_s'] / c0['scan_s']:.1f}"
+            print(line)
+
+    sizes = [int(s) for s in a.sizes.split(",") if s]
     results: dict[int, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="pipecheck_long_runs_") as d:
         for n in sizes:
@@ -109,30 +197,42 @@ def main() -> None:
             write_log(la, n, seed=1, step_s=0.512)
             write_log(lb, n, seed=2, step_s=0.530)
             rec, png = pathlib.Path(d, f"a_{n}.json"), pathlib.Path(d, f"a_{n}.png")
+            diff_rec = pathlib.Path(d, f"diff_{n}.json")
             r = {
                 "import": measure(["import", str(la), "--json", str(rec)], MEMORY_LIMIT_KIB),
-                "diff": measure(["diff", str(la), str(lb)], MEMORY_LIMIT_KIB),
+                "diff": measure(["diff", str(la), str(lb), "--json", str(diff_rec)],
+                                MEMORY_LIMIT_KIB),
                 "plot": measure(["plot", str(rec), "-o", str(png)], None),
             }
             r["import"]["record_mb"] = rec.stat().st_size / 1e6
             r["import"]["log_mb"] = la.stat().st_size / 1e6
+            r["diff"]["record_mb"] = diff_rec.stat().st_size / 1e6
             results[n] = r
             print(f"{n:>9,} steps: " + "; ".join(
                 f"{k} {v['wall_s']:.1f} s (CPU {v['cpu_s']:.1f} s), {v['peak_rss_mb']:.0f} MB"
                 for k, v in r.items())
-                + f"; log {r['import']['log_mb']:.0f} MB, record {r['import']['record_mb']:.1f} MB",
-                flush=True)
-            for p in (la, lb, rec, png):
+                + f"; log {r['import']['log_mb']:.0f} MB, record {r['import']['record_mb']:.1f} MB"
+                + f", diff --json {r['diff']['record_mb']:.1f} MB", flush=True)
+            for p in (la, lb, rec, png, diff_rec):
                 p.unlink()
 
+    if sizes:
+        table(sizes, results)
+    if a.monitor_steps:
+        monitor_table(a.monitor_steps)
+
+
+def table(sizes: list[int], results: dict[int, dict[str, dict[str, float]]]) -> None:
     print("\n| command | " + " | ".join(f"{n:,} steps" for n in sizes) + " |")
     print("|---|" + "---|" * len(sizes))
     for cmd in ("import", "diff", "plot"):
         cells = [f"{results[n][cmd]['wall_s']:.1f} s (CPU {results[n][cmd]['cpu_s']:.1f} s), "
                  f"{results[n][cmd]['peak_rss_mb']:.0f} MB" for n in sizes]
         print(f"| `{cmd}` | " + " | ".join(cells) + " |")
-    print("| record size | " + " | ".join(f"{results[n]['import']['record_mb']:.1f} MB"
-                                          for n in sizes) + " |")
+    print("| `import --json` record | " + " | ".join(
+        f"{results[n]['import']['record_mb']:.1f} MB" for n in sizes) + " |")
+    print("| `diff --json` record | " + " | ".join(
+        f"{results[n]['diff']['record_mb']:.1f} MB" for n in sizes) + " |")
     if 100_000 in results and 1_000_000 in results:
         print("\ntime growth 100k -> 1M steps (10 = linear), CPU (wall):")
         for cmd in ("import", "diff", "plot"):
@@ -140,19 +240,24 @@ def main() -> None:
             print(f"  {cmd:7s} x{big['cpu_s'] / small['cpu_s']:.1f} "
                   f"(x{big['wall_s'] / small['wall_s']:.1f})")
 
-    if a.monitor_steps:
-        costs = monitor_cost(a.monitor_steps)
-        by_end = dict(costs)
-        print(f"\nMonitor host cost per step (a step with no device work), one "
-              f"{a.monitor_steps:,}-step loop, us/step over each 10,000 steps ending at:")
-        for end in sorted({10_000, 20_000, costs[len(costs) // 2][0], costs[-1][0]}):
-            if end in by_end:
-                print(f"  step {end:>9,}: {by_end[end]:6.1f}")
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"  peak RSS of this process {peak_mb:.0f} MB")
+
+def monitor_table(steps: int) -> None:
+    costs = monitor_cost(steps)
+    by_end = dict(costs)
+    print(f"\nMonitor host cost per step (a step with no device work), one "
+          f"{steps:,}-step loop, us/step over each 10,000 steps ending at:")
+    for end in sorted({10_000, 20_000, costs[len(costs) // 2][0], costs[-1][0]}):
+        if end in by_end:
+            print(f"  step {end:>9,}: {by_end[end]:6.1f}")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"  peak RSS of this process {peak_mb:.0f} MB")
+
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--explain-child":
+        sys.path.insert(0, str(REPO))
+        print(json.dumps(explain_cost(sys.argv[2], int(sys.argv[3]))))
     else:
         main()

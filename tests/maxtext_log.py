@@ -1,17 +1,33 @@
 """Generated MaxText training logs of any length, in the real line format.
 
-One ``completed step:`` line per step with a glog header and timestamps, the header lines
-MaxText prints at start-up (config, versions, parameters, memory, ``Per train step:``),
-and every ``checkpoint_every`` steps an asynchronous checkpoint (``Saving checkpoint``,
-``Started an asynchronous checkpoint save``, and from the second one ``Waiting for
-previous save to complete took ...``) whose cost lands in the next step. Times are
-printed with three decimals, as MaxText does. Used by tests and benchmarks/long_runs.py;
-logs are written where the caller says (a temporary directory), never committed.
+The structure is that of ``tests/data/make_maxtext_logs.py``'s fixtures (a real run's): the
+header lines MaxText prints at start-up (config, versions, parameters, memory, ``Per train
+step:``); one ``completed step:`` line per step with an absl header, written one step late
+(MaxText buffers a step's metrics and writes its line after dispatching the next step and
+saving any checkpoint); and every ``checkpoint_every`` steps an asynchronous orbax save with
+the lines MaxText and orbax write around it:
+
+- on the training thread, ``Waiting for step N to finish before checkpoint...``, ``Waited X
+  seconds for step N to finish before starting checkpointing.``, ``Waiting for previous save
+  to complete took X seconds`` when the save before is still running, ``[process=0]
+  [thread=MainThread] Initiated Pytree async_save. Time taken: Xs`` (the blocking part:
+  the state copied off the device, ``stall_s``), ``Started an asynchronous checkpoint save
+  for step N``;
+- on orbax's ``async_save`` thread (its own thread id), ``Background save thread started``
+  when the blocking part ends, ``Handler Commit operations completed`` and ``Background save
+  thread done. Time taken: Xs`` ``save_s`` later: many steps later, interleaved with their
+  lines in time order.
+
+The save's blocking part lands in the step after the checkpoint (step N+1), which is the
+stall; the background save overlaps it and the steps after it. Times are printed with
+three decimals, as MaxText does. Used by tests and benchmarks/long_runs.py; logs are
+written where the caller says (a temporary directory), never committed.
 """
 
 from __future__ import annotations
 
 import datetime
+import heapq
 import os
 import pathlib
 
@@ -20,6 +36,9 @@ import numpy as np
 HEADER_FROM = pathlib.Path(__file__).resolve().parent / "data" / "maxtext_a.log"
 """The start-up lines (config, versions, parameters, memory, Per train step) are this
 hand-written log's, up to its first step."""
+
+MAIN_THREAD, ASYNC_THREAD = 140233681626944, 140218007004928
+START = datetime.datetime(2025, 3, 12, 9, 15, 8)
 
 
 def header() -> str:
@@ -30,45 +49,117 @@ def header() -> str:
 TOKENS_PER_STEP = 4 * 2048
 """per_device_batch_size x max_target_length in the header's config."""
 
+LINE_WRITE_S = 0.003
+"""Host time to write a step's line (it lands in the next step's time)."""
+
+
+def _head(t: float, where: str, level: str = "I", tid: int = MAIN_THREAD) -> str:
+    at = START + datetime.timedelta(seconds=t)
+    return f"{level}{at:%m%d %H:%M:%S}.{at.microsecond:06d} {tid} {where}] "
+
+
+def _step_line(step: int, t: float, loss: float) -> str:
+    return (f"completed step: {step}, seconds: {t:.3f}, TFLOP/s/device: {21.09 / t:.3f}, "
+            f"Tokens/s/device: {TOKENS_PER_STEP / t:.3f}, total_weights: 32768, "
+            f"loss: {loss:.3f}, learning_rate: 2.9e-05\n")
+
+
+class _Lines:
+    """Lines of the training thread in time order, with the async save thread's lines
+    (known ahead) slipped in where their times fall."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.later: list[tuple[float, int, str]] = []
+
+    def add(self, t: float, text: str, where: str, level: str = "I") -> None:
+        self.flush(t)
+        self.out.append(_head(t, where, level) + text + "\n")
+
+    def add_async(self, t: float, text: str, where: str) -> None:
+        heapq.heappush(self.later, (t, len(self.later) + len(self.out),
+                                    _head(t, where, tid=ASYNC_THREAD) + text + "\n"))
+
+    def flush(self, until: float = float("inf")) -> None:
+        while self.later and self.later[0][0] <= until:
+            self.out.append(heapq.heappop(self.later)[2])
+
+    def take(self) -> str:
+        text, self.out = "".join(self.out), []
+        return text
+
+
+def _save(lines: _Lines, step: int, now: float, previous_done: float, blocking_s: float,
+          save_s: float, wait_step_s: float) -> tuple[float, float]:
+    """The lines of an async checkpoint save of ``step`` begun at ``now`` (the step
+    dispatched); returns when the training thread is free again and when the background
+    save will be done."""
+    lines.add(now, f"Waiting for step {step} to finish before checkpoint...",
+              "checkpointing.py:969")
+    now += wait_step_s
+    lines.add(now, f"Waited {wait_step_s} seconds for step {step} to finish before starting "
+              "checkpointing.", "checkpointing.py:973")
+    if previous_done > now:
+        lines.add(previous_done, f"Waiting for previous save to complete took "
+                  f"{previous_done - now:f} seconds. If this number is high, consider "
+                  "checkpointing less frequently.", "checkpoint_manager.py:1467", level="W")
+        now = previous_done
+    now += blocking_s
+    lines.add(now, "[process=0][thread=MainThread] Initiated Pytree async_save. Time taken: "
+              f"{blocking_s:f}s", "base_pytree_checkpoint_handler.py:758")
+    deadline = START + datetime.timedelta(seconds=now + 1200)
+    lines.add_async(now, "[process=0][thread=async_save] Background save thread started. "
+                    f"Deadline for this save operation is {deadline:%Y-%m-%d %H:%M:%S.%f}",
+                    "async_checkpointer.py:77")
+    lines.flush(now)
+    lines.add(now + 0.001, f"Started an asynchronous checkpoint save for step {step}",
+              "checkpointing.py:451")
+    done = now + save_s
+    lines.add_async(done - 0.4, "[process=0][thread=async_save] 1 Handler Commit operations "
+                    f"completed. Time taken: {save_s - 0.4:f}s.", "async_checkpointer.py:91")
+    lines.add_async(done, "[process=0][thread=async_save] Background save thread done. "
+                    f"Time taken: {save_s:f}s.", "async_checkpointer.py:169")
+    return now + 0.001, done
+
 
 def write_log(path: str | os.PathLike[str], steps: int, *, seed: int = 0,
               step_s: float = 0.512, checkpoint_every: int = 1000,
-              stall_s: float = 9.8) -> None:
+              stall_s: float = 9.8, save_s: float = 30.0) -> None:
     """Write a ``steps``-step log to ``path``: steady steps around ``step_s`` seconds,
-    step 0 with compilation, a checkpoint every ``checkpoint_every`` steps whose save
-    stalls the next step by about ``stall_s``. Streams: memory does not grow with steps."""
+    step 0 with compilation (41.73 s), an async checkpoint after every
+    ``checkpoint_every``-th step whose blocking part (about ``stall_s``) stalls the next
+    step and whose background thread runs about ``save_s``. Streams: memory does not grow
+    with steps."""
     rng = np.random.default_rng(seed)
-    clock = datetime.datetime(2025, 3, 12, 9, 15, 8)
+    lines = _Lines()
+    before = 0.0                 # when the previous step ended
+    blocked = 0.0                # host time after it spent on checkpoints and log lines
+    previous_done = -np.inf      # when the last background save finishes
+    last: tuple[int, float, float] | None = None  # the step whose line is still to write
     with open(path, "w") as f:
         f.write(header())
         chunk = 10000
         for first in range(0, steps, chunk):
             n = min(chunk, steps - first)
-            times = np.round(step_s * rng.gamma(400, 1 / 400, n), 3)
+            own = step_s * rng.gamma(400, 1 / 400, n)
             losses = 10.873 * np.exp(-(np.arange(first, first + n)) / max(steps, 1) * 2.0) \
                 + rng.normal(0, 0.01, n)
-            lines = []
+            blocking = stall_s * rng.uniform(0.9, 1.1, n)
             for j in range(n):
                 step = first + j
-                t = float(times[j])
-                if step == 0:
-                    t = 41.730
-                elif checkpoint_every and step % checkpoint_every == 1 and step > 1:
-                    t = round(t + stall_s * float(rng.uniform(0.9, 1.1)), 3)
-                clock += datetime.timedelta(seconds=t)
-                head = f"I{clock:%m%d %H:%M:%S}.{clock.microsecond:06d} 140233681626944"
-                tflops = 21.09 / t
-                lines.append(
-                    f"{head} train.py:196] completed step: {step}, seconds: {t:.3f}, "
-                    f"TFLOP/s/device: {tflops:.3f}, Tokens/s/device: {TOKENS_PER_STEP / t:.3f}, "
-                    f"total_weights: 32768, loss: {losses[j]:.3f}, learning_rate: 2.9e-05\n")
+                took = round(41.730 if step == 0 else blocked + float(own[j]), 3)
+                end = before + took
+                now = end
                 if checkpoint_every and step > 0 and step % checkpoint_every == 0:
-                    lines.append(f"{head} checkpointing.py:1] Saving checkpoint at step {step}\n")
-                    if step > checkpoint_every:
-                        lines.append(f"{head} checkpoint_manager.py:1] Waiting for previous "
-                                     f"save to complete took {stall_s:.6f} seconds. If this "
-                                     "number is high, consider checkpointing less "
-                                     "frequently.\n")
-                    lines.append(f"{head} checkpointing.py:1] Started an asynchronous "
-                                 f"checkpoint save for step {step}\n")
-            f.write("".join(lines))
+                    now, previous_done = _save(lines, step, now, previous_done,
+                                               float(blocking[j]), save_s, 0.31)
+                if last is not None:  # one-step lag: the previous step's line is written now
+                    now += LINE_WRITE_S
+                    lines.add(now, _step_line(*last)[:-1], "metric_logger.py:181")
+                last = (step, took, float(losses[j]))
+                blocked, before = now - end, end
+            f.write(lines.take())
+        if last is not None:
+            lines.add(before + blocked + 0.2, _step_line(*last)[:-1], "metric_logger.py:181")
+        lines.flush()
+        f.write(lines.take())

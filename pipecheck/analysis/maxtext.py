@@ -23,6 +23,7 @@ after dispatching step N+1 (``LOG_LAG_STEPS``).
 from __future__ import annotations
 
 import array
+import bisect
 import contextlib
 import dataclasses
 import datetime
@@ -35,7 +36,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, stats
+from pipecheck.analysis import anomalies, intervals, stats
 from pipecheck.errors import LogFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution
@@ -395,7 +396,7 @@ def _when(e: LogEvent) -> str:
 def background(events: Sequence[LogEvent]) -> list[Background]:
     """Pure: the async saves in flight and the blocking waits, as time intervals."""
     timed = [e for e in events if e.at_s is not None]
-    starts = [e for e in timed if e.kind == "checkpoint_async_start"]
+    nearest_start = _NearestLine([e for e in timed if e.kind == "checkpoint_async_start"])
     out: list[Background] = []
     open_saves: dict[str, LogEvent] = {}
     for e in timed:
@@ -408,17 +409,17 @@ def background(events: Sequence[LogEvent]) -> list[Background]:
             begun = open_saves.pop(e.text.split("]")[1], None)
             start = e.at_s - e.seconds
             out.append(Background(start, e.at_s, "async_save",
-                                  _save_text(start, e.seconds, begun, e, starts)))
+                                  _save_text(start, e.seconds, begun, e, nearest_start(start))))
     for begun in open_saves.values():
         assert begun.at_s is not None
         out.append(Background(begun.at_s, math.inf, "async_save",
-                              _save_text(begun.at_s, None, begun, None, starts)))
+                              _save_text(begun.at_s, None, begun, None,
+                                         nearest_start(begun.at_s))))
     return out
 
 
 def _save_text(start: float, seconds: float | None, begun: LogEvent | None,
-               done: LogEvent | None, starts: Sequence[LogEvent]) -> str:
-    near = min(starts, key=lambda e: abs((e.at_s or 0.0) - start), default=None)
+               done: LogEvent | None, near: LogEvent | None) -> str:
     of = f" of step {near.step}" if near is not None and near.step is not None else ""
     lines = [x for x in (begun, near, done) if x is not None]
     where = ", ".join(_when(x) for x in sorted(set(lines), key=lambda x: x.line))
@@ -426,19 +427,82 @@ def _save_text(start: float, seconds: float | None, begun: LogEvent | None,
     return f"async checkpoint save{of} in flight ({took}; {where})"
 
 
+class _NearestLine:
+    """The event written nearest a time (the first in log order among equally near ones,
+    as ``min`` over them would pick), by bisection over their times."""
+
+    def __init__(self, events: Sequence[LogEvent]) -> None:
+        self.events = events
+        order = sorted(range(len(events)), key=lambda k: (events[k].at_s or 0.0, k))
+        self.at = [events[k].at_s or 0.0 for k in order]
+        self.order = order
+
+    def __call__(self, t: float) -> LogEvent | None:
+        if not self.events:
+            return None
+        j = bisect.bisect_left(self.at, t)
+        sides = [self.at[k] for k in (j - 1, j) if 0 <= k < len(self.at)]
+        best = min(abs(v - t) for v in sides)
+        if not math.isfinite(best):  # all infinitely far: every one ties
+            return self.events[0]
+        first = [self.order[bisect.bisect_left(self.at, v)] for v in sides
+                 if abs(v - t) == best]
+        return self.events[min(first)]
+
+
 def _overlap(a: tuple[float, float], b: Background) -> float:
     return max(0.0, min(a[1], b.end) - max(a[0], b.start))
 
 
-def checkpoint_evidence(interval: tuple[float, float], ops: Sequence[Background]) -> list[str]:
-    """What ran in the background during ``interval``, most overlap first; a later save's
-    wait for a save that was in flight then is evidence too, wherever it fell."""
-    hits = sorted((b for b in ops if _overlap(interval, b) > 0),
+def _waits_for(save: Background, b: Background) -> bool:
+    """``b`` is a later save's wait for ``save`` (it ended while ``save`` ran, or just after)."""
+    return (b.kind == "checkpoint_wait_previous"
+            and save.start < b.end <= save.end + WAIT_MATCH_S)
+
+
+def _evidence(interval: tuple[float, float], near: Iterable[Background],
+              waits: Callable[[Background], list[Background]]) -> list[str]:
+    """``checkpoint_evidence`` from the ops ``near`` the interval (in log order; those that
+    do not overlap it are dropped) and each save's ``waits`` (in log order)."""
+    hits = sorted((b for b in near if _overlap(interval, b) > 0),
                   key=lambda b: -_overlap(interval, b))
     for save in [b for b in hits if not b.blocking]:
-        hits += [b for b in ops if b.kind == "checkpoint_wait_previous" and b not in hits
-                 and save.start < b.end <= save.end + WAIT_MATCH_S]
+        hits += [b for b in waits(save) if b not in hits]
     return [b.evidence for b in hits]
+
+
+def checkpoint_evidence(interval: tuple[float, float], ops: Sequence[Background]) -> list[str]:
+    """What ran in the background during ``interval``, most overlap first; a later save's
+    wait for a save that was in flight then is evidence too, wherever it fell. A scan of
+    every op: the definition ``BackgroundLookup`` answers by lookup."""
+    return _evidence(interval, ops, lambda save: [b for b in ops if _waits_for(save, b)])
+
+
+class BackgroundLookup:
+    """``checkpoint_evidence`` for each step of a run, by lookup: the ops are filed under
+    the steps they may overlap (``intervals.RowIndex``) and the waits by their end, so a
+    step costs O(log n) plus what it finds, not a scan of every op."""
+
+    def __init__(self, ops: Sequence[Background], start: np.ndarray, end: np.ndarray) -> None:
+        self.ops, self.start, self.end = ops, start, end
+        self.rows = intervals.RowIndex(start, end, np.array([b.start for b in ops]),
+                                       np.array([b.end for b in ops]))
+        waits = sorted((b.end, j) for j, b in enumerate(ops)
+                       if b.kind == "checkpoint_wait_previous")
+        self._wait_end = [e for e, _ in waits]
+        self._wait_op = [j for _, j in waits]
+
+    def _waits(self, save: Background) -> list[Background]:
+        lo = bisect.bisect_right(self._wait_end, save.start)
+        hi = bisect.bisect_right(self._wait_end, save.end + WAIT_MATCH_S)
+        return [self.ops[j] for j in sorted(self._wait_op[lo:hi])]
+
+    def evidence(self, row: int) -> list[str]:
+        """``checkpoint_evidence`` of step ``row``'s interval (none where it is unknown)."""
+        if not math.isfinite(self.end[row]):
+            return []
+        return _evidence((float(self.start[row]), float(self.end[row])),
+                         (self.ops[j] for j in self.rows.candidates(row)), self._waits)
 
 
 def explain_anomalies(
@@ -461,20 +525,22 @@ def explain_anomalies(
     seconds = column_of(steps, "time_s")
     at = np.full(len(steps), math.nan) if line_at is None else line_at
     start, end = step_intervals(numbers, seconds, at)
-    ops = background(events)
-    untimed = [e for e in events
-               if e.kind in CHECKPOINT_EVENTS and e.at_s is None and e.anchor_step is not None]
+    lookup = BackgroundLookup(background(events), start, end)
+    untimed = sorted((e.anchor_step, k, e) for k, e in enumerate(events)
+                     if e.kind in CHECKPOINT_EVENTS and e.at_s is None
+                     and e.anchor_step is not None)
+    anchors = [a for a, _, _ in untimed]
 
     def explain(i: int, median: float) -> tuple[str, str]:
         if i == 0:
             return (CAUSE_COMPILATION,
                     "first step logged: it includes tracing and compiling the train step")
         number = int(numbers[i])
-        found = (checkpoint_evidence((float(start[i]), float(end[i])), ops)
-                 if math.isfinite(end[i]) else [])
-        near = [e for e in untimed if e.anchor_step is not None
-                and e.anchor_step <= number <= e.anchor_step + CHECKPOINT_STALL_WINDOW]
-        found += [f"line {e.line}: {e.text}" for e in near]
+        found = lookup.evidence(i)
+        # untimed lines anchored at most CHECKPOINT_STALL_WINDOW steps before, in log order
+        near = sorted(untimed[bisect.bisect_left(anchors, number - CHECKPOINT_STALL_WINDOW):
+                              bisect.bisect_right(anchors, number)], key=lambda u: u[1])
+        found += [f"line {e.line}: {e.text}" for _, _, e in near]
         if found:
             return CAUSE_CHECKPOINT, "; ".join(found[:3])
         return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or blocking "

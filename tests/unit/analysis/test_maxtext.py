@@ -13,6 +13,7 @@ from pipecheck.analysis import maxtext
 from pipecheck.errors import LogFormatError
 from pipecheck.records import store
 from pipecheck.records.imported import LogEvent, LogStep
+from tests.maxtext_log import write_log
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 LOG_A = DATA / "maxtext_a.log"
@@ -323,3 +324,52 @@ def test_steps_are_stored_by_column(run_a):
     assert isinstance(run_a.steps, StepTable)
     assert run_a.steps.column("time_s")[2] == 0.24
     assert run_a.steps.tag_mask("compile").tolist() == [True] + [False] * 59
+
+
+def _scan_evidence(run, ops, start, end):
+    """Every step's evidence as the scan finds it (``checkpoint_evidence`` over all ops)."""
+    return [maxtext.checkpoint_evidence((float(s), float(e)), ops) if np.isfinite(e) else []
+            for s, e in zip(start, end, strict=True)]
+
+
+@pytest.mark.parametrize("source", ["generated", "a", "b"])
+def test_lookup_finds_what_the_scan_finds_for_every_step(source, tmp_path):
+    """The lookup by step gives each step the scan's evidence, in the scan's order, on logs
+    with real structure: absl headers with thread ids, the async save thread's lines
+    interleaved with the training thread's, the one-step logging lag, bare step lines (B),
+    and (generated) async saves that span ~100 steps and collide, so a save waits for the
+    previous one."""
+    if source == "generated":
+        path = tmp_path / "g.log"
+        write_log(path, 3000, seed=5, step_s=0.5, checkpoint_every=100, stall_s=2.0,
+                  save_s=60.0)
+    else:
+        path = LOG_A if source == "a" else LOG_B
+    with open(path) as f:
+        p = maxtext.parse_lines(f)
+    start, end = maxtext.step_intervals(p.steps.column("step"), p.steps.column("time_s"),
+                                        p.line_at)
+    ops = maxtext.background(p.events)
+    lookup = maxtext.BackgroundLookup(ops, start, end)
+    found = [lookup.evidence(i) for i in range(len(p.steps))]
+    assert found == _scan_evidence(p, ops, start, end)
+    saves = [b for b in ops if b.kind == "async_save"]
+    if source == "generated":  # the structure the comparison is meant to cover
+        assert len(saves) == 29 and sum(b.kind == "checkpoint_wait_previous" for b in ops) > 20
+        spans = [int(((start < b.end) & (end > b.start)).sum()) for b in saves]
+        assert min(spans) > 90
+        assert sum(bool(x) for x in found) > 0.9 * len(found)  # most steps have evidence
+
+
+def test_every_stall_of_a_generated_log_is_a_checkpoint_stall(tmp_path):
+    """The generated logs the long-run benchmark reads carry orbax's async-save lines, so
+    every checkpoint stall, the first one too, is explained from the log."""
+    path = tmp_path / "g.log"
+    write_log(path, 5000, seed=1, step_s=0.512)
+    run = maxtext.import_log(path)
+    assert [(a.step, a.cause) for a in run.anomalies] == [
+        (0, "compilation"), *((k + 1, "checkpoint stall") for k in range(1000, 5000, 1000))]
+    first = run.anomalies[1].evidence
+    assert first.startswith("async checkpoint save of step 1000 in flight (30.0 s; line ")
+    assert "Waited 0.31 seconds for step 1000 to finish" in first
+    assert not run.warnings
