@@ -7,6 +7,7 @@ loadable by its ``kind`` (see ``store``)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -15,16 +16,24 @@ from typing import Any, Mapping, TypeVar
 import numpy as np
 
 from pipecheck.errors import ResultFormatError
-from pipecheck.records.steps import StepTable, is_columnar_row
+from pipecheck.records.steps import (
+    StepTable,
+    float_column_from_json,
+    float_column_to_json,
+    is_columnar_row,
+    is_float_column,
+)
 
-FORMAT_VERSION = 3
-"""Bumped whenever a field changes meaning or is removed; loaders refuse unknown versions.
-Version 3 names compare's host seconds per span ``host_spans`` (versions 1 and 2 called it
-``breakdown``, the name of the Monitor's wall-time table, another shape). Version 2 stores
-per-step data by column (``records.steps``); version 1 wrote a list of per-step objects.
-Both are still read."""
+FORMAT_VERSION = 4
+"""Bumped whenever a field changes meaning, shape or is removed; loaders refuse unknown
+versions. Version 4 stores raw samples and per-step rates (``FloatColumn`` fields:
+``samples_s``, a diff's rate series) as encoded arrays, as ``steps`` stores its columns
+(versions 1-3 wrote JSON lists). Version 3 names compare's host seconds per span
+``host_spans`` (versions 1 and 2 called it ``breakdown``, the name of the Monitor's
+wall-time table, another shape). Version 2 stores per-step data by column
+(``records.steps``); version 1 wrote a list of per-step objects. All are still read."""
 
-READABLE_VERSIONS = (1, 2, 3)
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Every version this pipecheck reads: older files stay readable after an upgrade."""
 
 RENAMED_IN_3 = {"compare": {"breakdown": "host_spans"}}
@@ -32,7 +41,9 @@ RENAMED_IN_3 = {"compare": {"breakdown": "host_spans"}}
 
 
 def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An older file's fields under today's names (the version is checked before)."""
+    """An older file's fields under today's names (the version is checked before).
+    Version 4 changed only how ``FloatColumn`` fields are stored; the reader takes both
+    forms (``float_column_from_json``), so files before it need no change here."""
     out = dict(data)
     if isinstance(out.get("format_version"), int) and out["format_version"] < 3:
         for old, new in RENAMED_IN_3.get(str(out.get("kind")), {}).items():
@@ -45,11 +56,15 @@ def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
 T = TypeVar("T")
 
 
-def _convert_in(tp: Any, value: Any) -> Any:
+def _convert_in(tp: Any, value: Any, where: str = "value") -> Any:
     """Convert a JSON value into ``tp`` (dataclass, tuple[...], Optional, dict, scalar)."""
     if value is None:
         return math.nan if tp is float else None  # non-finite floats are written as null
     origin = typing.get_origin(tp)
+    if origin is typing.Annotated:
+        if is_float_column(tp):
+            return float_column_from_json(value, where)
+        return _convert_in(typing.get_args(tp)[0], value, where)
     if origin in (typing.Union, types.UnionType):
         args = tuple(a for a in typing.get_args(tp) if a is not type(None))
         return _convert_in(args[0], value) if len(args) == 1 else value
@@ -90,17 +105,24 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
     """Build dataclass ``cls`` from a mapping; unknown keys are an error, missing ones default."""
     if not isinstance(data, Mapping):
         raise ResultFormatError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     kwargs = {}
     names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     for key, value in data.items():
         if key not in names:
             raise ResultFormatError(f"unexpected field {key!r} in {cls.__name__}")
-        kwargs[key] = _convert_in(hints[key], value)
+        kwargs[key] = _convert_in(hints[key], value, f"{cls.__name__}.{key}")
     try:
         return cls(**kwargs)
     except TypeError as e:
         raise ResultFormatError(f"incomplete {cls.__name__}: {e}") from None
+
+
+@functools.cache
+def _float_columns(cls: type) -> frozenset[str]:
+    """The fields of record class ``cls`` typed ``FloatColumn`` (stored as encoded arrays)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    return frozenset(name for name, tp in hints.items() if is_float_column(tp))
 
 
 def _convert_out(value: Any) -> Any:
@@ -116,7 +138,9 @@ def _convert_out(value: Any) -> Any:
                                                      for v, ok in zip(value, finite.tolist(),
                                                                       strict=True)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        columns = _float_columns(type(value))
+        return {f.name: float_column_to_json(getattr(value, f.name)) if f.name in columns
+                else _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]
     if isinstance(value, Mapping):

@@ -10,6 +10,7 @@ from typing import ClassVar, Literal, Mapping, Sequence
 from pipecheck.analysis import stats
 from pipecheck.records.base import Record
 from pipecheck.records.kinds import FindingKind
+from pipecheck.records.steps import FloatColumn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Distribution(Record):
     p99_s: float
     iqr_s: float
     n: int
-    samples_s: tuple[float, ...]
+    samples_s: FloatColumn
 
     @classmethod
     def of(cls, samples: stats.Samples) -> Distribution:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Mapping
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, mean_inflation
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import FloatColumn, StepTable
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -30,9 +30,9 @@ class RunSummary(Record):
     first_step_s: float | None = None
     params: float | None = None
     final_loss: float | None = None
-    tflops_per_s_per_device: tuple[float, ...] = ()
+    tflops_per_s_per_device: FloatColumn = ()
     """Per steady-state step."""
-    tokens_per_s_per_device: tuple[float, ...] = ()
+    tokens_per_s_per_device: FloatColumn = ()
     """Per steady-state step."""
     memory_compiled_bytes: float | None = None
     memory_in_use_bytes: float | None = None

@@ -30,7 +30,17 @@ import math
 import types
 import typing
 import zlib
-from typing import Any, Callable, Generic, Iterator, Mapping, Sequence, TypeVar, overload
+from typing import (
+    Annotated,
+    Any,
+    Callable,
+    Generic,
+    Iterator,
+    Mapping,
+    Sequence,
+    TypeVar,
+    overload,
+)
 
 import numpy as np
 
@@ -518,6 +528,44 @@ def encode_array(a: np.ndarray) -> dict[str, str]:
 
 
 _DTYPES = {"int64", "int32", "float64"}
+
+
+class _Column:
+    """The marker ``FloatColumn`` carries: the record base stores such a field as one
+    encoded array (see ``is_float_column``)."""
+
+    def __repr__(self) -> str:
+        return "COLUMN"
+
+
+COLUMN = _Column()
+
+FloatColumn = Annotated[tuple[float, ...], COLUMN]
+"""Up to one number per step (raw samples, per-step rates): a tuple of floats in memory,
+one encoded array (``encode_array``) on disk, NaN for an absent value. Format versions
+1 to 3 wrote a JSON list (null for NaN); ``float_column_from_json`` still reads it."""
+
+
+def is_float_column(tp: Any) -> bool:
+    """Whether the type hint ``tp`` (read with ``include_extras=True``) is ``FloatColumn``."""
+    return typing.get_origin(tp) is Annotated and COLUMN in getattr(tp, "__metadata__", ())
+
+
+def float_column_to_json(values: Sequence[float]) -> dict[str, str]:
+    """A ``FloatColumn`` value in its on-disk form."""
+    return encode_array(np.asarray(values, dtype=np.float64))
+
+
+def float_column_from_json(value: Any, origin: str) -> tuple[float, ...]:
+    """The inverse of ``float_column_to_json``; also reads versions 1-3's list of numbers
+    (null for a non-finite one)."""
+    if isinstance(value, list):
+        try:
+            return tuple(math.nan if v is None else float(v) for v in value)
+        except (TypeError, ValueError):
+            raise ResultFormatError(f"{origin} must be a list of numbers") from None
+    arr = decode_array(value, origin)
+    return tuple(arr.astype(np.float64, copy=False).tolist())
 
 
 def decode_array(value: Any, origin: str) -> np.ndarray:

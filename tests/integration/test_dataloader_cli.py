@@ -21,6 +21,8 @@ from multiprocessing import shared_memory
 import psutil
 import pytest
 
+from pipecheck.records.steps import decode_array
+
 from ..conftest import REPO, run_cli
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -81,10 +83,11 @@ def test_demo_sweep_json_and_per_example_stages_are_the_slow_ones(tmp_path):
     assert [(r["workers"], r["threads"]) for r in data["results"]] == [(0, 1), (1, 1)]
     for r in data["results"]:
         bt = r["batch_time"]
-        assert bt["n"] == 20 and len(bt["samples_s"]) == 20
+        samples = decode_array(bt["samples_s"], "samples_s")
+        assert bt["n"] == 20 and samples.size == 20
         assert bt["median_s"] > 0 and bt["p99_s"] >= bt["p90_s"] >= bt["median_s"]
         # Throughput leaves out the first batch: timed batches over their summed time.
-        assert r["batches_per_s"] == pytest.approx(20 / sum(bt["samples_s"]), rel=1e-9)
+        assert r["batches_per_s"] == pytest.approx(20 / samples.sum(), rel=1e-9)
         assert r["examples_per_s"] == pytest.approx(8 * r["batches_per_s"], rel=1e-9)
         assert r["tokens_per_s"] == pytest.approx(8 * 128 * r["batches_per_s"], rel=1e-9)
         assert r["first_batch_s"] > 0

@@ -9,7 +9,7 @@ import time
 from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import StepTable, decode_array
 from pipecheck.workloads import build_workload, resolve
 
 from ..conftest import run_cli
@@ -97,7 +97,8 @@ def test_default_demo_run_writes_a_complete_record(tmp_path):
                 "host", "python"):
         assert data["env"][key] is not None, key
     st = data["step_time"]
-    assert st["n"] == len(st["samples_s"]) == 4  # 6 steps less the first and the drain
+    # 6 steps less the first and the drain
+    assert st["n"] == decode_array(st["samples_s"], "samples_s").size == 4
     assert st["p10_s"] <= st["median_s"] <= st["p90_s"]
     t = data["throughput"]
     assert t["tokens_per_s"] > t["examples_per_s"] > 0

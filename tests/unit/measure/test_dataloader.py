@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from grain.proto import execution_summary_pb2
 
@@ -21,6 +22,7 @@ from pipecheck.measure.dataloader import (
 from pipecheck.records import store
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.records.steps import decode_array
 
 
 class FakeClock:
@@ -208,7 +210,8 @@ def test_json_round_trip_and_field_names():
         assert key in row
     for key in ("median_s", "p90_s", "p99_s", "n", "samples_s"):
         assert key in row["batch_time"]
-    assert row["batch_time"]["samples_s"] == [0.01, 0.02, 0.03, 0.04]
+    samples = decode_array(row["batch_time"]["samples_s"], "samples_s")
+    assert samples.dtype == np.float64 and samples.tolist() == [0.01, 0.02, 0.03, 0.04]
     assert store.load_dict(data) == result
 
 

@@ -1,0 +1,188 @@
+"""Raw samples and per-step rates stored as encoded arrays (format version 4); the files
+of versions 1 to 3 are still read.
+
+The files in ``data/`` are real records written by earlier pipecheck versions from the
+repository's MaxText fixtures, ``pipecheck import tests/data/maxtext_a.log --json`` and
+``pipecheck diff tests/data/maxtext_a.log tests/data/maxtext_b.log --json``: version 1 at
+commit 30d7e97, version 2 at 1a6a8d8, version 3 at b7d8c0a (paths made relative)."""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pytest
+
+from pipecheck.analysis.diff import diff_runs, summary_from_imported
+from pipecheck.analysis.maxtext import import_log
+from pipecheck.errors import ResultFormatError
+from pipecheck.records import store
+from pipecheck.records.common import (
+    Breakdown,
+    BreakdownRow,
+    CompileInfo,
+    Distribution,
+    Estimate,
+    StepRecord,
+    Throughput,
+)
+from pipecheck.records.compare import CompareResult, Estimates, Tuning
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
+from pipecheck.records.diff import DiffResult
+from pipecheck.records.imported import ImportedRun
+from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.steps import decode_array
+from pipecheck.records.synthetic import SyntheticResult
+
+DATA = pathlib.Path(__file__).parent / "data"
+LOGS = pathlib.Path(__file__).parents[2] / "data"
+STATISTICS = ("median_s", "mean_s", "p10_s", "p90_s", "p99_s", "iqr_s", "n")
+
+
+def through_json(record):
+    return store.load_dict(json.loads(store.record_to_json(record)))
+
+
+SAMPLES = Distribution.of([0.050, 0.061, 0.055, 0.058, 0.052])
+STEPS = (StepRecord(0, 1.2, ("compile",), {"dispatch": 1.1}, 3.5),
+         StepRecord(1, 0.05, (), {"sync": 0.05}, 3.4))
+
+
+def synthetic() -> SyntheticResult:
+    return SyntheticResult(env={"jax": "0.10.2"}, config={"workload": "calibrated"},
+                           step_time=SAMPLES, compile=CompileInfo(1.2, 1.0, 1),
+                           throughput=Throughput(600.0), steps=STEPS)
+
+
+def loader_setting() -> LoaderSetting:
+    return LoaderSetting(workers=2, threads=1, first_batch_s=1.5,
+                         batch_time=Distribution.of([0.01, 0.02, 0.03, 0.04]),
+                         batches_per_s=40.0, examples_per_s=320.0,
+                         loader_time=Estimate(0.025, 0.02, 0.03, 4, "mean"))
+
+
+def dataloader() -> DataloaderResult:
+    return DataloaderResult(env={}, config={"workload": "demo"}, results=(loader_setting(),),
+                            batches=4)
+
+
+def compare() -> CompareResult:
+    est = Estimate(0.05, 0.049, 0.051, 4)
+    return CompareResult(
+        env={}, config={}, target_step_s=0.05, target=SAMPLES, loader=(loader_setting(),),
+        chosen_workers=2, chosen_threads=1, loader_step_s=0.025, real_step_s=0.052,
+        real=Distribution.of([0.052, 0.053, 0.051]), verdict="compute-bound",
+        verdict_reason="T is the step", findings=(), recommendation="nothing to do",
+        tuning=Tuning(True, "latency-bound", 0.05, "met", 0.9, 1), host_spans={"sync": 0.05},
+        compile=CompileInfo(1.0, 0.9, 1), sources={"target": "measured"}, steps=STEPS,
+        estimates=Estimates(est, loader_setting().loader_time, est))  # type: ignore[arg-type]
+
+
+def monitor() -> MonitorResult:
+    return MonitorResult(env={}, config={}, step_time=SAMPLES, first_step_s=1.2, steps=STEPS,
+                         sync_sites=(), breakdown=Breakdown(1.3, 2, (BreakdownRow("sync", 1.3,
+                                                                                  1.0),)),
+                         wall_s=1.3, total_steps=2)
+
+
+def imported() -> ImportedRun:
+    return import_log(LOGS / "maxtext_a.log")
+
+
+def diff() -> DiffResult:
+    return diff_runs(summary_from_imported(import_log(LOGS / "maxtext_a.log")),
+                     summary_from_imported(import_log(LOGS / "maxtext_b.log")))
+
+
+def distributions(data):
+    """Every stored distribution in a record's JSON form (found by its fields)."""
+    if isinstance(data, dict):
+        if "samples_s" in data:
+            yield data
+        for v in data.values():
+            yield from distributions(v)
+    elif isinstance(data, list):
+        for v in data:
+            yield from distributions(v)
+
+
+@pytest.mark.parametrize("build", [synthetic, dataloader, compare, monitor, imported, diff])
+def test_every_record_with_a_distribution_round_trips_with_encoded_samples(build):
+    record = build()
+    assert through_json(record) == record
+    data = record.to_dict()
+    assert data["format_version"] == store.FORMAT_VERSION == 4
+    found = list(distributions(data))
+    assert found
+    for d in found:
+        samples = decode_array(d["samples_s"], "samples_s")
+        assert samples.dtype == np.float64 and samples.size == d["n"]
+        # the statistics stay plain numbers for users' scripts
+        assert all(isinstance(d[k], (int, float)) or d[k] is None for k in STATISTICS)
+
+
+def test_nan_in_samples_survives_the_file():
+    record = SyntheticResult(env={}, config={}, step_time=Distribution.of([0.05, math.nan]),
+                             compile=CompileInfo(1.2, 1.0, 1), throughput=Throughput(600.0))
+    back = through_json(record).step_time.samples_s
+    assert back[0] == 0.05 and math.isnan(back[1])
+
+
+def test_a_diffs_rate_series_are_encoded_arrays():
+    record = diff()
+    data = record.to_dict()
+    for side, summary in (("a", record.a), ("b", record.b)):
+        for name in ("tflops_per_s_per_device", "tokens_per_s_per_device"):
+            column = decode_array(data[side][name], f"{side}.{name}")
+            assert column.tolist() == list(getattr(summary, name)) and column.size > 40
+
+
+@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("kind", ["imported", "diff"])
+def test_a_real_older_file_is_read_with_the_same_numbers(tmp_path, version, kind):
+    path = DATA / f"v{version}_{kind}.json"
+    old = json.loads(path.read_text())
+    assert old["format_version"] == version
+    record = store.load(path)
+    runs = [(old, record)] if kind == "imported" else [(old["a"], record.a),
+                                                       (old["b"], record.b)]
+    for old_run, run in runs:
+        stored = old_run["step_time"]
+        assert isinstance(stored["samples_s"], list)
+        assert run.step_time.samples_s == tuple(stored["samples_s"])
+        for k in STATISTICS:
+            assert getattr(run.step_time, k) == stored[k], k
+        if kind == "diff":
+            assert run.tflops_per_s_per_device == tuple(old_run["tflops_per_s_per_device"])
+            assert run.tokens_per_s_per_device == tuple(old_run["tokens_per_s_per_device"])
+    if kind == "diff":
+        assert [r.to_dict() for r in record.rows] == old["rows"]
+    # saved again, it is today's version, with the samples encoded, and reads back equal
+    again = tmp_path / "again.json"
+    store.save(record, again)
+    data = json.loads(again.read_text())
+    assert data["format_version"] == store.FORMAT_VERSION
+    assert next(distributions(data))["samples_s"].keys() == {"dtype", "zlib_base64"}
+    assert store.load(again) == record
+
+
+def test_a_malformed_sample_column_is_a_one_line_error():
+    data = synthetic().to_dict()
+    data["step_time"]["samples_s"] = {"dtype": "float64", "zlib_base64": "not base64!"}
+    with pytest.raises(ResultFormatError, match=r"Distribution\.samples_s cannot be decoded"):
+        store.load_dict(data)
+    data["step_time"]["samples_s"] = [0.05, "fast"]
+    with pytest.raises(ResultFormatError, match=r"Distribution\.samples_s must be a list of "
+                                                "numbers"):
+        store.load_dict(data)
+
+
+def test_a_long_series_is_far_smaller_than_its_json_list():
+    rng = np.random.default_rng(0)
+    samples = np.round(0.5 + rng.gamma(50, 0.0002, 100_000), 3)
+    d = Distribution.of(samples.tolist())
+    encoded = len(json.dumps(d.to_dict()["samples_s"]))
+    as_list = len(json.dumps(samples.tolist()))
+    assert encoded < as_list / 2
