@@ -83,7 +83,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     ram_budget = o.ram_budget_mb or default_ram_budget_mb()
     run_steps = int(config.get("run_steps") or 0)
     loader = ls.loader_stage(
-        config, o.dataloader_file, parts, target.result.step_time.median_s,
+        config, o.dataloader_file, parts, target.result.step_time.summary.median,
         ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
                          o.hosts.agree if o.hosts else None,
                          search_threads=o.search_threads, fixed=fixed,
@@ -91,8 +91,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         progress, clock)
     real = real_stage(config, o.real_file, workload, parts, loader.chosen, o.steps,
                       o.timeout_s, progress, clock)
-    r_samples = [s.time_s for s in steady_state(real.steps)]
-    real_est = Estimate.of(r_samples)
+    real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
+    real_est = Estimate.median_of(real_dist)
     progress(f"      real-data step time R = {ms(real_est.value)}")
     t_samples, drift = target.result.step_time.samples_s, None
     if not o.synthetic_file and workload is not None:
@@ -110,7 +110,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
             host_warnings.append(
                 f"the verdict uses the slowest host's loader time D = {ms(chosen_d.value)} "
                 f"(this host's is {ms(own_d.value)}): every host waits for it at each step")
-    est = Estimates(Estimate.of(t_samples), chosen_d, real_est, baseline_d)
+    target_dist = Distribution.of(t_samples)
+    est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value))
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
@@ -119,14 +120,14 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     t = loader.tuning
     return CompareRun(CompareResult(
         env=collect_env(), config=config.to_dict(), target_step_s=est.target.value,
-        target=Distribution.of(t_samples), loader=loader.settings,
+        target=target_dist, loader=loader.settings,
         chosen_workers=loader.chosen.workers, chosen_threads=loader.chosen.threads,
         loader_step_s=est.loader.value, real_step_s=real_est.value,
-        real=Distribution.of(r_samples),
+        real=real_dist,
         verdict=verdict.verdict, verdict_reason=verdict.reason, findings=tuple(findings),
         recommendation=fnd.recommendation_for(verdict, loader.chosen.workers, findings,
                                               t.meets_target, loader.chosen.settings),
-        tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.median_s, t.reason,
+        tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.summary.median, t.reason,
                       LOADER_HEADROOM, len(t.trials), t.stop, loader.chosen.settings,
                       run_steps, ram_budget),
         host_spans=host_span_means(real.steps), compile=target.result.compile,

@@ -149,7 +149,8 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
 
     is_steady = steady_mask(steps)
     times = steps.column("time_s")[is_steady].tolist()
-    med = float(np.median(times)) if times else math.nan
+    step_time = Distribution.of(times)
+    med = step_time.summary.median
     anomalies = _anomalies_of(data, steps, origin)
 
     tflops, tokens = _rates_per_device(data, env, throughput, times, med)
@@ -157,7 +158,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     if isinstance(warnings, list):
         run_warnings = tuple(str(w) for w in warnings)
     else:
-        run_warnings = tuple(stats.quality_warnings(times))
+        run_warnings = tuple(stats.quality_warnings(step_time.summary))
     first = _number(compile_info.get("first_step_s"))
     return RunSummary(
         source=origin,
@@ -165,7 +166,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
         env=dict(env),
         config=dict(config),
         steps=steps,
-        step_time=Distribution.of(times),
+        step_time=step_time,
         mean_all_s=float(np.mean(steps.column("time_s"))),
         first_step_s=first if first is not None else steps[0].time_s,
         params=_number(data.get("params")),
@@ -343,9 +344,9 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
               progress: Progress = NO_PROGRESS) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
     ``progress`` hears of each bootstrap (seconds each on million-step runs)."""
-    sa, sb = a.step_time, b.step_time
-    median_row = _tested_row("step time median", "s", sa.samples_s, sb.samples_s, confidence,
-                             progress)
+    sa, sb = a.step_time.summary, b.step_time.summary
+    median_row = _tested_row("step time median", "s", a.step_time.samples_s,
+                             b.step_time.samples_s, confidence, progress)
     rows = (
         _plain_row("parameters", "count", a.params, b.params),
         _plain_row("final loss", "loss", a.final_loss, b.final_loss),
@@ -354,9 +355,9 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         _tested_row("tokens/s per device", "tokens/s", a.tokens_per_s_per_device,
                     b.tokens_per_s_per_device, confidence, progress),
         median_row,
-        _plain_row("step time p90", "s", sa.p90_s if sa.n else None, sb.p90_s if sb.n else None),
-        _plain_row("step time mean", "s", sa.mean_s if sa.n else None,
-                   sb.mean_s if sb.n else None),
+        _plain_row("step time p90", "s", sa.p90 if sa.n else None, sb.p90 if sb.n else None),
+        _plain_row("step time mean", "s", sa.mean if sa.n else None,
+                   sb.mean if sb.n else None),
         _plain_row("step time mean, all steps", "s", a.mean_all_s, b.mean_all_s),
         _plain_row("mean inflated by anomalies", "fraction", a.mean_inflation,
                    b.mean_inflation, relative=False),

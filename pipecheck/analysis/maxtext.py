@@ -571,7 +571,8 @@ def import_lines(lines: Iterable[str], source: str,
     is_steady = np.ones(len(steps), dtype=bool)
     is_steady[rows] = False
     steady = times[is_steady]
-    warnings = stats.quality_warnings(steady)
+    step_time = Distribution.of(steady)
+    warnings = stats.quality_warnings(step_time.summary)
     if p.duplicates:
         warnings.append(f"{p.duplicates} 'completed step' line(s) repeat a step already read "
                         "(several processes in one log, or a restart?); the first was kept")
@@ -587,7 +588,7 @@ def import_lines(lines: Iterable[str], source: str,
         env=p.env,
         config=p.config,
         steps=steps,
-        step_time=Distribution.of(steady),
+        step_time=step_time,
         mean_all_s=float(np.mean(times)),
         anomalies=tuple(found),
         events=tuple(p.events),

@@ -32,15 +32,28 @@ BOOTSTRAP_SEED = 0
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """Order statistics of a set of raw samples (seconds or any unit)."""
+    """Order statistics of a set of raw samples (seconds or any unit): the one type that
+    holds them. Records store it under the names ``named`` gives (``median_s``, ...), and
+    ``records.common.Distribution`` derives it from the raw samples it keeps."""
 
     median: float
+    mean: float
     p10: float
     p90: float
     p99: float
     iqr: float
-    mean: float
     n: int
+
+    @classmethod
+    def names(cls, unit: str) -> tuple[str, ...]:
+        """The statistics' names with a unit suffix (``median_s`` for ``"_s"``); the count
+        ``n`` has no unit."""
+        return tuple(f.name if f.name == "n" else f.name + unit for f in dataclasses.fields(cls))
+
+    def named(self, unit: str) -> dict[str, float]:
+        """The statistics under ``names(unit)``, in field order."""
+        values = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return dict(zip(self.names(unit), values, strict=True))
 
 
 def summarize(samples: Samples) -> Summary:
@@ -52,19 +65,18 @@ def summarize(samples: Samples) -> Summary:
     p10, p25, p50, p75, p90, p99 = np.percentile(arr, [10, 25, 50, 75, 90, 99])
     return Summary(
         median=float(p50),
+        mean=float(arr.mean()),
         p10=float(p10),
         p90=float(p90),
         p99=float(p99),
         iqr=float(p75 - p25),
-        mean=float(arr.mean()),
         n=int(arr.size),
     )
 
 
-def quality_warnings(samples: Samples, what: str = "step time") -> list[str]:
-    """Warnings, as data, about how far a distribution can be trusted."""
+def quality_warnings(s: Summary, what: str = "step time") -> list[str]:
+    """Warnings, as data, about how far a distribution (its summary) can be trusted."""
     warnings: list[str] = []
-    s = summarize(samples)
     if s.n < MIN_STEADY_SAMPLES:
         warnings.append(
             f"only {s.n} steady-state {what} samples (fewer than {MIN_STEADY_SAMPLES}); "

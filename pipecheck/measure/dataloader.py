@@ -316,7 +316,8 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     """The record of a timed setting: throughput, D, quality warnings, stages."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
-    warnings = stats.quality_warnings(timing.samples, what="batch time")
+    batch_time = Distribution.of(timing.samples)
+    warnings = stats.quality_warnings(batch_time.summary, what="batch time")
     workers = settings.workers
     buffered = workers * settings.per_worker_buffer
     if workers and n_batches < BUFFER_WARNING_FACTOR * buffered:
@@ -334,7 +335,7 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
         workers=workers,
         threads=settings.threads,
         first_batch_s=timing.first_batch_s,
-        batch_time=Distribution.of(timing.samples),
+        batch_time=batch_time,
         batches_per_s=bps,
         examples_per_s=eps,
         tokens_per_s=tps,

@@ -80,15 +80,15 @@ def throughput_of(median_s: float, workload: Workload, analysis_flops: float | N
 def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list[str]]:
     """Steady-state step times and the quality warnings about them."""
     steady = steady_state(steps)
-    samples = [s.time_s for s in steady]
-    warnings = stats.quality_warnings(samples)
+    step_time = Distribution.of([s.time_s for s in steady])
+    warnings = stats.quality_warnings(step_time.summary)
     kept = {s.step for s in steady}
     excluded = [s.step for s in steps[1:] if s.step not in kept and s.tags != ("drain",)]
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} step(s) kept out of the steady state (tagged or "
                         f"anomalous): {shown}")
-    return Distribution.of(samples), warnings
+    return step_time, warnings
 
 
 @dataclasses.dataclass
@@ -149,7 +149,7 @@ def synthetic_run(
         config=config.to_dict(),
         step_time=step_time,
         compile=compile_info,
-        throughput=throughput_of(step_time.median_s, workload, flops, peak),
+        throughput=throughput_of(step_time.summary.median, workload, flops, peak),
         warnings=tuple(warnings),
         steps=records,
         anomalies=anomalies,

@@ -46,7 +46,8 @@ def target_again(config: RunConfig, steps: int, workload: Workload, before: Targ
                  ) -> tuple[tuple[float, ...], str | None]:
     """T measured again after the real-data run: its samples and a drift warning, if any."""
     after = measure_synthetic(config, steps, clock=clock, workload=workload)
-    warning = drift_warning(before.result.step_time.median_s, after.step_time.median_s)
+    warning = drift_warning(before.result.step_time.summary.median,
+                            after.step_time.summary.median)
     return after.step_time.samples_s, warning
 
 
@@ -60,5 +61,5 @@ def target_stage(config: RunConfig, path: str | None, steps: int, workload: Work
         assert workload is not None
         progress(f"[1/4] target step time: {steps} synthetic steps")
         target = measure_target(config, steps, workload, clock)
-    progress(f"      target step time T = {ms(target.result.step_time.median_s)}")
+    progress(f"      target step time T = {ms(target.result.step_time.summary.median)}")
     return target

@@ -11,7 +11,7 @@ import functools
 import math
 import types
 import typing
-from typing import Any, Mapping, TypeVar
+from typing import Any, ClassVar, Mapping, TypeVar
 
 import numpy as np
 
@@ -108,7 +108,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
     hints = typing.get_type_hints(cls, include_extras=True)
     kwargs = {}
     names = {f.name for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    derived: frozenset[str] = getattr(cls, "DERIVED_KEYS", frozenset())
     for key, value in data.items():
+        if key in derived:  # computed from the fields again, not read
+            continue
         if key not in names:
             raise ResultFormatError(f"unexpected field {key!r} in {cls.__name__}")
         kwargs[key] = _convert_in(hints[key], value, f"{cls.__name__}.{key}")
@@ -139,8 +142,11 @@ def _convert_out(value: Any) -> Any:
                                                                       strict=True)]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         columns = _float_columns(type(value))
-        return {f.name: float_column_to_json(getattr(value, f.name)) if f.name in columns
-                else _convert_out(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        out = {k: _convert_out(v) for k, v in value.derived().items()} \
+            if isinstance(value, Record) else {}
+        out.update((f.name, float_column_to_json(getattr(value, f.name)) if f.name in columns
+                    else _convert_out(getattr(value, f.name))) for f in dataclasses.fields(value))
+        return out
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]
     if isinstance(value, Mapping):
@@ -159,6 +165,14 @@ def to_dict(record: Any) -> dict[str, Any]:
 
 class Record:
     """Mixin for records: ``to_dict``/``from_dict`` from the type hints."""
+
+    DERIVED_KEYS: ClassVar[frozenset[str]] = frozenset()
+    """Keys a file holds besides the fields, computed from them (``derived``): written for
+    readers, skipped on reading."""
+
+    def derived(self) -> dict[str, Any]:
+        """The values of ``DERIVED_KEYS``, written before the fields."""
+        return {}
 
     def to_dict(self) -> dict[str, Any]:
         return to_dict(self)

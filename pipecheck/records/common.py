@@ -4,8 +4,11 @@ info, throughput, sync sites, wall-time breakdowns."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import ClassVar, Literal, Mapping, Sequence
+
+import numpy as np
 
 from pipecheck.analysis import stats
 from pipecheck.records.base import Record
@@ -15,22 +18,26 @@ from pipecheck.records.steps import FloatColumn
 
 @dataclasses.dataclass(frozen=True)
 class Distribution(Record):
-    """Raw samples (seconds) and the order statistics derived from them."""
+    """Raw samples (seconds) and their order statistics: ``summary``, the one
+    ``stats.Summary`` of them, derived from the samples (so never out of step with them).
+    Files hold the summary's numbers under their record names (``median_s``, ``mean_s``,
+    ``p10_s``, ``p90_s``, ``p99_s``, ``iqr_s``, ``n``) for readers; on reading they are
+    computed again from ``samples_s``."""
 
-    median_s: float
-    mean_s: float
-    p10_s: float
-    p90_s: float
-    p99_s: float
-    iqr_s: float
-    n: int
+    DERIVED_KEYS: ClassVar[frozenset[str]] = frozenset(stats.Summary.names("_s"))
     samples_s: FloatColumn
 
     @classmethod
     def of(cls, samples: stats.Samples) -> Distribution:
-        s = stats.summarize(samples)
-        raw = tuple(float(x) for x in samples)
-        return cls(s.median, s.mean, s.p10, s.p90, s.p99, s.iqr, s.n, raw)
+        return cls(tuple(np.asarray(samples, dtype=float).tolist()))
+
+    @functools.cached_property
+    def summary(self) -> stats.Summary:
+        """Median, mean, percentiles, IQR and n of ``samples_s`` (seconds)."""
+        return stats.summarize(self.samples_s)
+
+    def derived(self) -> dict[str, float]:
+        return self.summary.named("_s")
 
     def median_ci(self, confidence: float = 0.95) -> tuple[float, float]:
         return stats.median_ci(self.samples_s, confidence)
@@ -40,7 +47,8 @@ class Distribution(Record):
 class Estimate(Record):
     """A statistic of raw samples (seconds) with its 95% bootstrap interval: what a decision
     is made on. Step times use the median (one stall must not count); loader batch times
-    the mean (workers deliver in bursts; the mean is 1 / throughput)."""
+    the mean (workers deliver in bursts; the mean is 1 / throughput). The statistic and n
+    are the samples' ``Distribution.summary``'s; the interval is this type's own."""
 
     value: float
     low: float
@@ -49,21 +57,28 @@ class Estimate(Record):
     statistic: Literal["median", "mean"] = "median"
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> Estimate:
+    def median_of(cls, d: Distribution) -> Estimate:
         """The median and its interval: for step times, where one stall must not count."""
-        s = stats.summarize(samples)
-        lo, hi = stats.median_ci(samples)
-        return cls(s.median, lo, hi, s.n)
+        return cls(d.summary.median, *d.median_ci(), d.summary.n)
 
     @classmethod
-    def of_mean(cls, samples: Sequence[float], block: int | None = None) -> Estimate:
+    def mean_of(cls, d: Distribution, block: int | None = None) -> Estimate:
         """The mean and its interval: for batch arrival times. Workers deliver batches in
         bursts (several at once, then a wait), so the median understates the time per
         batch; the mean is the inverse of the loader's throughput. ``block`` should span
         whole bursts (see ``steady_state.burst_block``), or the interval comes out too wide."""
-        s = stats.summarize(samples)
-        lo, hi = stats.bootstrap_ci(samples, "mean", block=block)
-        return cls(s.mean, lo, hi, s.n, "mean")
+        lo, hi = stats.bootstrap_ci(d.samples_s, "mean", block=block)
+        return cls(d.summary.mean, lo, hi, d.summary.n, "mean")
+
+    @classmethod
+    def of(cls, samples: Sequence[float]) -> Estimate:
+        """``median_of`` the distribution of ``samples``."""
+        return cls.median_of(Distribution.of(samples))
+
+    @classmethod
+    def of_mean(cls, samples: Sequence[float], block: int | None = None) -> Estimate:
+        """``mean_of`` the distribution of ``samples``."""
+        return cls.mean_of(Distribution.of(samples), block)
 
     @property
     def relative_half_width(self) -> float:

@@ -46,7 +46,7 @@ class RunSummary(Record):
 
     @property
     def mean_inflation(self) -> float:
-        return mean_inflation(self.mean_all_s, self.step_time.mean_s)
+        return mean_inflation(self.mean_all_s, self.step_time.summary.mean)
 
     @property
     def description(self) -> str:

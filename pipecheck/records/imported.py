@@ -105,7 +105,7 @@ class ImportedRun(Record):
     @property
     def mean_inflation(self) -> float:
         """How much the anomalies inflate the mean: mean(all) / mean(steady) - 1."""
-        return mean_inflation(self.mean_all_s, self.step_time.mean_s)
+        return mean_inflation(self.mean_all_s, self.step_time.summary.mean)
 
 
 def mean_inflation(mean_all: float, mean_steady: float) -> float:

@@ -25,11 +25,12 @@ def _evidence(r: CompareResult) -> list[list[Any]]:
     est = r.estimates
     t, d, real = (est.target, est.loader, est.real) if est else (None, None, None)
     return [
-        ["target step T (compute alone)", "median", ms(r.target.median_s), _ci(t), r.target.n,
+        ["target step T (compute alone)", "median", ms(r.target.summary.median), _ci(t),
+         r.target.summary.n,
          r.sources.get("target", "")],
         [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
          ms(r.loader_step_s), _ci(d), d.n if d else 0, r.sources.get("loader", "")],
-        ["real-data step R", "median", ms(r.real.median_s), _ci(real), r.real.n,
+        ["real-data step R", "median", ms(r.real.summary.median), _ci(real), r.real.summary.n,
          r.sources.get("real", "")],
     ]
 
@@ -53,8 +54,8 @@ def _tried(r: CompareResult, goal: float) -> list[list[Any]]:
         d = s.loader_time.value if s.loader_time is not None else float("nan")
         knobs = [s.workers, s.threads] + ([s.per_worker_buffer if s.workers else "-",
                                            s.settings.prefetch] if buffers else [])
-        rows.append([*knobs, ms(s.first_batch_s), ms(d), ms(s.batch_time.median_s),
-                     ms(s.batch_time.p90_s), "yes" if d <= goal else "no", mark])
+        rows.append([*knobs, ms(s.first_batch_s), ms(d), ms(s.batch_time.summary.median),
+                     ms(s.batch_time.summary.p90), "yes" if d <= goal else "no", mark])
     return rows
 
 

@@ -44,11 +44,11 @@ def _loader_time(setting: LoaderSetting) -> list[str]:
 def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
     rows = []
     for r in results:
-        d = r.batch_time
+        d = r.batch_time.summary
         rows.append([
-            r.workers, r.threads, _seconds(r.first_batch_s), *_loader_time(r), ms(d.median_s),
-            ms(d.p90_s),
-            ms(d.p99_s), f"{r.batches_per_s:.1f}" if math.isfinite(r.batches_per_s) else "-",
+            r.workers, r.threads, _seconds(r.first_batch_s), *_loader_time(r), ms(d.median),
+            ms(d.p90),
+            ms(d.p99), f"{r.batches_per_s:.1f}" if math.isfinite(r.batches_per_s) else "-",
             rate(r.examples_per_s, "ex/s"), rate(r.tokens_per_s, "tok/s"),
         ])
     return rows

@@ -76,8 +76,8 @@ def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
         return f"{label}: mean over all steps {value_text('s', run.mean_all_s)}"
     return (f"{label}: the {n} anomalous step(s) inflate the mean by {inflation:+.1%} "
             f"(all steps {value_text('s', run.mean_all_s)} vs steady state "
-            f"{value_text('s', run.step_time.mean_s)}); the headline is the steady-state "
-            f"median, {value_text('s', run.step_time.median_s)}")
+            f"{value_text('s', run.step_time.summary.mean)}); the headline is the steady-state "
+            f"median, {value_text('s', run.step_time.summary.median)}")
 
 
 def format_diff(result: DiffResult) -> str:
@@ -112,7 +112,7 @@ def _gb(v: float | None) -> str:
 
 def format_imported(run: ImportedRun) -> str:
     """``pipecheck import``: what was read from the log and its steady state."""
-    d, mem = run.step_time, run.memory
+    d, mem = run.step_time.summary, run.memory
     steady = run.steady_mask
 
     def present(name: str, rows: np.ndarray | slice = slice(None)) -> list[float]:
@@ -129,9 +129,9 @@ def format_imported(run: ImportedRun) -> str:
     rows: list[list[Any]] = [
         ["steps logged", f"{len(run.steps)} (steps {run.steps[0].step}..{run.steps[-1].step})"],
         ["steady-state steps (n)", d.n],
-        ["step time median (steady)", value_text("s", d.median_s)],
-        ["step time p90 (steady)", value_text("s", d.p90_s)],
-        ["step time mean (steady)", value_text("s", d.mean_s)],
+        ["step time median (steady)", value_text("s", d.median)],
+        ["step time p90 (steady)", value_text("s", d.p90)],
+        ["step time mean (steady)", value_text("s", d.mean)],
         ["step time mean (all steps)", f"{value_text('s', run.mean_all_s)} "
                                        f"({run.mean_inflation:+.1%} from anomalies)"
          if math.isfinite(run.mean_inflation) else value_text("s", run.mean_all_s)],

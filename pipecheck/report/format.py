@@ -92,11 +92,12 @@ def warnings_text(warnings: Sequence[str]) -> str:
 
 
 def distribution_rows(d: Distribution, label: str) -> list[list[str]]:
+    s = d.summary
     return [
-        [f"{label} median", ms(d.median_s)],
-        [f"{label} p10 / p90", f"{ms(d.p10_s)} / {ms(d.p90_s)}"],
-        [f"{label} IQR", ms(d.iqr_s)],
-        ["steady-state steps (n)", str(d.n)],
+        [f"{label} median", ms(s.median)],
+        [f"{label} p10 / p90", f"{ms(s.p10)} / {ms(s.p90)}"],
+        [f"{label} IQR", ms(s.iqr)],
+        ["steady-state steps (n)", str(s.n)],
     ]
 
 

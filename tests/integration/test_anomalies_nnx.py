@@ -51,7 +51,7 @@ def test_generation_steps_are_flagged_with_their_cause(nnx_run) -> None:
     assert second.cause == "host work outside spans"
     assert "compiled during the step" not in second.evidence
     for a in (first, second):
-        assert a.ratio >= 2.0 and a.time_s >= 2.0 * run.step_time.median_s
+        assert a.ratio >= 2.0 and a.time_s >= 2.0 * run.step_time.summary.median
     # listed in the report, with the cause
     assert "anomalous steps (kept out of the steady state):" in report
     assert "host work outside spans" in report
@@ -67,8 +67,8 @@ def test_generation_steps_are_kept_out_of_the_steady_state(nnx_run) -> None:
         assert i not in steady
         assert steps[i].time_s not in run.step_time.samples_s
     # the headline is the median of the other steps, far below the generation steps
-    assert run.step_time.n >= 40
-    assert max(steps[19].time_s, steps[39].time_s) > 2 * run.step_time.p90_s
+    assert run.step_time.summary.n >= 40
+    assert max(steps[19].time_s, steps[39].time_s) > 2 * run.step_time.summary.p90
 
 
 def test_generation_steps_are_marked_in_the_plot(nnx_run, tmp_path: pathlib.Path) -> None:

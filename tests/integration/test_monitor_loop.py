@@ -61,7 +61,7 @@ def test_lagged_loop_has_no_user_sync_at_that_line(tmp_path: pathlib.Path) -> No
     assert {10, 20, 30} <= {k for k, v in tagged.items() if "checkpoint" in v}
     assert "eval" in tagged[7] and "compile" in tagged[0]
     assert res.total_steps == 40 and res.config["mode"] == "lagged"
-    assert res.first_step_s == res.steps[0].time_s > res.step_time.median_s
+    assert res.first_step_s == res.steps[0].time_s > res.step_time.summary.median
 
 
 def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:

@@ -102,7 +102,7 @@ def test_pipecheck_run_steady_state_and_anomalies():
     data["steps"][7].update(time_s=0.34, spans={"sync": 0.04, "checkpoint": 0.3})
     data["steps"][20].update(time_s=0.5, spans={"sync": 0.04, "other": 0.46})
     s = diff.summary_from_record(data, "a.json")
-    assert s.step_time.n == 26
+    assert s.step_time.summary.n == 26
     steady_times = [st["time_s"] for st in data["steps"] if st["step"] not in (0, 7, 9, 20)]
     assert list(s.step_time.samples_s) == steady_times
     # listed: the steps far above the steady state (a quick tagged step is apart, not slow)
@@ -125,7 +125,7 @@ def test_kinds_this_branch_does_not_define_still_diff():
     data = run_dict(0.040, seed=4, kind="monitor")
     data["something_new"] = {"x": 1}
     s = diff.summary_from_record(data, "m.json")
-    assert s.kind == "monitor" and s.step_time.n == 29
+    assert s.kind == "monitor" and s.step_time.summary.n == 29
 
 
 def test_environment_differences_warn():
@@ -217,7 +217,7 @@ def test_cli_import_writes_json(tmp_path, capsys):
     assert main(["import", str(LOG_A), "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "pipecheck import:" in text and "attribution shift" in text
-    assert store.load(out, expect=maxtext.ImportedRun).step_time.median_s == 0.238
+    assert store.load(out, expect=maxtext.ImportedRun).step_time.summary.median == 0.238
 
 
 @pytest.mark.parametrize("command", ["diff", "import"])

@@ -119,8 +119,8 @@ def test_anomalies_are_matched_to_saves_by_timestamp_overlap(run_a):
 
 def test_steady_state_excludes_first_step_and_anomalies(run_a):
     d = run_a.step_time
-    assert d.n == 54
-    assert d.median_s == 0.238  # the headline: a 29.6 s step does not move it
+    assert d.summary.n == 54
+    assert d.summary.median == 0.238  # the headline: a 29.6 s step does not move it
     expected_steady = [s.time_s for s in run_a.steps if s.step not in (0, 1, 21, 41, 55, 56)]
     assert list(d.samples_s) == expected_steady
     assert min(expected_steady) > 0.2 and max(expected_steady) < 0.25

@@ -18,11 +18,19 @@ def test_empty_summary_is_nan():
     assert s.n == 0 and math.isnan(s.median)
 
 
+def test_summary_names_in_a_unit():
+    s = stats.summarize([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    assert stats.Summary.names("_s") == ("median_s", "mean_s", "p10_s", "p90_s", "p99_s",
+                                         "iqr_s", "n")
+    assert s.named("_s") == {"median_s": 5.5, "mean_s": 5.5, "p10_s": s.p10, "p90_s": s.p90,
+                             "p99_s": s.p99, "iqr_s": 4.5, "n": 10}
+
+
 def test_quality_warnings():
-    assert stats.quality_warnings([1.0] * 20) == []
-    few = stats.quality_warnings([1.0] * 3)
+    assert stats.quality_warnings(stats.summarize([1.0] * 20)) == []
+    few = stats.quality_warnings(stats.summarize([1.0] * 3))
     assert len(few) == 1 and "only 3" in few[0]
-    spread = stats.quality_warnings([1.0, 1.0, 1.5, 2.0] * 5)
+    spread = stats.quality_warnings(stats.summarize([1.0, 1.0, 1.5, 2.0] * 5))
     assert any("large spread" in w for w in spread)
 
 

@@ -52,8 +52,8 @@ def test_monitor_charges_a_checkpoint_to_the_step_that_ran_it() -> None:
         assert by[i].time_s == pytest.approx(CKPT)
     for i in (6, 11):
         assert by[i].time_s == pytest.approx(C)  # not faster than the steady state
-    assert r.step_time.median_s == pytest.approx(C)
-    assert r.step_time.n == 12  # 15 steps after the first, minus 3 checkpoint steps
+    assert r.step_time.summary.median == pytest.approx(C)
+    assert r.step_time.summary.n == 12  # 15 steps after the first, minus 3 checkpoint steps
     assert r.breakdown.seconds("checkpoint") == pytest.approx(3 * CKPT)
     assert r.breakdown.wall_s == pytest.approx(sum(s.time_s for s in r.steps))
 
@@ -149,8 +149,8 @@ def test_a_slow_step_of_host_work_is_flagged_explained_and_kept_out() -> None:
     assert r.anomalies[0].evidence.startswith("host work outside spans 1.50 s of the step's")
     by = {s.step: s for s in r.steps}
     assert by[19].tags == ("slow",) and by[20].tags == ()
-    assert r.step_time.n == 27  # steps 1..28 (29 drains), less the slow one
-    assert r.step_time.median_s == pytest.approx(C) and max(r.step_time.samples_s) < 2 * C
+    assert r.step_time.summary.n == 27  # steps 1..28 (29 drains), less the slow one
+    assert r.step_time.summary.median == pytest.approx(C) and max(r.step_time.samples_s) < 2 * C
     text = mon.report()
     assert "anomalous steps (kept out of the steady state):" in text
     assert "host work outside spans" in text

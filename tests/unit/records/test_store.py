@@ -4,7 +4,14 @@ import pytest
 
 from pipecheck.errors import OutputExistsError, OutputPathError, ResultFormatError
 from pipecheck.records import store
-from pipecheck.records.common import CompileInfo, Distribution, Finding, StepRecord, Throughput
+from pipecheck.records.common import (
+    CompileInfo,
+    Distribution,
+    Estimate,
+    Finding,
+    StepRecord,
+    Throughput,
+)
 from pipecheck.records.synthetic import SyntheticResult
 
 
@@ -42,9 +49,20 @@ def test_round_trip_through_json(tmp_path):
 
 def test_distribution_statistics_come_from_the_samples():
     d = Distribution.of([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert d.median_s == 3.0 and d.n == 5 and d.samples_s == (1.0, 2.0, 3.0, 4.0, 100.0)
-    assert d.iqr_s == 2.0
-    assert d.mean_s == 22.0  # the stall moves the mean, not the median
+    s = d.summary
+    assert s.median == 3.0 and s.n == 5 and d.samples_s == (1.0, 2.0, 3.0, 4.0, 100.0)
+    assert s.iqr == 2.0
+    assert s.mean == 22.0  # the stall moves the mean, not the median
+
+
+def test_a_files_statistics_are_derived_from_its_samples():
+    data = make_result().to_dict()
+    assert list(data["step_time"]) == ["median_s", "mean_s", "p10_s", "p90_s", "p99_s",
+                                       "iqr_s", "n", "samples_s"]
+    assert data["step_time"]["median_s"] == 0.055 and data["step_time"]["n"] == 3
+    data["step_time"]["median_s"] = 9.0  # edited by hand: the samples decide
+    back = store.load_dict(data)
+    assert back.step_time.summary.median == 0.055 and back == make_result()
 
 
 def test_unknown_version_and_kind_are_refused(tmp_path):
@@ -127,3 +145,16 @@ def test_nan_is_written_as_null(tmp_path):
     r = make_result(step_time=Distribution.of([]))
     text = store.record_to_json(r)
     assert '"median_s": null' in text
+
+
+def test_an_estimate_takes_its_statistic_and_n_from_the_distributions_summary():
+    d = Distribution.of([0.05, 0.06, 0.055, 0.3, 0.052])
+    assert d.summary is d.summary  # derived once
+    e = Estimate.median_of(d)
+    assert (e.value, e.n, e.statistic) == (d.summary.median, d.summary.n, "median") == \
+        (0.055, 5, "median")
+    assert (e.low, e.high) == d.median_ci() and e.low <= e.value <= e.high
+    m = Estimate.mean_of(d, block=2)
+    assert (m.value, m.n, m.statistic) == (d.summary.mean, 5, "mean")
+    assert m.low < m.value < m.high
+    assert Estimate.of(d.samples_s) == e and Estimate.of_mean(d.samples_s, 2) == m
