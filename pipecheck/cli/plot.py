@@ -37,9 +37,10 @@ def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
     steps marked, and a Gantt of a window of steps. Needs matplotlib
     (pip install 'pipecheck[plot]'). See docs/timeline.md.
     """
+    from pipecheck.cli.progress import TerminalProgress
     from pipecheck.report.plot import plot_run
 
-    shown = plot_run(run_json, output, _parse_window(window), force)
+    shown = plot_run(run_json, output, _parse_window(window), force, TerminalProgress())
     if shown.window is not None:
         lower = f"Gantt of steps {shown.window[0]}-{shown.window[1]}"
     elif shown.lower == "anomalies":

@@ -24,6 +24,7 @@ from tabulate import tabulate
 from pipecheck.analysis.anomalies import ANOMALY_TAGS
 from pipecheck.analysis.steady_state import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.errors import PlotUnavailableError, ResultFormatError
+from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
@@ -325,24 +326,36 @@ def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, titl
     return buf.getvalue(), lower
 
 
+PLOT_STAGES = 3
+"""What ``plot_run`` reports progress in: reading the record, drawing, writing the PNG (a
+million-step record takes seconds to read and to draw; neither is one loop to count)."""
+
+
 def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
-             window: tuple[int, int] | None = None, force: bool = False) -> PlotOutcome:
-    """Render ``run_path``'s steps to a PNG at ``out_path``; say what the panels show."""
+             window: tuple[int, int] | None = None, force: bool = False,
+             progress: Progress = NO_PROGRESS) -> PlotOutcome:
+    """Render ``run_path``'s steps to a PNG at ``out_path``; say what the panels show.
+    ``progress`` gets one task of ``PLOT_STAGES`` stages."""
     store.check_writable(out_path, force)
-    record: Any = store.load(run_path)
-    steps = steps_of(record, str(run_path))
-    numbers = column_of(steps, "step")
-    if window is None:
-        window = default_window(steps)
-    elif not np.any((numbers >= window[0]) & (numbers <= window[1])):
-        raise ResultFormatError(
-            f"--steps {window[0]}:{window[1]} holds none of the run's steps "
-            f"({int(numbers.min())}..{int(numbers.max())})")
-    kind = getattr(record, "kind", "run")
-    median = getattr(getattr(record, "step_time", None), "median_s", math.nan)
-    title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median {ms(median)}"
-    png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))
-    store.write_text_atomic(out_path, png, force)
+    with progress.task(f"plotting {os.path.basename(str(run_path))}", PLOT_STAGES,
+                       "stage") as task:
+        record: Any = store.load(run_path)
+        task.advance()
+        steps = steps_of(record, str(run_path))
+        numbers = column_of(steps, "step")
+        if window is None:
+            window = default_window(steps)
+        elif not np.any((numbers >= window[0]) & (numbers <= window[1])):
+            raise ResultFormatError(
+                f"--steps {window[0]}:{window[1]} holds none of the run's steps "
+                f"({int(numbers.min())}..{int(numbers.max())})")
+        kind = getattr(record, "kind", "run")
+        median = getattr(getattr(record, "step_time", None), "median_s", math.nan)
+        title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median {ms(median)}"
+        png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))
+        task.advance()
+        store.write_text_atomic(out_path, png, force)
+        task.advance()
     return PlotOutcome(window if lower == "gantt" else None, lower,
                        banded=len(steps) > BAND_MIN_STEPS)
 

@@ -1,5 +1,5 @@
 """Long runs through the CLI: generated MaxText logs in the real line format, progress bars
-on a terminal and nothing when piped, plots that read at any length."""
+on a terminal and nothing when piped (import, diff, plot), plots that read at any length."""
 
 from __future__ import annotations
 
@@ -100,6 +100,17 @@ def test_plot_of_a_long_import_bands_the_steady_state_and_tables_the_anomalies(l
     out = tmp_path / "a.png"
     r = run_cli("plot", str(rec), "-o", str(out))
     assert r.returncode == 0, r.stderr
+    assert r.stderr == "" and "%|" not in r.stdout  # piped: no bar
     assert "no spans in this run: the steps kept out of the steady state as a table" in r.stdout
     assert "steady state binned into a band" in r.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_shows_progress_on_a_terminal(logs, tmp_path):
+    a, _ = logs
+    rec = tmp_path / "a.json"
+    assert run_cli("import", str(a), "--json", str(rec)).returncode == 0
+    code, seen = run_on_terminal("plot", str(rec), "-o", str(tmp_path / "a.png"))
+    assert code == 0, seen
+    assert "pipecheck: plotting a.json" in seen and "/3 [" in seen  # a tqdm bar of stages
+    assert "wrote " in seen

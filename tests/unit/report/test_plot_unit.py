@@ -94,3 +94,37 @@ def test_a_long_run_is_plotted_as_a_band_with_every_tagged_step(tmp_path) -> Non
     out = plot_run(tmp_path / "r.json", tmp_path / "r.png")
     assert out.banded and out.lower == "anomalies" and out.window is None
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_plot_reports_progress_stage_by_stage(tmp_path) -> None:
+    """A long record takes seconds to read and to draw: plot_run reports each stage done
+    (the CLI draws it as a bar on a terminal, nothing when piped)."""
+    from pipecheck.progress import Progress, Task
+    from pipecheck.records import store
+    from pipecheck.records.common import Distribution
+    from pipecheck.records.imported import ImportedRun, LogStep
+    from pipecheck.report.plot import PLOT_STAGES, plot_run
+
+    events = []
+
+    class Recording(Progress):
+        def task(self, description, total, unit=""):
+            events.append(("task", description, total, unit))
+
+            class T(Task):
+                def advance(self, n=1):
+                    events.append(("advance", n, (tmp_path / "r.png").exists()))
+
+                def close(self):
+                    events.append(("close",))
+
+            return T()
+
+    steps = tuple(LogStep(step=i, time_s=t) for i, t in enumerate([30.0] + [0.5] * 20))
+    run = ImportedRun(source="gen.log", env={}, config={}, steps=steps,
+                      step_time=Distribution.of([0.5] * 20), mean_all_s=1.9)
+    store.save(run, tmp_path / "r.json")
+    plot_run(tmp_path / "r.json", tmp_path / "r.png", progress=Recording())
+    assert events == [("task", "plotting r.json", PLOT_STAGES, "stage"),
+                      ("advance", 1, False), ("advance", 1, False), ("advance", 1, True),
+                      ("close",)]
