@@ -1,6 +1,6 @@
 """pipecheck: is a JAX training run held back by input, compute, or a forced host sync?"""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -11,8 +11,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from pipecheck.tuned_config import grain_options
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy: ``import pipecheck`` stays cheap and never imports JAX.
+def __getattr__(name: str) -> object:
+    # lazy: ``import pipecheck`` (and every Grain worker that unpickles a pipecheck object)
+    # stays cheap: Monitor pulls in the measuring modules, numpy and tabulate
     if name == "Monitor":
         from pipecheck.measure.monitor import Monitor
 

@@ -22,11 +22,13 @@ from pipecheck.config import RunConfig
 from pipecheck.measure import loader_search as ls
 from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S, loader_parts
 from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
+from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS, target_again, target_stage
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
 from pipecheck.report.format import ms
+from pipecheck.tuned_config import config_settings, usable_cores
 from pipecheck.workloads import build_workload
 
 
@@ -76,8 +78,6 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     workload = None if o.synthetic_file and o.real_file else build_workload(config)
     parts = functools.cache(lambda: loader_parts(config, workload))
     target = target_stage(config, o.synthetic_file, o.target_steps, workload, progress, clock)
-    from pipecheck.measure.resources import default_ram_budget_mb
-    from pipecheck.tuned_config import config_settings, usable_cores
 
     fixed = config_settings(config) if not o.workers and o.search_threads else None
     ram_budget = o.ram_budget_mb or default_ram_budget_mb()

@@ -147,5 +147,6 @@ class RunConfig:
         return self.values.get(key, default)
 
     def to_dict(self) -> dict[str, Any]:
-        workload: Any = dict(self.entry_points) if self.entry_points else self.workload
+        workload: str | dict[str, str] = (dict(self.entry_points) if self.entry_points
+                                          else self.workload)
         return {"workload": workload, **dict(self.values)}

@@ -17,11 +17,12 @@ import os
 import platform
 import socket
 import warnings
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+import psutil
 import yaml
 
-from pipecheck.config import MEASURED_ON, RunConfig, read_config_file
+from pipecheck.config import GRAIN_KEYS, MEASURED_ON, RunConfig, read_config_file
 from pipecheck.errors import ConfigError
 from pipecheck.records import store
 from pipecheck.records.grain_settings import (
@@ -29,6 +30,9 @@ from pipecheck.records.grain_settings import (
     DEFAULT_THREADS,
     GrainSettings,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import grain
 
 RAM_TOLERANCE = 0.10
 """Total RAM differing by more than 10% is another machine (the same machine reports a few
@@ -53,10 +57,8 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def this_machine() -> dict[str, Any]:
+def this_machine() -> dict[str, str | int | None]:
     """Where a tuning is measured: host, cores, RAM and the versions that move timings."""
-    import psutil
-
     return {
         "host": socket.gethostname(),
         "cpu_count": os.cpu_count(),
@@ -120,56 +122,20 @@ def save_config(path: str, config: RunConfig, settings: GrainSettings,
     store.write_text_atomic(path, config_text(config, settings, measured), force)
 
 
-def loader_trial(setting: Any) -> Any:
-    """A measured ``LoaderSetting`` as the tuner's Trial (D as the verdict counts it)."""
-    from pipecheck.analysis.tuner import Trial
-    from pipecheck.measure.loader_search import with_loader_time
-
-    r = setting.resources
-    est = with_loader_time(setting).loader_time
-    assert est is not None
-    d = est.value
-    return Trial.of(setting.settings, d, first_batch_s=setting.first_batch_s,
-                    worker_rss_mb=r.worker_rss_mb if r is not None else float("nan"),
-                    main_rss_mb=r.main_rss_mb if r is not None else float("nan"))
-
-
-def best_setting(settings: Any, run_steps: int = 0, target_s: float = 0.0) -> tuple[Any, str]:
-    """The measured setting to save, and why: the cheapest meeting ``target_s`` (with
-    headroom), else the cheapest within the tuner's margin of the fastest; with
-    ``run_steps``, start-up weighed against the run (``tuner.choose``)."""
-    from pipecheck.analysis.tuner import MIN_GAIN, choice_note, choose, startup_note
-
-    trials = [loader_trial(s) for s in settings]
-    trial, ok = choose(trials, target_s, run_steps)
-    chosen = settings[trials.index(trial)]
-    if target_s > 0:
-        from pipecheck.analysis.tuner import UNKNOWN_SCALING, TuningOutcome
-
-        why = choice_note(TuningOutcome(tuple(trials), trial, ok, UNKNOWN_SCALING, "fixed", ""))
-    else:
-        why = (f"chose the cheapest setting within {100 * MIN_GAIN:.0f}% of the fastest "
-               f"(fewest workers, then the smallest buffers): {trial.settings.label()}")
-    note = startup_note(trials, trial, target_s, run_steps)
-    return chosen, f"{why}; {note}" if note else why
-
-
 def settings_of(values: Mapping[str, Any], path: str) -> GrainSettings:
     """The Grain settings in a config file's values; unset knobs take pipecheck's defaults."""
-    from pipecheck.config import GRAIN_KEYS
-
     keys = {k.name: k for k in GRAIN_KEYS}
     if values.get("num_workers") is None:
         raise ConfigError(f"{path} holds no Grain settings (num_workers is missing); write one "
                           "with pipecheck dataloader --save-config FILE or pipecheck compare "
                           "--save-config FILE")
-    got: dict[str, Any] = {
+    got: dict[str, int | None] = {
         name: keys[name].coerce(values[name]) if values.get(name) is not None else None
         for name in ("num_workers", "per_worker_buffer_size", "num_threads",
                      "prefetch_buffer_size")}
     threads = got["num_threads"] if got["num_threads"] is not None else DEFAULT_THREADS
     return GrainSettings(
-        workers=int(got["num_workers"]),
+        workers=int(got["num_workers"] or 0),  # checked set above
         per_worker_buffer=got["per_worker_buffer_size"] or DEFAULT_PER_WORKER_BUFFER,
         threads=threads,
         prefetch=got["prefetch_buffer_size"] or 0,
@@ -183,7 +149,9 @@ def config_settings(config: RunConfig) -> GrainSettings | None:
     return settings_of(config.values, config.source)
 
 
-def grain_options(path: str | os.PathLike[str]) -> tuple[Any, Any]:
+def grain_options(
+    path: str | os.PathLike[str],
+) -> tuple[grain.MultiprocessingOptions, grain.ReadOptions]:
     """``(grain.MultiprocessingOptions, grain.ReadOptions)`` from a config saved by
     ``--save-config``. Warns (``UserWarning``) when it was measured on another machine."""
     values = read_config_file(str(path))

@@ -17,10 +17,17 @@ import functools
 import os
 import sysconfig
 import traceback
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, ParamSpec, TypeVar
 
 from pipecheck.errors import PipecheckError, PipelineError, UserCodeError, one_line
 from pipecheck.report.format import short_path
+from pipecheck.step_types import Batch, BatchSpec, PyTree, TrainStep
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _PATHS = sysconfig.get_paths()
@@ -78,12 +85,12 @@ def pipeline_error(exc: BaseException, label: str) -> PipecheckError:
     return err
 
 
-def guarded(role: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def guarded(role: str, fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` whose exceptions become a UserCodeError naming ``role`` (entry points that
     run outside any timed loop: init, batch, dataset)."""
 
     @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except PipecheckError:
@@ -102,17 +109,20 @@ class GuardedStep:
     attributes (``lower``, ...) are the step's own.
     """
 
-    def __init__(self, step: Any, role: str = "train_step") -> None:
+    def __init__(self, step: TrainStep, role: str = "train_step") -> None:
         self._step = step
         self._role = role
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, state: PyTree, batch: Batch, /) -> tuple[PyTree, PyTree]:
         try:
-            return self._step(*args)
+            return self._step(state, batch)
         except PipecheckError:
             raise
         except Exception as e:  # noqa: BLE001 - the user's code may raise anything
             raise user_code_error(self._role, e) from None
 
-    def __getattr__(self, name: str) -> Any:
+    def lower(self, state: PyTree, batch: Batch | BatchSpec, /) -> jax.stages.Lowered:
+        return self._step.lower(state, batch)
+
+    def __getattr__(self, name: str) -> object:
         return getattr(self._step, name)

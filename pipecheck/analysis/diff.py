@@ -79,7 +79,7 @@ def _steps_of(raw: list[Any] | Mapping[str, Any], origin: str) -> StepTable[Step
     return builder.build()
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
+from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.tuner import TuningOutcome
 from pipecheck.analysis.verdict import HARMLESS_SYNC_SHARE, Verdict
 from pipecheck.records.common import Finding, SyncSite
@@ -182,8 +183,6 @@ def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[Loa
                      verdict: Verdict, sites: Sequence[SyncSite], n_steps: int,
                      cores: int = 1, ram_budget_mb: float | None = None) -> list[Finding]:
     """Every finding of a compare run, compile findings first."""
-    from pipecheck.analysis.loader_limits import limit_findings
-
     target_s, real_s = estimates.target.value, estimates.real.value
     findings = list(compile_findings)
     findings += loader_findings(settings, chosen, tuning, target_s, verdict)

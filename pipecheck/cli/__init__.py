@@ -7,7 +7,11 @@ every click usage error becomes one line on stderr and a non-zero exit code, in 
 
 from __future__ import annotations
 
+import multiprocessing.util
+import os
 import sys
+import threading
+import traceback
 from typing import Sequence
 
 import click
@@ -15,25 +19,18 @@ import click
 # Importing the command modules adds their commands to the group.
 from pipecheck.cli import compare, dataloader, diff, plot, synthetic  # noqa: F401
 from pipecheck.cli.group import cli
+from pipecheck.cli.hosts import ACTIVE
 from pipecheck.errors import PipecheckError, one_line
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.measure.distributed import hard_exit
 
 EXIT_INTERRUPTED = 130
 
 __all__ = ["cli", "main", "run"]
 
 
-
-
 def _exit_past_stuck_threads(code: int) -> None:
     """After a stall, a transform stuck in a read thread would hold the interpreter's exit
     forever (it joins such threads): run multiprocessing's exit clean-up and leave now."""
-    import multiprocessing.util
-    import os
-    import threading
-
     stuck = [t for t in threading.enumerate()
              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if not stuck:
@@ -59,8 +56,6 @@ def split_traceback_flag(args: Sequence[str]) -> tuple[list[str], bool]:
 def print_stack(e: BaseException) -> None:
     """The full stack behind an error: the original exception's, when the error was made
     from one (``details``), else the error's own."""
-    import traceback
-
     details = getattr(e, "details", None)
     click.echo(details or "".join(traceback.format_exception(e)), err=True, nl=False)
 
@@ -68,11 +63,7 @@ def print_stack(e: BaseException) -> None:
 def _leave_multihost_run(code: int) -> None:
     """After an error in a multi-process run, leave at once: JAX's shutdown at exit waits
     for every peer (some may be gone or still measuring) and then aborts with a C++ stack."""
-    from pipecheck.cli.hosts import ACTIVE
-
     if ACTIVE:
-        from pipecheck.measure.distributed import hard_exit
-
         ACTIVE[-1].leave()
         hard_exit(code)
 

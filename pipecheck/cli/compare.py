@@ -6,6 +6,7 @@ import dataclasses
 
 import click
 
+from pipecheck import compare as compare_mod
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
@@ -17,9 +18,9 @@ from pipecheck.cli.options import (
     wrote_trace,
 )
 from pipecheck.measure.distributed import DistributedOptions
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.report.compare import format_compare
+from pipecheck.report.trace import write_recorder_trace
+from pipecheck.tuned_config import save_config
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -80,9 +81,6 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     (R, with a sampler locating the line that syncs), measures T again to catch machine
     drift, and gives the verdict with the evidence and a recommendation.
     """
-    from pipecheck import compare as compare_mod
-    from pipecheck.report.compare import format_compare
-
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
     ignored = [opt for opt, value, source in (
@@ -124,16 +122,12 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
                       setting=(run.result.chosen_workers, run.result.chosen_threads))
     chosen = run.result.tuning.chosen
     if save_config_path and reported is not None and chosen is not None:
-        from pipecheck.tuned_config import save_config
-
         save_config(save_config_path, cfg, chosen,
                     {"command": "compare", "loader_s": run.result.loader_step_s,
                      "target_s": run.result.target_step_s, "verdict": run.result.verdict},
                     force)
         click.echo(f"wrote {save_config_path}: {chosen.label()}")
     if trace_path and reported is not None and run.real.recorder is not None:
-        from pipecheck.report.trace import write_recorder_trace
-
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)

@@ -14,10 +14,13 @@ from pipecheck.cli.options import (
     output_options,
     wrote_trace,
 )
+from pipecheck.measure.dataloader import measure_dataloader
 from pipecheck.measure.distributed import DistributedOptions
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.measure.loader_search import best_setting
+from pipecheck.measure.resources import default_ram_budget_mb
+from pipecheck.report.dataloader import format_dataloader
+from pipecheck.report.trace import dataloader_trace, write_trace
+from pipecheck.tuned_config import save_config
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -78,10 +81,6 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     the first batch; and Grain's per-stage breakdown, naming the stage the pipeline waits on.
     """
 
-    from pipecheck.measure.dataloader import measure_dataloader
-    from pipecheck.measure.resources import default_ram_budget_mb
-    from pipecheck.report.dataloader import format_dataloader
-
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
 
@@ -106,8 +105,6 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
         raise click.exceptions.Abort() from None  # main() prints the one-line message
     reported = report(session, dist, result, format_dataloader, json_path, force)
     if save_config_path and reported is not None:
-        from pipecheck.tuned_config import best_setting, save_config
-
         chosen, why = best_setting(reported.results, run_steps or cfg["run_steps"])
         save_config(save_config_path, cfg, chosen.settings,
                     {"command": "dataloader",
@@ -115,7 +112,5 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
                      "first_batch_s": chosen.first_batch_s}, force)
         click.echo(f"\nwrote {save_config_path}: {why}")
     if trace_path and reported is not None:
-        from pipecheck.report.trace import dataloader_trace, write_trace
-
         write_trace(trace_path, dataloader_trace(reported), force)
         wrote_trace(trace_path)

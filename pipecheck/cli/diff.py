@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import click
 
+from pipecheck.analysis.diff import diff_runs, load_run
+from pipecheck.analysis.maxtext import import_log
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
     check_outputs,
     output_options,
     save_json,
 )
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.cli.progress import TerminalProgress
+from pipecheck.report.diff import format_diff, format_imported
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -28,10 +29,6 @@ def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
     the median moved significantly (block-bootstrap interval of the median difference
     and Mann-Whitney U must both agree). Anomalous steps are listed with a likely cause.
     """
-    from pipecheck.analysis.diff import diff_runs, load_run
-    from pipecheck.cli.progress import TerminalProgress
-    from pipecheck.report.diff import format_diff
-
     check_outputs(force, json_path)
     progress = TerminalProgress()
     result = diff_runs(load_run(a, progress), load_run(b, progress), progress=progress)
@@ -50,10 +47,6 @@ def import_log_command(log: str, json_path: str | None, force: bool) -> None:
     threads; all other lines are ignored. --json writes an "imported" record that
     'pipecheck diff' also accepts.
     """
-    from pipecheck.analysis.maxtext import import_log
-    from pipecheck.cli.progress import TerminalProgress
-    from pipecheck.report.diff import format_imported
-
     check_outputs(force, json_path)
     run = import_log(log, TerminalProgress())
     click.echo(format_imported(run))

@@ -6,29 +6,44 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import click
 
+from pipecheck.analysis.straggler import analyze
+from pipecheck.cli.options import save_json
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, DistributedError, PipecheckError
-from pipecheck.measure.distributed import DEFAULT_TIMEOUT_S, DistributedOptions, Session
+from pipecheck.measure.distributed import (
+    DEFAULT_TIMEOUT_S,
+    DistributedOptions,
+    Session,
+    fingerprint,
+    hard_exit,
+    initialize,
+    looks_like_lost_peer,
+    per_host_path,
+)
+from pipecheck.measure.hosts import HostResult, host_summary
+from pipecheck.records import store
+from pipecheck.report.hosts import format_hosts
 
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+R = TypeVar("R")
+H = TypeVar("H", bound=HostResult)
+"""A command's record that can carry every host's summary."""
 
 ACTIVE: list[Session] = []
 """The session of this process's multi-process run, while one is open."""
 
 
-def distributed_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def distributed_options(f: Callable[..., R]) -> Callable[..., R]:
     """--coordinator, --num-processes, --process-id, --distributed, --distributed-timeout
     and --json-per-host, handed to the command as one ``dist: DistributedOptions``."""
 
     @functools.wraps(f)
-    def wrapper(*args: Any, coordinator: str | None, num_processes: int | None,
+    def wrapper(*args: object, coordinator: str | None, num_processes: int | None,
                 process_id: int | None, distributed: bool, distributed_timeout: float,
-                json_per_host: bool, **kwargs: Any) -> Any:
+                json_per_host: bool, **kwargs: object) -> R:
         try:
             dist = DistributedOptions(coordinator, num_processes, process_id, distributed,
                                       distributed_timeout, json_per_host)
@@ -65,8 +80,6 @@ def distributed_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def fatal(message: str, code: int) -> None:
     """A peer was lost while this process waits inside JAX: one line, then leave."""
-    from pipecheck.measure.distributed import hard_exit
-
     click.echo(f"pipecheck: error: {message}", err=True)
     hard_exit(code)
 
@@ -80,7 +93,6 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
     if not dist.enabled:
         yield None
         return
-    from pipecheck.measure.distributed import fingerprint, initialize, looks_like_lost_peer
 
     initialize(dist, on_fatal=fatal)
     session = Session(dist.timeout_s).watch(fatal)
@@ -107,23 +119,16 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
             f"{' '.join(str(e).split())[:300]}") from None
 
 
-def report(session: Session | None, dist: DistributedOptions, result: Any,
-           render: Callable[[Any], str], json_path: str | None, force: bool,
-           setting: tuple[int, int] | None = None) -> Any:
+def report(session: Session | None, dist: DistributedOptions, result: H,
+           render: Callable[[H], str], json_path: str | None, force: bool,
+           setting: tuple[int, int] | None = None) -> H | None:
     """Print and save ``result`` (one process), or gather the hosts to process 0, which
     prints and saves the record with ``hosts`` and ``straggler``; the others print one
     line. Returns the record this process reported (None on the other processes)."""
-    from pipecheck.cli.options import save_json
-
     if session is None:
         click.echo(render(result))
         save_json(result, json_path, force)
         return result
-    from pipecheck.analysis.straggler import analyze
-    from pipecheck.measure.distributed import per_host_path
-    from pipecheck.measure.hosts import host_summary
-    from pipecheck.records import store
-    from pipecheck.report.hosts import format_hosts
 
     own = host_summary(session.process_id, result, session.hostname)
     hosts = session.gather(own)

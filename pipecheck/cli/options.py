@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 import click
 
 from pipecheck import config as config_mod
 from pipecheck.records import store
 from pipecheck.records.base import Record
+from pipecheck.tuned_config import machine_warning
 from pipecheck.workloads import resolve
 
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+F = TypeVar("F", bound=Callable[..., object])
+"""A click command function (the option decorators return it as given)."""
 
 
-def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def config_options(f: F) -> F:
     """--config PATH and repeated --set key=value."""
     f = click.option(
         "--set", "overrides", metavar="KEY=VALUE", multiple=True,
@@ -31,7 +32,7 @@ def config_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def output_options(f: Callable[..., Any]) -> Callable[..., Any]:
+def output_options(f: F) -> F:
     """--json PATH and --force."""
     f = click.option("--force", is_flag=True,
                      help="Overwrite the --json (and --trace) output files if they exist.")(f)
@@ -66,8 +67,6 @@ def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod
     file_values = config_mod.read_config_file(config_path) if config_path else None
     cfg = resolve(file_values, overrides, source=config_path or "defaults")
     if cfg.measured_on and config_path:
-        from pipecheck.tuned_config import machine_warning
-
         warning = machine_warning(cfg.measured_on, config_path)
         if warning:
             click.echo(f"pipecheck: warning: {warning}", err=True)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.cli.progress import TerminalProgress
+from pipecheck.report.plot import plot_run
 
 
 def _parse_window(value: str | None) -> tuple[int, int] | None:
@@ -37,9 +36,6 @@ def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
     steps marked, and a Gantt of a window of steps. Needs matplotlib
     (pip install 'pipecheck[plot]'). See docs/timeline.md.
     """
-    from pipecheck.cli.progress import TerminalProgress
-    from pipecheck.report.plot import plot_run
-
     shown = plot_run(run_json, output, _parse_window(window), force, TerminalProgress())
     if shown.window is not None:
         lower = f"Gantt of steps {shown.window[0]}-{shown.window[1]}"

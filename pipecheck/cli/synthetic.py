@@ -14,9 +14,9 @@ from pipecheck.cli.options import (
     wrote_trace,
 )
 from pipecheck.measure.distributed import DistributedOptions
-
-# lazy: each command imports its core where it runs, so `pipecheck --help` and the other
-# commands do not pay for it
+from pipecheck.measure.synthetic import DEFAULT_STEPS, synthetic_run
+from pipecheck.report.synthetic import format_synthetic
+from pipecheck.report.trace import write_recorder_trace
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -39,17 +39,12 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     compiled are reported apart from the steady state (median, p10, p90, IQR); every
     compilation of the train step after the first is explained.
     """
-    from pipecheck.measure.synthetic import DEFAULT_STEPS, synthetic_run
-    from pipecheck.report.synthetic import format_synthetic
-
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path)
     with joined(dist, "synthetic", cfg, {"steps": steps}) as session:
         run = synthetic_run(cfg, steps or DEFAULT_STEPS)
     reported = report(session, dist, run.result, format_synthetic, json_path, force)
     if trace_path and reported is not None:
-        from pipecheck.report.trace import write_recorder_trace
-
         write_recorder_trace(trace_path, run.recorder, run.compile_events,
                              "pipecheck synthetic", force, steps=run.result.steps)
         wrote_trace(trace_path)

@@ -17,24 +17,38 @@ from __future__ import annotations
 import glob
 import os
 import pathlib
-from typing import Any
+from typing import Mapping, Protocol, Union
+
+import numpy as np
 
 from pipecheck.errors import DataError, one_line
 
 TFDS_PREFIX = "tfds:"
 
+TextRecord = Union[str, bytes, np.ndarray, Mapping[str, Union[str, bytes, np.ndarray]]]
+"""One record of a text source: the text itself, or tfds features (a mapping)."""
+
+
+class RecordSource(Protocol):
+    """A random-access source of records (``tfds.data_source``, Grain's
+    ``ArrayRecordDataSource``)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> TextRecord: ...
+
 
 class IndexedSource:
     """A random-access source whose read errors name the record index and the source."""
 
-    def __init__(self, source: Any, label: str) -> None:
+    def __init__(self, source: RecordSource, label: str) -> None:
         self._source = source
         self.label = label
 
     def __len__(self) -> int:
         return len(self._source)
 
-    def __getitem__(self, index: int) -> Any:
+    def __getitem__(self, index: int) -> TextRecord:
         try:
             return self._source[index]
         except Exception as e:  # noqa: BLE001 - re-raised with the record index
@@ -86,7 +100,7 @@ def array_record_paths(spec: str) -> list[str]:
 
 
 def open_array_record(spec: str) -> IndexedSource:
-    import grain
+    import grain  # lazy: Grain imports JAX
 
     files = array_record_paths(spec)
     try:

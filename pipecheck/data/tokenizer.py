@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pipecheck.data.sources import TextRecord
 
 PAD_ID = 0
 BOS_ID = 1
@@ -36,7 +39,7 @@ def encode(text: str | bytes) -> list[int]:
     return [BOS_ID, *(b + BYTE_OFFSET for b in normalize(text).encode("utf-8")), EOS_ID]
 
 
-def decode(ids: Any) -> str:
+def decode(ids: Iterable[int]) -> str:
     """Inverse of ``encode`` for the byte ids (special ids dropped)."""
     data = bytes(int(i) - BYTE_OFFSET for i in ids if int(i) >= BYTE_OFFSET)
     return data.decode("utf-8", errors="replace")
@@ -66,7 +69,7 @@ class TokenizeAndPack:
     def __repr__(self) -> str:
         return f"TokenizeAndPack(seq_len={self.seq_len})"
 
-    def __call__(self, record: Any) -> dict[str, np.ndarray]:
+    def __call__(self, record: TextRecord) -> dict[str, np.ndarray]:
         if isinstance(record, Mapping):
             if self.text_key not in record:
                 keys = ", ".join(sorted(str(k) for k in record))

@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import re
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 from pipecheck.records.common import Finding
 
@@ -39,7 +39,7 @@ class CompileEvent:
     """Clock reading when the event was reported (the watcher's clock)."""
 
 
-def _listener(event: str, duration_secs: float, **kwargs: Any) -> None:
+def _listener(event: str, duration_secs: float, **kwargs: object) -> None:
     if event not in COMPILE_EVENTS:
         return
     fun_name = str(kwargs.get("fun_name", ""))
@@ -181,7 +181,7 @@ class CompileWatcher:
             _active.append(self)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         import jax
 
         with _lock:

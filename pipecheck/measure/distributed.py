@@ -19,12 +19,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import re
 import socket
+import sys
 import threading
 import time
 from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from pipecheck.errors import ConfigError, DistributedError
 from pipecheck.records.common import Estimate
@@ -152,6 +156,7 @@ class KeyValueStore:
     code that touches it (``jax._src.distributed.global_state.client``)."""
 
     def __init__(self, client: Any = None) -> None:
+        # Any: JAX's private DistributedRuntimeClient, which has no public type
         if client is None:
             from jax._src.distributed import global_state
 
@@ -361,10 +366,9 @@ class Session:
             pass
 
     # -- values every process must agree on (one collective each) ----------------------
-    def _allgather(self, values: Sequence[float]) -> Any:
+    def _allgather(self, values: Sequence[float]) -> np.ndarray:
         """One row of ``values`` per process (a cross-process collective: every process
         must call it, in the same order)."""
-        import numpy as np
         from jax.experimental import multihost_utils
 
         return np.asarray(multihost_utils.process_allgather(np.asarray(values, np.float32)))
@@ -440,9 +444,6 @@ class Session:
 def hard_exit(code: int) -> None:
     """Leave now, skipping JAX's shutdown barrier (it waits for peers that may be gone and
     then aborts with a C++ stack); stop Grain workers first so none is orphaned."""
-    import multiprocessing
-    import sys
-
     try:
         for p in multiprocessing.active_children():
             p.terminate()

@@ -15,22 +15,24 @@ The loader's private attributes are read in this one place (checked with grain 0
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING
 
 from pipecheck.errors import ConfigError
 
+if TYPE_CHECKING:  # pragma: no cover
+    import grain
 
-def is_data_loader(dataset: Any) -> bool:
+
+def is_data_loader(dataset: object) -> bool:
     """Is this a ``grain.DataLoader`` (without importing Grain for other objects)?"""
-    import sys
-
     grain = sys.modules.get("grain")
     loader_type = getattr(grain, "DataLoader", None)
     return isinstance(loader_type, type) and isinstance(dataset, loader_type)
 
 
-def with_settings(loader: Any, workers: int, threads: int, per_worker_buffer: int,
-                  prefetch: int) -> Any:
+def with_settings(loader: grain.DataLoader, workers: int, threads: int,
+                  per_worker_buffer: int, prefetch: int) -> grain.IterDataset:
     """The IterDataset of ``loader`` rebuilt with pipecheck's setting."""
     # lazy: Grain imported where used, so `import pipecheck` stays light
     import grain

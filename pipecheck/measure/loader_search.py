@@ -14,7 +14,18 @@ import time
 from typing import Any, Callable, Mapping, Sequence
 
 from pipecheck.analysis.steady_state import buffered_at_start, loader_estimate
-from pipecheck.analysis.tuner import Trial, TuningOutcome, outcome, tune, tune_grain
+from pipecheck.analysis.tuner import (
+    MIN_GAIN,
+    UNKNOWN_SCALING,
+    Trial,
+    TuningOutcome,
+    choice_note,
+    choose,
+    outcome,
+    startup_note,
+    tune,
+    tune_grain,
+)
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
@@ -24,6 +35,7 @@ from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.report.format import ms
+from pipecheck.step_types import Batch, InputPipeline
 from pipecheck.tuned_config import usable_cores
 
 DEFAULT_BATCHES = 30
@@ -69,11 +81,32 @@ def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
         parallel=setting.settings.parallel_reads(), read_prefetch=setting.settings.prefetch))
 
 
-def _trial(setting: LoaderSetting) -> Trial:
-    """The setting as the tuner sees it: D, start-up and measured memory."""
-    from pipecheck.tuned_config import loader_trial
+def loader_trial(setting: LoaderSetting) -> Trial:
+    """A measured setting as the tuner's Trial: D (as the verdict counts it), start-up and
+    measured memory."""
+    r = setting.resources
+    est = with_loader_time(setting).loader_time
+    assert est is not None
+    return Trial.of(setting.settings, est.value, first_batch_s=setting.first_batch_s,
+                    worker_rss_mb=r.worker_rss_mb if r is not None else float("nan"),
+                    main_rss_mb=r.main_rss_mb if r is not None else float("nan"))
 
-    return loader_trial(setting)  # type: ignore[no-any-return]
+
+def best_setting(settings: Sequence[LoaderSetting], run_steps: int = 0,
+                 target_s: float = 0.0) -> tuple[LoaderSetting, str]:
+    """The measured setting to save, and why: the cheapest meeting ``target_s`` (with
+    headroom), else the cheapest within the tuner's margin of the fastest; with
+    ``run_steps``, start-up weighed against the run (``tuner.choose``)."""
+    trials = [loader_trial(s) for s in settings]
+    trial, ok = choose(trials, target_s, run_steps)
+    chosen = settings[trials.index(trial)]
+    if target_s > 0:
+        why = choice_note(TuningOutcome(tuple(trials), trial, ok, UNKNOWN_SCALING, "fixed", ""))
+    else:
+        why = (f"chose the cheapest setting within {100 * MIN_GAIN:.0f}% of the fastest "
+               f"(fewest workers, then the smallest buffers): {trial.settings.label()}")
+    note = startup_note(trials, trial, target_s, run_steps)
+    return chosen, f"{why}; {note}" if note else why
 
 
 def _choice(settings: Sequence[LoaderSetting], tuning: TuningOutcome,
@@ -91,7 +124,7 @@ def read_loader(path: str, config: Mapping[str, Any], target_s: float,
         raise ResultFormatError(f"{path} holds no loader settings; re-run pipecheck dataloader "
                                 "with --workers")
     settings = [with_loader_time(s) for s in result.results]
-    tuning = outcome([_trial(s) for s in settings], target_s, usable_cores(), "from-file",
+    tuning = outcome([loader_trial(s) for s in settings], target_s, usable_cores(), "from-file",
                      f"settings read from {path}", run_steps)
     return _choice(settings, tuning, input_warnings(path, result.env, result.config, config))
 
@@ -118,7 +151,8 @@ class SearchOptions:
     """The user's run length: start-up is weighed against it (0: not weighed)."""
 
 
-def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | None,
+def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
+                  tokens_key: str | None,
                   target_s: float, opts: SearchOptions, *,
                   progress: Callable[[str], None], clock: Callable[[], float] = time.perf_counter
                   ) -> LoaderChoice:
@@ -139,7 +173,7 @@ def search_loader(dataset: Any, put: Callable[[Any], Any], tokens_key: str | Non
                             stage_wait_s=TUNING_STAGE_WAIT_S,
                             per_worker_buffer=g.per_worker_buffer, prefetch=g.prefetch)
         measured[s.settings] = s
-        here = _trial(s)
+        here = loader_trial(s)
         # every host decides on the same numbers: the slowest host's (and its memory)
         t = dataclasses.replace(
             here, batch_s=agree(here.batch_s, "max"),

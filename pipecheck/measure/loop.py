@@ -15,44 +15,46 @@ Everything that touches time is injected (``recorder.clock``, ``read_loss``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Protocol, Sequence
 
 from pipecheck.analysis import anomalies
 from pipecheck.errors import PipelineError
 from pipecheck.measure.compile_watch import CompileEvent
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.common import StepRecord
+from pipecheck.step_types import Batch, PyTree
 
 
 class StepHook(Protocol):
     """Host work a loop runs for step ``step`` after the previous step's loss was observed
     (checkpoint, eval, logging). Its cost is charged to step ``step``."""
 
-    def __call__(self, step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None: ...
+    def __call__(self, step: int, state: PyTree, metrics: PyTree,
+                 recorder: SpanRecorder) -> None: ...
 
 
-def read_scalar(x: Any) -> float:
+def read_scalar(x: PyTree) -> float:
     """Default lagged sync: bring a scalar to the host (blocks until it is computed)."""
     return float(x)
 
 
 @dataclasses.dataclass
 class LoopOutcome:
-    state: Any
+    state: PyTree
     steps: list[StepRecord]
 
 
 def run_lagged_sync_loop(
-    step_fn: Callable[[Any, Any], tuple[Any, Any]],
-    state: Any,
-    batches: Iterator[Any],
+    step_fn: Callable[[PyTree, Batch], tuple[PyTree, PyTree]],
+    state: PyTree,
+    batches: Iterator[Batch],
     n_steps: int,
     recorder: SpanRecorder,
     *,
-    put: Callable[[Any], Any] | None = None,
+    put: Callable[[Batch], Batch] | None = None,
     hooks: Sequence[StepHook] = (),
     compiles: Callable[[], int] = lambda: 0,
-    read_loss: Callable[[Any], float] = read_scalar,
+    read_loss: Callable[[PyTree], float] = read_scalar,
     loss_key: str = "loss",
 ) -> LoopOutcome:
     """Run ``n_steps`` of ``step_fn`` and time each one between consecutive loss syncs.
@@ -72,7 +74,7 @@ def run_lagged_sync_loop(
     if n_steps < 1:
         raise ValueError("n_steps must be >= 1")
     recorder.start()
-    previous_loss: Any = None
+    previous_loss: PyTree = None
     for i in range(n_steps):
         with recorder.span("data_wait"):
             try:

@@ -37,34 +37,47 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, ParamSpec, Sequence, TypeVar
 
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.steady_state import with_anomalies
+from pipecheck.analysis.straggler import analyze
 from pipecheck.errors import MonitorError
+from pipecheck.measure import distributed
+from pipecheck.measure.compile_watch import CompileWatcher
+from pipecheck.measure.hosts import host_summary
 from pipecheck.measure.loop import compiles_per_step, read_scalar
 from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
+from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
 from pipecheck.records.common import (
     CompileInfo,
     Finding,
 )
+from pipecheck.records.env import collect_env
 from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
 from pipecheck.report.format import short_location
+from pipecheck.report.hosts import format_hosts
 from pipecheck.report.monitor import format_monitor
+from pipecheck.report.trace import write_recorder_trace
+from pipecheck.step_types import PyTree
+
+P = ParamSpec("P")
+R = TypeVar("R")
+B = TypeVar("B")
 
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
 
 
-def _function_name(fn: Callable[..., Any]) -> str | None:
+def _function_name(fn: Callable[..., object]) -> str | None:
     """The name JAX's compile events give ``fn`` (``jit(NAME)``), or None."""
     return getattr(fn, "__name__", None) or getattr(
         getattr(fn, "__wrapped__", None), "__name__", None)
 
 
-def default_loss(out: Any) -> Any:
+def default_loss(out: PyTree) -> PyTree:
     """The loss in a step's output: ``(state, {"loss": x, ...})``, ``{"loss": x}``,
     ``(state, x)`` with a scalar ``x``, or a scalar."""
     if isinstance(out, tuple) and len(out) == 2:
@@ -136,9 +149,9 @@ class Monitor:
 
     def __init__(
         self,
-        config: Any = None,
+        config: object = None,
         *,
-        loss: Callable[[Any], Any] = default_loss,
+        loss: Callable[[PyTree], PyTree] = default_loss,
         locate_syncs: bool = True,
         sync_interval_s: float = DEFAULT_INTERVAL_S,
         watch_compiles: bool = True,
@@ -146,14 +159,14 @@ class Monitor:
         annotate: bool = True,
         step_window: int = STEP_WINDOW,
         clock: Callable[[], float] = time.perf_counter,
-        read_loss: Callable[[Any], float] = read_scalar,
+        read_loss: Callable[[PyTree], float] = read_scalar,
         env: Mapping[str, Any] | None = None,
         gather: bool = True,
         distributed_timeout_s: float = 120.0,
         json_per_host: bool = False,
     ) -> None:
         if config is None:
-            self.config: dict[str, Any] = {}
+            self.config: dict[str, Any] = {}  # JSON-shaped: written into the record
         elif hasattr(config, "to_dict"):
             self.config = dict(config.to_dict())
         elif isinstance(config, Mapping):
@@ -172,13 +185,13 @@ class Monitor:
         self._gather = gather
         self._distributed_timeout_s = distributed_timeout_s
         self._json_per_host = json_per_host
-        self._session: Any = None
+        self._session: distributed.Session | None = None
         self._stack = contextlib.ExitStack()
         self._locator: _LoopSyncLocator | None = None
-        self._watcher: Any = None
+        self._watcher: CompileWatcher | None = None
         self._started = False
         self._result: MonitorResult | None = None
-        self._pending: Any = None
+        self._pending: PyTree = None
         self._has_pending = False
         self.step_index = 0
         """The number of steps dispatched so far (the index of the next one)."""
@@ -197,8 +210,6 @@ class Monitor:
         if self._watch_compiles:
             # every function's compilations, from the start: a slow step is explained by
             # whatever compiled in it (an eager generation's small functions included)
-            from pipecheck.measure.compile_watch import CompileWatcher
-
             self._watcher = self._stack.enter_context(CompileWatcher(None, self.clock))
         if self._locate:
             locator = _LoopSyncLocator(self.recorder, self._interval, self.clock)
@@ -206,7 +217,7 @@ class Monitor:
             self._locator = locator
         self.recorder.start()
 
-    def batches(self, iterable: Iterable[Any]) -> Iterator[Any]:
+    def batches(self, iterable: Iterable[B]) -> Iterator[B]:
         """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
         self.start()
         it = iter(iterable)
@@ -219,7 +230,7 @@ class Monitor:
                     return
             yield batch
 
-    def step(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def step(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Call (dispatch) ``fn(*args, **kwargs)``, then wait for the *previous* step's loss
         and close its interval. Returns ``fn``'s output unchanged."""
         self.start()
@@ -276,8 +287,6 @@ class Monitor:
         if self.recorder.step_count == 0:
             raise MonitorError("the Monitor recorded no steps (call mon.step(...) in the loop)")
         if self._env is None:
-            from pipecheck.records.env import collect_env
-
             self._env = collect_env()
         self._result = build_result(
             self.recorder, self._env, self.config, self._locator, self._watcher)
@@ -289,8 +298,6 @@ class Monitor:
         """In a multi-process run (``jax.distributed`` initialized by the script), every
         process sends its bounded summary to process 0, whose record gets ``hosts`` and
         ``straggler``; the others keep their own record."""
-        from pipecheck.measure import distributed
-
         if not distributed.is_initialized():
             return result
         # lazy: JAX imported where used, so `import pipecheck` stays light
@@ -298,9 +305,6 @@ class Monitor:
 
         if jax.process_count() < 2:
             return result
-        from pipecheck.analysis.straggler import analyze
-        from pipecheck.measure.hosts import host_summary
-
         session = distributed.Session(self._distributed_timeout_s)
         self._session = session
         own = host_summary(session.process_id, result, session.hostname)
@@ -327,19 +331,15 @@ class Monitor:
         ``path`` with ``.process-I`` before the extension."""
         result = self.finish()
         if self._session is not None and self._json_per_host:
-            from pipecheck.measure.distributed import per_host_path
-
             own = dataclasses.replace(result, hosts=tuple(
                 h for h in result.hosts if h.process_id == self._session.process_id))
-            store.save(own, per_host_path(path, self._session.process_id), force)
+            store.save(own, distributed.per_host_path(path, self._session.process_id), force)
         if self.is_reporter:
             store.save(result, path, force)
         return result
 
     def write_trace(self, path: str, force: bool = False) -> None:
         """Write the Chrome trace of the run (see docs/timeline.md)."""
-        from pipecheck.report.trace import write_recorder_trace
-
         result = self.finish()
         events = [*self._watcher.events, *self._watcher.other_events] if self._watcher else []
         write_recorder_trace(path, self.recorder, events, "pipecheck monitor", force,
@@ -355,8 +355,6 @@ class Monitor:
                     f"{self._session.process_count} done; process 0 reports every host")
         text = format_monitor(result)
         if result.hosts:
-            from pipecheck.report.hosts import format_hosts
-
             text += "\n\n" + format_hosts(result.hosts, result.straggler, result.host_findings)
         return text
 
@@ -364,7 +362,7 @@ class Monitor:
         self.start()
         return self
 
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         if exc_type is None:
             self.finish()
         else:
@@ -393,11 +391,9 @@ def build_result(
     env: Mapping[str, Any],
     config: Mapping[str, Any],
     locator: _LoopSyncLocator | None,
-    watcher: Any,
+    watcher: CompileWatcher | None,
 ) -> MonitorResult:
     """Pure but for its inputs: the MonitorResult of a finished recorder."""
-    from pipecheck.measure.synthetic import steady_distribution
-
     compiles = {}
     if watcher is not None:
         compiles = compiles_per_step(recorder, [*watcher.events, *watcher.other_events])

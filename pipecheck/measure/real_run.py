@@ -26,6 +26,7 @@ from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.step_types import InputPipeline
 from pipecheck.workloads.base import Workload
 
 DEFAULT_STEPS = 60
@@ -55,7 +56,7 @@ class RealRun:
         return self.total_steps or len(self.steps)
 
 
-def measure_real(workload: Workload, dataset: Any, workers: int, threads: int, steps: int,
+def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threads: int, steps: int,
                  timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
                  per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,

@@ -13,9 +13,12 @@ high-water mark would include earlier settings).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
+
+import psutil
 
 from pipecheck.records.dataloader import Resources
 
@@ -30,12 +33,10 @@ other half stays for the training process's growth, the model and the rest of th
 
 
 def default_ram_budget_mb() -> float:
-    import psutil
-
     return psutil.virtual_memory().available / MB * RAM_BUDGET_FRACTION
 
 
-def _cpu_s(proc: Any) -> float:
+def _cpu_s(proc: psutil.Process) -> float:
     t = proc.cpu_times()
     return float(t.user + t.system)
 
@@ -54,8 +55,6 @@ def peak_rss_mb(pid: int) -> float | None:
 
 def run_queue_wait_s(pid: int) -> float:
     """Seconds a process's threads have waited on a run queue (Linux schedstat; 0 elsewhere)."""
-    import os
-
     total = 0
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -79,8 +78,8 @@ class ResourceProbe:
         self.worker_pids = worker_pids
         self.clock = clock
         self.period_s = period_s
-        self._main: Any = None
-        self._workers: dict[int, Any] = {}
+        self._main = psutil.Process()  # this process; taken again in start()
+        self._workers: dict[int, psutil.Process] = {}
         self._cpu0: dict[int, float] = {}
         self._wait0: dict[int, float] = {}
         self._t0 = 0.0
@@ -96,8 +95,6 @@ class ResourceProbe:
                 pass
 
     def start(self) -> None:
-        import psutil
-
         self._main = psutil.Process()
         for pid in self.worker_pids():
             try:

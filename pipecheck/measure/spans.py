@@ -26,9 +26,12 @@ import gc
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from pipecheck.records.common import StepRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
 
 DETACHED_KINDS = ("gc",)
 """Spans that interrupt whatever is running (a garbage collection): counted under their own
@@ -227,7 +230,7 @@ class _SpanContext:
         self.rec = rec
         self.name = name
         self.step_num = step_num
-        self.annotation: Any = None
+        self.annotation: jax.profiler.TraceAnnotation | None = None
 
     def __enter__(self) -> None:
         rec = self.rec

@@ -31,7 +31,7 @@ import sysconfig
 import threading
 import time
 from types import CodeType, FrameType
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from pipecheck.records.common import SyncSite
 
@@ -78,8 +78,6 @@ class FrameInfo:
     function: str
     expression: str = ""
     """The source of the expression being executed (innermost frame only)."""
-
-
 
 
 def _norm(path: str) -> str:
@@ -131,7 +129,7 @@ def classify(stack: Sequence[FrameInfo]) -> tuple[FrameInfo, bool] | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _positions(code: CodeType) -> list[Any]:
+def _positions(code: CodeType) -> list[tuple[int | None, int | None, int | None, int | None]]:
     return list(code.co_positions())
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from pipecheck.analysis import stats
 from pipecheck.analysis.steady_state import steady_state, with_anomalies
@@ -21,6 +21,7 @@ from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
 from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads import build_workload
 from pipecheck.workloads.base import Workload
 
@@ -28,7 +29,7 @@ DEFAULT_STEPS = 40
 
 
 def compiled_analysis(
-    workload: Workload, state: Any, batch: Any
+    workload: Workload, state: PyTree, batch: Batch
 ) -> tuple[float | None, int | None]:
     """FLOPs per step and peak memory from the compiled step (free after the first call)."""
     try:
@@ -49,6 +50,7 @@ def compiled_analysis(
         mem = compiled.memory_analysis()
         peak = getattr(mem, "peak_memory_in_bytes", None)
         if not peak:
+            assert mem is not None  # no analysis: no peak (caught below)
             peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
                     + mem.temp_size_in_bytes - mem.alias_size_in_bytes)
         peak = int(peak)

@@ -156,7 +156,7 @@ def _convert_out(value: Any) -> Any:
     return value
 
 
-def to_dict(record: Any) -> dict[str, Any]:
+def to_dict(record: object) -> dict[str, Any]:
     """A JSON-ready dict of a record (non-finite floats become null)."""
     out = _convert_out(record)
     assert isinstance(out, dict)

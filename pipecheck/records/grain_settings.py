@@ -9,9 +9,12 @@ called.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipecheck.records.base import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    import grain
 
 DEFAULT_PER_WORKER_BUFFER = 2
 """Batches each worker may hold ready: two let a worker produce the next batch while the
@@ -80,7 +83,7 @@ class GrainSettings(Record):
                 f"grain.ReadOptions(num_threads={self.threads}, "
                 f"prefetch_buffer_size={self.prefetch}))")
 
-    def options(self) -> tuple[Any, Any]:
+    def options(self) -> tuple[grain.MultiprocessingOptions, grain.ReadOptions]:
         """``(grain.MultiprocessingOptions, grain.ReadOptions)`` for this setting."""
         # lazy: Grain imported where used, so `import pipecheck` stays light
         import grain

@@ -11,7 +11,7 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Any, Mapping
+from typing import Any, Mapping, overload
 
 from pipecheck.errors import (
     OutputExistsError,
@@ -32,6 +32,7 @@ from pipecheck.records import (  # noqa: F401
 from pipecheck.records.base import (
     _KINDS,
     FORMAT_VERSION,  # noqa: F401 - read as store.FORMAT_VERSION
+    Record,
     T,
     check_version,
     from_dict,
@@ -40,11 +41,11 @@ from pipecheck.records.base import (
 )
 
 
-def record_to_json(record: Any) -> str:
+def record_to_json(record: Record) -> str:
     return json.dumps(to_dict(record), indent=2, allow_nan=False) + "\n"
 
 
-def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
+def load_dict(data: Mapping[str, Any], origin: str = "input") -> Record:
     """Turn a loaded JSON object into its record class, checking version and kind."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
@@ -65,7 +66,15 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Any:
         raise ResultFormatError(f"{origin}: {e}") from None
 
 
-def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T:
+@overload
+def load(path: str | os.PathLike[str]) -> Record: ...
+
+
+@overload
+def load(path: str | os.PathLike[str], expect: type[T]) -> T: ...
+
+
+def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T | Record:
     """Read a result file; with ``expect``, insist on that record type."""
     p = pathlib.Path(path)
     try:
@@ -81,7 +90,7 @@ def load(path: str | os.PathLike[str], expect: type[T] | None = None) -> T:
         raise ResultFormatError(
             f"{p} holds a {record.kind!r} result; expected {expect.KIND!r}"  # type: ignore[attr-defined]
         )
-    return record  # type: ignore[no-any-return]
+    return record
 
 
 def check_writable(path: str | os.PathLike[str] | None, force: bool) -> None:
@@ -135,7 +144,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bo
         raise
 
 
-def save(record: Any, path: str | os.PathLike[str], force: bool = False) -> None:
+def save(record: Record, path: str | os.PathLike[str], force: bool = False) -> None:
     """Write a record as JSON, atomically."""
     try:
         text = record_to_json(record)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from tabulate import tabulate
 
@@ -16,7 +16,7 @@ MAX_LISTED_ANOMALIES = 12
 
 def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
     """Anomalous steps of one or more runs; with one unlabelled run, no run column."""
-    table: list[list[Any]] = []
+    table: list[Sequence[object]] = []
     for label, anomalies in runs:
         for an in anomalies[:MAX_LISTED_ANOMALIES]:
             ratio = "-" if not math.isfinite(an.ratio) else f"{an.ratio:.2f}x"

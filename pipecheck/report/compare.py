@@ -5,12 +5,13 @@ their intervals) and the tuning outcome; it computes nothing of its own."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Sequence
 
 from tabulate import tabulate
 
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
+from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import findings_text, ms, warnings_text
 
@@ -21,7 +22,7 @@ def _ci(e: Estimate | None) -> str:
     return f"{ms(e.low)} .. {ms(e.high)}"
 
 
-def _evidence(r: CompareResult) -> list[list[Any]]:
+def _evidence(r: CompareResult) -> list[Sequence[object]]:
     est = r.estimates
     t, d, real = (est.target, est.loader, est.real) if est else (None, None, None)
     return [
@@ -35,7 +36,7 @@ def _evidence(r: CompareResult) -> list[list[Any]]:
     ]
 
 
-def _is_chosen(r: CompareResult, s: Any) -> bool:
+def _is_chosen(r: CompareResult, s: LoaderSetting) -> bool:
     """The setting the search chose: all four knobs when the record has them."""
     if r.tuning.chosen is not None:
         return bool(s.settings == r.tuning.chosen)
@@ -46,8 +47,8 @@ def _buffers_vary(r: CompareResult) -> bool:
     return len({(s.per_worker_buffer, s.settings.prefetch) for s in r.loader}) > 1
 
 
-def _tried(r: CompareResult, goal: float) -> list[list[Any]]:
-    rows = []
+def _tried(r: CompareResult, goal: float) -> list[Sequence[object]]:
+    rows: list[Sequence[object]] = []
     buffers = _buffers_vary(r)
     for s in r.loader:
         mark = "<- chosen" if _is_chosen(r, s) else ""

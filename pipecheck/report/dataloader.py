@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Sequence
 
 from tabulate import tabulate
 
@@ -41,8 +41,8 @@ def _loader_time(setting: LoaderSetting) -> list[str]:
     return [ms(d.value), f"{ms(d.low)} .. {ms(d.high)}" if d.n >= 2 else "-"]
 
 
-def setting_rows(results: Sequence[LoaderSetting]) -> list[list[Any]]:
-    rows = []
+def setting_rows(results: Sequence[LoaderSetting]) -> list[Sequence[object]]:
+    rows: list[Sequence[object]] = []
     for r in results:
         d = r.batch_time.summary
         rows.append([
@@ -62,11 +62,11 @@ def _mb(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) or x <= 0 else f"{x:.0f} MB"
 
 
-def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[list[Any]]:
+def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[Sequence[object]]:
     """Per setting: D, start-up, the training process's CPU share, CPU per worker, memory,
     and what limits the setting. Settings measured without resources are left out."""
 
-    rows = []
+    rows: list[Sequence[object]] = []
     for r in results:
         res = r.resources
         if res is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 from tabulate import tabulate
@@ -126,7 +126,7 @@ def format_imported(run: ImportedRun) -> str:
     def med(xs: Sequence[float]) -> str:
         return "-" if not xs else _num(statistics.median(xs))
 
-    rows: list[list[Any]] = [
+    rows: list[Sequence[object]] = [
         ["steps logged", f"{len(run.steps)} (steps {run.steps[0].step}..{run.steps[-1].step})"],
         ["steady-state steps (n)", d.n],
         ["step time median (steady)", value_text("s", d.median)],

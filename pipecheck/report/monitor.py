@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Sequence
 
 from tabulate import tabulate
 
@@ -20,7 +20,7 @@ from pipecheck.report.format import (
 
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
-    rows: list[list[Any]] = distribution_rows(result.step_time, "step time")
+    rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
     if result.compile is not None:
         rows += [["compile time (step function)", ms(result.compile.compile_s)],

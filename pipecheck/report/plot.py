@@ -16,7 +16,8 @@ import dataclasses
 import io
 import math
 import os
-from typing import Any, Sequence
+import types
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 from tabulate import tabulate
@@ -26,10 +27,14 @@ from pipecheck.analysis.steady_state import STEADY_STATE_EXCLUDED_TAGS
 from pipecheck.errors import PlotUnavailableError, ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records import store
-from pipecheck.records.common import StepRecord
+from pipecheck.records.base import Record
+from pipecheck.records.common import Anomaly, StepRecord
 from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 from pipecheck.report.format import ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
 
 DEFAULT_WINDOW = 12
 """Steps shown in the Gantt when no window is given."""
@@ -66,7 +71,7 @@ TAG_STYLE = {
 ``fast``, ``attribution_shift``, and ``outlier`` in imported logs); other tags get ``v``."""
 
 
-def _pyplot() -> Any:
+def _pyplot() -> types.ModuleType:
     try:
         # lazy: matplotlib imported where used, so `import pipecheck` stays light
         import matplotlib
@@ -79,7 +84,7 @@ def _pyplot() -> Any:
     return plt
 
 
-def steps_of(record: Any, origin: str) -> Sequence[StepRecord]:
+def steps_of(record: Record, origin: str) -> Sequence[StepRecord]:
     steps = getattr(record, "steps", ()) or ()
     if not len(steps):
         raise ResultFormatError(f"{origin} holds no per-step records (steps) to plot")
@@ -155,7 +160,7 @@ def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, floa
     return bars, intervals
 
 
-def _series_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int] | None,
+def _series_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int] | None,
                   title: str) -> str:
     """The step-time series: every point of a short run, or for a long one the steady
     state as a binned band; tagged steps always drawn one by one. Returns a note for the
@@ -237,7 +242,8 @@ def _has_spans(steps: Sequence[StepRecord]) -> bool:
     return any(getattr(s, "spans", None) for s in steps)
 
 
-def anomaly_rows(steps: Sequence[StepRecord], anomalies: Sequence[Any] = ()) -> list[list[str]]:
+def anomaly_rows(steps: Sequence[StepRecord],
+                 anomalies: Sequence[Anomaly] = ()) -> list[list[str]]:
     """Pure: the table that replaces the Gantt for a run without spans: each step kept out
     of the steady state, with its cause (a record's ``anomalies``) or its tags."""
     if anomalies:
@@ -248,7 +254,7 @@ def anomaly_rows(steps: Sequence[StepRecord], anomalies: Sequence[Any] = ()) -> 
             for s in _tagged_rows(steps)]
 
 
-def _gantt_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int]) -> None:
+def _gantt_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int]) -> None:
     numbers = column_of(steps, "step")
     rows = np.flatnonzero((numbers >= window[0]) & (numbers <= window[1]))
     win = (list(steps.take(rows)) if isinstance(steps, StepTable)
@@ -282,7 +288,7 @@ def _gantt_panel(ax: Any, steps: Sequence[StepRecord], window: tuple[int, int]) 
     ax.grid(axis="x", alpha=0.3)
 
 
-def _table_panel(ax: Any, rows: list[list[str]]) -> None:
+def _table_panel(ax: Axes, rows: list[list[str]]) -> None:
     """The anomaly table as one block of monospaced text (a matplotlib table of many cells
     costs seconds to draw)."""
     shown = rows[:MAX_TABLE_ROWS]
@@ -296,7 +302,7 @@ def _table_panel(ax: Any, rows: list[list[str]]) -> None:
 
 
 def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, title: str,
-               anomalies: Sequence[Any] = ()) -> tuple[bytes, str]:
+               anomalies: Sequence[Anomaly] = ()) -> tuple[bytes, str]:
     """The PNG, and what the second panel shows: ``"gantt"`` (the run has spans),
     ``"anomalies"`` (no spans: the steps kept out of the steady state as a table) or
     ``"none"`` (neither: one panel)."""
@@ -339,7 +345,7 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
     store.check_writable(out_path, force)
     with progress.task(f"plotting {os.path.basename(str(run_path))}", PLOT_STAGES,
                        "stage") as task:
-        record: Any = store.load(run_path)
+        record = store.load(run_path)
         task.advance()
         steps = steps_of(record, str(run_path))
         numbers = column_of(steps, "step")

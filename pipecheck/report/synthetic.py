@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Sequence
 
 from tabulate import tabulate
 
@@ -23,7 +23,7 @@ from pipecheck.report.format import (
 def format_synthetic(result: SyntheticResult) -> str:
     """The synthetic report: target step time, compile, throughput, findings, warnings."""
     c, t = result.compile, result.throughput
-    rows: list[list[Any]] = [["workload", result.config.get("workload")]]
+    rows: list[Sequence[object]] = [["workload", result.config.get("workload")]]
     rows += distribution_rows(result.step_time, "target step time")
     rows += [
         ["first step (incl. compile)", ms(c.first_step_s)],

@@ -28,7 +28,10 @@ import json
 import os
 from typing import Any, Iterable, Mapping, Sequence
 
+from pipecheck.measure.compile_watch import CompileEvent
 from pipecheck.measure.spans import Span, SpanRecorder
+from pipecheck.records.common import StepRecord
+from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.kinds import DATA_SPANS
 from pipecheck.records.store import write_text_atomic
 
@@ -66,7 +69,7 @@ class Timeline:
     compiles: tuple[CompileSlice, ...] = ()
 
 
-def compile_slices(events: Iterable[Any]) -> tuple[CompileSlice, ...]:
+def compile_slices(events: Iterable[CompileEvent]) -> tuple[CompileSlice, ...]:
     """CompileSlices from ``compile_watch.CompileEvent`` objects (event, fun_name, ...)."""
     return tuple(
         CompileSlice(_COMPILE_NAMES.get(e.event, e.event), e.fun_name, e.duration_s, e.at)
@@ -74,8 +77,8 @@ def compile_slices(events: Iterable[Any]) -> tuple[CompileSlice, ...]:
     )
 
 
-def timeline_of(recorder: SpanRecorder, compile_events: Iterable[Any] = (),
-                steps: Iterable[Any] | None = None) -> Timeline:
+def timeline_of(recorder: SpanRecorder, compile_events: Iterable[CompileEvent] = (),
+                steps: Iterable[StepRecord] | None = None) -> Timeline:
     """The recorder's retained spans, marks and tags (plus compile events) as a Timeline.
     ``steps``: the record's steps, whose tags (anomalies included) label the step slices;
     by default the recorder's own."""
@@ -185,7 +188,7 @@ def validate_chrome_trace(trace: Mapping[str, Any]) -> list[str]:
     events = trace.get("traceEvents") if isinstance(trace, Mapping) else None
     if not isinstance(events, list):
         return ["no traceEvents list"]
-    per_track: dict[tuple[Any, Any], list[tuple[float, float, str]]] = {}
+    per_track: dict[tuple[object, object], list[tuple[float, float, str]]] = {}
     for i, e in enumerate(events):
         if not isinstance(e, Mapping) or "ph" not in e or "name" not in e:
             problems.append(f"event {i}: missing ph or name")
@@ -234,10 +237,10 @@ def write_trace(path: str | os.PathLike[str], trace: Mapping[str, Any],
 def write_recorder_trace(
     path: str | os.PathLike[str],
     recorder: SpanRecorder,
-    compile_events: Sequence[Any] = (),
+    compile_events: Sequence[CompileEvent] = (),
     process_name: str = "pipecheck",
     force: bool = False,
-    steps: Iterable[Any] | None = None,
+    steps: Iterable[StepRecord] | None = None,
 ) -> None:
     """The one call a command needs for ``--trace PATH`` (``steps``: the record's steps, for
     their tags)."""
@@ -249,7 +252,8 @@ SETTING_GAP_S = 0.05
 """Gap drawn between two loader settings in a dataloader trace (they ran one after another)."""
 
 
-def dataloader_trace(result: Any, process_name: str = "pipecheck dataloader") -> dict[str, Any]:
+def dataloader_trace(result: DataloaderResult,
+                     process_name: str = "pipecheck dataloader") -> dict[str, Any]:
     """Pure: a Chrome trace of a ``DataloaderResult``, one track per setting.
 
     The timing loop reads the clock only between consecutive ``next()`` calls, so a

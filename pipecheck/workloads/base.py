@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from pipecheck.config import RunConfig
 from pipecheck.measure.loop import StepHook
+from pipecheck.step_types import Batch, BatchSpec, InputPipeline, PyTree, TrainStep
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, Sharding
 
 
 @dataclasses.dataclass
@@ -22,15 +28,15 @@ class Workload:
 
     name: str
     config: RunConfig
-    mesh: Any
-    train_step: Any
+    mesh: Mesh
+    train_step: TrainStep
     train_step_name: str
-    init_state: Callable[[], Any]
-    batch_spec: Mapping[str, Any]
-    host_batch: Callable[[], Mapping[str, Any]]
-    dataset: Callable[..., Any] | None = None
+    init_state: Callable[[], PyTree]
+    batch_spec: BatchSpec
+    host_batch: Callable[[], Mapping[str, np.ndarray]]
+    dataset: Callable[[], InputPipeline] | None = None
     hooks: Sequence[StepHook] = ()
-    prepare: Callable[[Workload, Any], None] | None = None
+    prepare: Callable[[Workload, PyTree], None] | None = None
     """Runs before the timed loop (e.g. AOT lowering); its compilations are counted."""
     flops_per_step: float | None = None
     """Known FLOPs of one step, when the compiler's cost analysis cannot see them."""
@@ -52,7 +58,7 @@ class Workload:
             n *= int(d)
         return n
 
-    def put(self, host_batch: Mapping[str, Any]) -> Any:
+    def put(self, host_batch: Batch) -> dict[str, jax.Array]:
         """Move a host batch to the devices with the spec's sharding (as training does);
         across processes, the host-local batch becomes this process's part of the global
         array."""
@@ -67,10 +73,11 @@ class Workload:
                 for k, v in host_batch.items()}
 
 
-def spec_of(host_batch: Mapping[str, Any], sharding: Any) -> dict[str, Any]:
+def spec_of(host_batch: Mapping[str, np.ndarray],
+            sharding: Sharding) -> dict[str, jax.ShapeDtypeStruct]:
     """ShapeDtypeStructs (with sharding) describing the global batch of which ``host_batch``
     is this process's part (the whole of it in one process)."""
-    import jax
+    import jax  # lazy: keeps `import pipecheck` free of JAX
 
     n = jax.process_count()
     return {

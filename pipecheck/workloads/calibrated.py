@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from pipecheck.config import COMMON_KEYS, Key, RunConfig
 from pipecheck.measure.loop import StepHook
 from pipecheck.measure.pipeline import MainProcessMap
 from pipecheck.measure.spans import SpanRecorder
+from pipecheck.step_types import Batch, InputPipeline, PyTree
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import (
     batch_sharding,
@@ -37,6 +38,10 @@ from pipecheck.workloads.devices import (
     replicated,
     shard_by_process,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
+    from jax.typing import ArrayLike
 
 KEYS: tuple[Key, ...] = (
     *COMMON_KEYS,
@@ -72,7 +77,7 @@ CALIBRATION_ITERS = (8, 72)
 CALIBRATION_REPEATS = 5
 
 
-def _chain(w: Any, h: Any, iters: Any) -> Any:
+def _chain(w: jax.Array, h: ArrayLike, iters: int | jax.Array) -> jax.Array:
     # lazy: Grain, JAX imported where used, so `import pipecheck` stays light
     import jax
     import jax.numpy as jnp
@@ -80,7 +85,8 @@ def _chain(w: Any, h: Any, iters: Any) -> Any:
     return jax.lax.fori_loop(0, iters, lambda _, a: jnp.tanh(a @ w), h)
 
 
-def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def train_step(state: dict[str, jax.Array],
+               batch: Batch) -> tuple[dict[str, jax.Array], dict[str, jax.Array]]:
     """One calibrated step: the matmul chain on the batch; the loss feeds back into w."""
     import jax.numpy as jnp
 
@@ -91,7 +97,8 @@ def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[Any, dict[
 
 
 def calibrate_iters(
-    w: Any, x: Any, compute_ms: float, clock: Any = time.perf_counter
+    w: jax.Array, x: jax.Array, compute_ms: float,
+    clock: Callable[[], float] = time.perf_counter
 ) -> tuple[int, float]:
     """Chain length that costs ``compute_ms`` on these arrays, and the measured s/iteration.
 
@@ -117,7 +124,8 @@ def calibrate_iters(
     return iters, per_iter
 
 
-def log_current_loss(step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None:
+def log_current_loss(step: int, state: PyTree, metrics: PyTree,
+                     recorder: SpanRecorder) -> None:
     """host_sync=every_step: the training loop logs the loss of the step it just dispatched."""
     with recorder.span("log"):
         loss = float(metrics["loss"])  # forced sync: waits for the step just dispatched
@@ -128,7 +136,7 @@ def blocking_hook(
     kind: str,
     every: int,
     cost_ms: float,
-    wait: Callable[[Any], Any],
+    wait: Callable[[PyTree], object],
     sleep: Callable[[float], None] = time.sleep,
 ) -> StepHook:
     """A StepHook that, on steps ``every``, ``2*every``, ..., blocks the host as a
@@ -142,7 +150,7 @@ def blocking_hook(
     if every < 1:
         raise ValueError("every must be >= 1")
 
-    def hook(step: int, state: Any, metrics: Any, recorder: SpanRecorder) -> None:
+    def hook(step: int, state: PyTree, metrics: PyTree, recorder: SpanRecorder) -> None:
         if step == 0 or step % every:
             return
         with recorder.span(kind):
@@ -158,14 +166,14 @@ def blocking_hook(
     return hook
 
 
-def save_state(state: Any) -> Any:
+def save_state(state: PyTree) -> PyTree:
     """The checkpoint's blocking part: copy the whole state to the host."""
     import jax
 
     return jax.device_get(state)
 
 
-def wait_for_state(state: Any) -> Any:
+def wait_for_state(state: PyTree) -> PyTree:
     """The eval's blocking part: the eval needs the updated parameters."""
     import jax
 
@@ -234,12 +242,12 @@ class Consume:
     def __init__(self, consumer_ms: float) -> None:
         self.consumer_ms = consumer_ms
 
-    def __call__(self, batch: Any) -> Any:
+    def __call__(self, batch: Batch) -> Batch:
         busy(self.consumer_ms)
         return batch
 
 
-def make_dataset(config: RunConfig) -> Any:
+def make_dataset(config: RunConfig) -> InputPipeline:
     """The calibrated input pipeline: an endless MapDataset of whole (host-local) batches,
     sharded by process (this process reads every ``process_count``-th batch index); with
     ``consumer_ms``, a transform that runs in the training process after the workers."""
@@ -280,14 +288,14 @@ def build(config: RunConfig) -> Workload:
         iters = int(multihost_utils.broadcast_one_to_all(np.int32(iters)))
     flops = 2.0 * config["batch_size"] * dim * dim * iters
 
-    def init_state() -> dict[str, Any]:
+    def init_state() -> dict[str, jax.Array]:
         return {
             "w": jax.device_put(w_host, rep),
             "iters": jax.device_put(jnp.int32(iters), rep),
             "step": jax.device_put(jnp.int32(0), rep),
         }
 
-    def prepare(workload: Workload, state: Any) -> None:
+    def prepare(workload: Workload, state: PyTree) -> None:
         if config["aot_sharding_mismatch"]:
             # The bug, on purpose: the batch spec carries no sharding, so the
             # executable compiled here does not match the sharded batch.

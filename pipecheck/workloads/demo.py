@@ -7,7 +7,7 @@ Sized to take tens of milliseconds per step on a 2-core CPU. Tokens are bytes
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from pipecheck.data.sources import open_records
 from pipecheck.data.tokenizer import TokenizeAndPack
 from pipecheck.errors import ConfigError
 from pipecheck.measure.pipeline import BatchedExamples
+from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import (
     batch_sharding,
@@ -24,6 +25,10 @@ from pipecheck.workloads.devices import (
     replicated,
     shard_by_process,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
+    import optax
 
 KEYS: tuple[Key, ...] = (
     *(Key(k.name, k.type, 8, k.help, k.choices, k.minimum) if k.name == "batch_size" else k
@@ -50,7 +55,7 @@ VOCAB_SIZE = 260
 """4 special ids (pad, bos, eos, unused) + 256 byte values."""
 
 
-def init_params(config: RunConfig, seed: int) -> dict[str, Any]:
+def init_params(config: RunConfig, seed: int) -> PyTree:
     """Parameters as a pytree of numpy arrays (placed on devices by the caller)."""
     rng = np.random.default_rng(seed)
     d, f, L = config["d_model"], config["d_ff"], config["n_layers"]
@@ -58,7 +63,7 @@ def init_params(config: RunConfig, seed: int) -> dict[str, Any]:
     def dense(n_in: int, n_out: int) -> np.ndarray:
         return (rng.standard_normal((n_in, n_out)) / math.sqrt(n_in)).astype(np.float32)
 
-    params: dict[str, Any] = {
+    params: PyTree = {
         "embed": (rng.standard_normal((VOCAB_SIZE, d)) * 0.02).astype(np.float32),
         "pos": (rng.standard_normal((config["seq_len"], d)) * 0.02).astype(np.float32),
         "final_norm": np.ones((d,), np.float32),
@@ -76,13 +81,13 @@ def init_params(config: RunConfig, seed: int) -> dict[str, Any]:
     return params
 
 
-def _rms_norm(x: Any, scale: Any) -> Any:
-    import jax.numpy as jnp
+def _rms_norm(x: jax.Array, scale: jax.Array) -> jax.Array:
+    import jax.numpy as jnp  # lazy: keeps `import pipecheck` free of JAX
 
     return x * jnp.reciprocal(jnp.sqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-6)) * scale
 
 
-def forward(params: dict[str, Any], tokens: Any, n_heads: int) -> Any:
+def forward(params: PyTree, tokens: jax.Array, n_heads: int) -> jax.Array:
     """Logits for next-token prediction, shape (batch, seq, vocab)."""
     import jax
     import jax.numpy as jnp
@@ -106,7 +111,9 @@ def forward(params: dict[str, Any], tokens: Any, n_heads: int) -> Any:
     return x @ params["embed"].T
 
 
-def make_train_step(config: RunConfig) -> Any:
+def make_train_step(
+    config: RunConfig,
+) -> tuple[Callable[[PyTree, Batch], tuple[PyTree, PyTree]], optax.GradientTransformation]:
     import jax
     import jax.numpy as jnp
     import optax
@@ -114,14 +121,14 @@ def make_train_step(config: RunConfig) -> Any:
     n_heads = config["n_heads"]
     optimizer = optax.adamw(config["learning_rate"])
 
-    def loss_fn(params: Any, tokens: Any) -> Any:
+    def loss_fn(params: PyTree, tokens: jax.Array) -> jax.Array:
         logits = forward(params, tokens[:, :-1], n_heads)
         targets = tokens[:, 1:]
         losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
         weights = (targets != 0).astype(jnp.float32)
         return jnp.sum(losses * weights) / jnp.maximum(jnp.sum(weights), 1.0)
 
-    def train_step(state: dict[str, Any], batch: dict[str, Any]) -> tuple[Any, Any]:
+    def train_step(state: PyTree, batch: Batch) -> tuple[PyTree, PyTree]:
         loss, grads = jax.value_and_grad(loss_fn)(state["params"], batch["tokens"])
         updates, opt_state = optimizer.update(grads, state["opt_state"], state["params"])
         params = optax.apply_updates(state["params"], updates)
@@ -172,7 +179,7 @@ def build(config: RunConfig) -> Workload:
     }
     spec = spec_of(example, batch_sharding(mesh))
 
-    def init_state() -> dict[str, Any]:
+    def init_state() -> PyTree:
         params = jax.device_put(host_params, rep)
         opt_state = jax.device_put(optimizer.init(params), rep)
         return {"params": params, "opt_state": opt_state, "step": jax.device_put(jnp.int32(0), rep)}

@@ -8,11 +8,17 @@ in a real cross-process all-reduce.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
 from pipecheck.errors import ConfigError
+from pipecheck.step_types import Batch
+
+if TYPE_CHECKING:  # pragma: no cover
+    import grain
+    import jax
+    from jax.sharding import Mesh, NamedSharding, Sharding
 
 DATA_AXIS = "data"
 
@@ -40,7 +46,7 @@ def check_splits(size: int, parts: int, what: str, where: str) -> None:
         raise ConfigError(f"{what} does not split over {where}; use a multiple of {parts}")
 
 
-def data_mesh(n: int) -> Any:
+def data_mesh(n: int) -> Mesh:
     """A 1-D Mesh, axis ``data``, over the first ``n`` devices of every process."""
     import jax  # lazy: keeps `import pipecheck` free of JAX
     from jax.sharding import Mesh
@@ -69,7 +75,7 @@ def host_batch_size(batch_size: int, devices: int) -> int:
     return batch_size // processes
 
 
-def shard_by_process(ds: Any) -> Any:
+def shard_by_process(ds: grain.MapDataset) -> grain.MapDataset:
     """This process's share of a Grain MapDataset: every ``process_count``-th record (as
     ``grain.sharding.ShardByJaxProcess`` would); unchanged in one process, so a one-process
     pipeline gains no extra stage."""
@@ -80,29 +86,29 @@ def shard_by_process(ds: Any) -> Any:
     return ds[jax.process_index()::jax.process_count()]
 
 
-def put_global(sharding: Any) -> Any:
+def put_global(sharding: Sharding) -> Callable[[Batch], dict[str, jax.Array]]:
     """``put(host_batch)`` for a loop: ``device_put`` in one process; across processes,
     this process's host-local batch becomes its part of a global array."""
     import jax
 
     if jax.process_count() == 1:
-        def put(batch: Any) -> dict[str, Any]:
+        def put(batch: Batch) -> dict[str, jax.Array]:
             return {k: jax.device_put(v, sharding) for k, v in batch.items()}
     else:
-        def put(batch: Any) -> dict[str, Any]:
+        def put(batch: Batch) -> dict[str, jax.Array]:
             return {k: jax.make_array_from_process_local_data(sharding, v)
                     for k, v in batch.items()}
     return put
 
 
-def batch_sharding(mesh: Any) -> Any:
+def batch_sharding(mesh: Mesh) -> NamedSharding:
     """Shard the leading (batch) dimension over the data axis."""
     from jax.sharding import NamedSharding, PartitionSpec
 
     return NamedSharding(mesh, PartitionSpec(DATA_AXIS))
 
 
-def replicated(mesh: Any) -> Any:
+def replicated(mesh: Mesh) -> NamedSharding:
     from jax.sharding import NamedSharding, PartitionSpec
 
     return NamedSharding(mesh, PartitionSpec())

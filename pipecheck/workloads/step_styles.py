@@ -18,9 +18,14 @@ Flax stays optional: it is only looked at when the user's code has imported it.
 from __future__ import annotations
 
 import sys
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, cast
 
 from pipecheck.errors import ConfigError
+from pipecheck.step_types import Batch, BatchSpec, PyTree
+
+if TYPE_CHECKING:  # pragma: no cover
+    import jax
+    from jax.sharding import Sharding
 
 FUNCTIONAL = "functional"
 IN_PLACE = "nnx"
@@ -36,7 +41,7 @@ def _nnx_base() -> type | None:
     return base if isinstance(base, type) else None
 
 
-def style_of(state: Any) -> str:
+def style_of(state: PyTree) -> str:
     """``nnx`` when the state is NNX objects (one, or a tuple/list of them), else functional."""
     base = _nnx_base()
     if base is None:
@@ -45,7 +50,7 @@ def style_of(state: Any) -> str:
     return IN_PLACE if any(isinstance(x, base) for x in items) else FUNCTIONAL
 
 
-def place_state(state: Any, sharding: Any) -> Any:
+def place_state(state: PyTree, sharding: Sharding) -> PyTree:
     """The state on the devices with ``sharding``; NNX objects are updated in place, so
     objects shared between them (the optimizer's model) stay shared."""
     # lazy: Flax, JAX imported where used, so `import pipecheck` stays light
@@ -64,36 +69,39 @@ class UserStep:
     metrics)``, jitted, in either style. ``use_style`` picks the style from a state
     (:func:`style_of`); until then it is functional."""
 
-    def __init__(self, step: Any) -> None:
+    def __init__(self, step: Callable[..., PyTree]) -> None:
         self._step = step
-        self._jitted: dict[str, Any] = {}
+        self._jitted: dict[str, jax.stages.Wrapped] = {}
         self.style = FUNCTIONAL
 
-    def use_style(self, state: Any) -> None:
+    def use_style(self, state: PyTree) -> None:
         self.style = style_of(state)
 
-    def _fn(self) -> Any:
+    def _fn(self) -> jax.stages.Wrapped:
+        """The jitted step for the style (called, and lowered, as ``jax.stages.Wrapped``:
+        ``nnx.jit``'s wrapper behaves as one but is typed apart)."""
         fn = self._jitted.get(self.style)
         if fn is None:
             if hasattr(self._step, "lower"):  # jax.jit or nnx.jit already
-                fn = self._step
+                jitted: object = self._step
             elif self.style == IN_PLACE:
+                # lazy: Flax is looked at only when the user's state is NNX objects
                 from flax import nnx
 
-                fn = nnx.jit(self._step)
+                jitted = nnx.jit(self._step)
             else:
                 import jax
 
-                fn = jax.jit(self._step)
-            self._jitted[self.style] = fn
+                jitted = jax.jit(self._step)
+            fn = self._jitted[self.style] = cast("jax.stages.Wrapped", jitted)
         return fn
 
-    def _args(self, state: Any, batch: Any) -> tuple[Any, ...]:
+    def _args(self, state: PyTree, batch: Batch | BatchSpec) -> tuple[PyTree, ...]:
         if self.style == IN_PLACE and isinstance(state, (tuple, list)):
             return (*state, batch)
         return (state, batch)
 
-    def __call__(self, state: Any, batch: Any) -> tuple[Any, Any]:
+    def __call__(self, state: PyTree, batch: Batch, /) -> tuple[PyTree, PyTree]:
         out = self._fn()(*self._args(state, batch))
         if self.style == FUNCTIONAL:
             return out  # type: ignore[no-any-return]
@@ -106,6 +114,6 @@ class UserStep:
                 "(a scalar, or a dict with 'loss'): end it with `return loss`")
         return state, {"loss": out}
 
-    def lower(self, state: Any, batch: Any) -> Any:
+    def lower(self, state: PyTree, batch: Batch | BatchSpec, /) -> jax.stages.Lowered:
         """``jit(...).lower`` with the arguments the step takes (compile analysis)."""
         return self._fn().lower(*self._args(state, batch))

@@ -19,11 +19,16 @@ import importlib.util
 import pathlib
 import re
 import sys
+import types
 from typing import Any, Callable
+
+import cloudpickle
+import numpy as np
 
 from pipecheck.config import Key, RunConfig
 from pipecheck.errors import ConfigError
 from pipecheck.measure.pipeline import build_iter_dataset
+from pipecheck.step_types import PyTree
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
@@ -39,7 +44,7 @@ ROLES_OPTIONAL = ("dataset", "batch")
 USER_MODULE_PREFIX = "pipecheck_user_"
 
 
-def import_file(path: pathlib.Path, role: str) -> Any:
+def import_file(path: pathlib.Path, role: str) -> types.ModuleType:
     """Import ``path/to/file.py`` so that Grain's worker processes can use what it defines.
 
     The file is imported as ``pipecheck_user_<stem>`` (a name of its own, so it shadows
@@ -48,8 +53,6 @@ def import_file(path: pathlib.Path, role: str) -> Any:
     classes by value. The file's directory is put on ``sys.path``, as ``python file.py``
     does, so the file can import its sibling modules; spawned workers inherit ``sys.path``.
     """
-    import cloudpickle
-
     if not path.is_file():
         raise ConfigError(f"workload.{role}: file {path} does not exist")
     path = path.resolve()
@@ -79,6 +82,7 @@ def import_file(path: pathlib.Path, role: str) -> Any:
 
 
 def load_entry_point(spec: str, role: str) -> Callable[..., Any]:
+    # Any: the user's function, of a signature and result pipecheck cannot know
     """Import ``module:function`` or ``file.py:function``; one-line errors."""
     module_name, sep, attr = spec.rpartition(":")
     if not sep or not module_name or not attr:
@@ -129,8 +133,6 @@ def checked_entries(config: RunConfig) -> dict[str, str]:
 
 
 def build(config: RunConfig) -> Workload:
-    import numpy as np
-
     entries = checked_entries(config)
     raw = {role: load_entry_point(spec, role) for role, spec in entries.items()}
     fns = {role: guarded(role, fn) for role, fn in raw.items()}
@@ -160,7 +162,7 @@ def build(config: RunConfig) -> Workload:
                or getattr(getattr(step, "__wrapped__", None), "__name__", "train_step"))
     rep = replicated(mesh)
 
-    def init_state() -> Any:
+    def init_state() -> PyTree:
         state = fns["init"](user_config)
         user_step.use_style(state)  # NNX objects: the step updates them in place
         return place_state(state, rep)
