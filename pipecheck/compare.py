@@ -72,6 +72,24 @@ class CompareRun:
     real: RealRun
 
 
+def _loader_times(loader: ls.LoaderChoice, hosts: AcrossHosts | None
+                  ) -> tuple[Estimate, Estimate | None, list[str]]:
+    """D at the chosen setting and at the baseline, as the verdict uses them: in a
+    multi-process run the slowest host's (every host waits for it at each step)."""
+    assert loader.chosen.loader_time is not None
+    chosen_d, baseline_d = loader.chosen.loader_time, \
+        loader.baseline.loader_time if loader.baseline else None
+    if hosts is None:
+        return chosen_d, baseline_d, []
+    own_d, chosen_d = chosen_d, hosts.slowest(chosen_d)
+    baseline_d = hosts.slowest(baseline_d) if baseline_d is not None else None
+    if chosen_d.value == own_d.value:
+        return chosen_d, baseline_d, []
+    return chosen_d, baseline_d, [
+        f"the verdict uses the slowest host's loader time D = {ms(chosen_d.value)} "
+        f"(this host's is {ms(own_d.value)}): every host waits for it at each step"]
+
+
 def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                 progress: Callable[[str], None] = lambda msg: None,
                 clock: Callable[[], float] = time.perf_counter) -> CompareRun:
@@ -99,17 +117,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         progress(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
         after, drift = target_again(config, max(10, o.target_steps // 2), workload, target, clock)
         t_samples += after
-    assert loader.chosen.loader_time is not None
-    chosen_d, baseline_d = loader.chosen.loader_time, \
-        loader.baseline.loader_time if loader.baseline else None
-    host_warnings: list[str] = []
-    if o.hosts is not None:  # every host waits for the slowest host's loader
-        own_d, chosen_d = chosen_d, o.hosts.slowest(chosen_d)
-        baseline_d = o.hosts.slowest(baseline_d) if baseline_d is not None else None
-        if chosen_d.value != own_d.value:
-            host_warnings.append(
-                f"the verdict uses the slowest host's loader time D = {ms(chosen_d.value)} "
-                f"(this host's is {ms(own_d.value)}): every host waits for it at each step")
+    chosen_d, baseline_d, host_warnings = _loader_times(loader, o.hosts)
     target_dist = Distribution.of(t_samples)
     est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,

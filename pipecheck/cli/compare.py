@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Sequence
 
 import click
 
@@ -21,6 +22,18 @@ from pipecheck.measure.distributed import DistributedOptions
 from pipecheck.report.compare import format_compare
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.tuned_config import save_config
+
+
+def _refuse_what_files_replace(given: Sequence[tuple[str, object, str | None]]) -> None:
+    """An option of a measurement that a file replaces is a usage error, not ignored."""
+    ignored = [opt for opt, value, source in given
+               if value is not None and source and opt != "--trace"]
+    if ignored:
+        raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
+                               "replaces that measurement (--dataloader, --synthetic, --real)")
+    if any(opt == "--trace" and value and source for opt, value, source in given):
+        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
+                               "writes its trace with mon.write_trace(PATH)")
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -83,19 +96,13 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     """
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
-    ignored = [opt for opt, value, source in (
+    _refuse_what_files_replace((
         ("--workers", workers_opt, dataloader_file), ("--max-workers", max_workers,
                                                       dataloader_file),
         ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
         ("--ram-budget-mb", ram_budget_mb, dataloader_file),
-        ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file))
-        if value is not None and source]
-    if ignored:
-        raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
-                               "replaces that measurement (--dataloader, --synthetic, --real)")
-    if trace_path and real_file:
-        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
-                               "writes its trace with mon.write_trace(PATH)")
+        ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file),
+        ("--trace", trace_path, real_file)))
 
     def progress(msg: str) -> None:
         if not quiet:

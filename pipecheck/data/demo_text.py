@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import tensorflow_datasets as tfds
+from tqdm import tqdm
 
 from pipecheck.errors import DataError, one_line
 
@@ -152,9 +153,6 @@ class PipecheckDemoText(tfds.core.GeneratorBasedBuilder):  # type: ignore[misc]
         return {SPLIT: self._generate_examples()}
 
     def _generate_examples(self) -> Iterator[tuple[int, dict[str, str]]]:
-        # lazy: tqdm only when the corpus is built
-        from tqdm import tqdm
-
         docs = generate_documents(self._num_docs, self._seed)
         bar = tqdm(docs, total=self._num_docs, desc="pipecheck: generating the demo corpus",
                    unit=" docs", file=sys.stderr, leave=False,
