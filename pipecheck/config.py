@@ -28,6 +28,8 @@ class Key:
 
     name: str
     type: type
+    # Any: a key's value is of the key's own ``type`` (int, float, str, bool, dict), known
+    # at run time; RunConfig's values and ``config[key]`` are typed the same way
     default: Any
     help: str
     choices: tuple[Any, ...] | None = None

@@ -19,6 +19,7 @@ from pipecheck.config import (
     parse_set_option,
 )
 from pipecheck.errors import ConfigError
+from pipecheck.step_types import InputPipeline
 from pipecheck.workloads import calibrated, demo, user
 from pipecheck.workloads.base import Workload
 
@@ -30,7 +31,7 @@ class WorkloadKind:
     keys: Sequence[Key]
     build: Callable[[RunConfig], Workload]
     """Sets up devices and the Mesh, builds the model and its jitted train step."""
-    dataset: Callable[[RunConfig], Any] | None = None
+    dataset: Callable[[RunConfig], InputPipeline] | None = None
     """The input pipeline without the model (None: build the workload to get it)."""
     tokens_key: str | None = None
 
@@ -43,7 +44,7 @@ REGISTRY: Mapping[str, WorkloadKind] = {
 BUILTIN = ("demo", "calibrated")
 
 
-def _unknown(workload: Any) -> ConfigError:
+def _unknown(workload: object) -> ConfigError:
     return ConfigError(
         f"unknown workload {workload!r}; use one of {', '.join(BUILTIN)}, or a mapping of "
         "entry points (workload: {train_step: 'pkg.mod:fn', init: ..., dataset: ...})"
@@ -86,7 +87,7 @@ def resolve(file_values: Mapping[str, Any] | None = None, overrides: Sequence[st
     label = "user" if isinstance(workload, Mapping) else repr(workload)
     values: dict[str, Any] = {name: k.default for name, k in known.items()}
 
-    def apply(key: str, value: Any, origin: str) -> None:
+    def apply(key: str, value: object, origin: str) -> None:
         if key not in known:
             names = ", ".join(sorted(known))
             raise ConfigError(
