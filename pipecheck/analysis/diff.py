@@ -116,6 +116,12 @@ def _rates_per_device(data: Mapping[str, Any], env: Mapping[str, Any],
     return tflops, tuple(tokens_per_step / t / devices for t in times if t > 0)
 
 
+def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A JSON object inside the record (empty when absent or not an object)."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     """A pipecheck result (as the JSON object) as a RunSummary.
 
@@ -140,12 +146,8 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
             "diff compares training runs (synthetic, compare, monitor, imported)"
         )
     steps = _steps_of(raw_steps, origin)
-    env = data.get("env") if isinstance(data.get("env"), Mapping) else {}
-    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
-    throughput = data.get("throughput") if isinstance(data.get("throughput"), Mapping) else {}
-    compile_info = data.get("compile") if isinstance(data.get("compile"), Mapping) else {}
-    assert isinstance(env, Mapping) and isinstance(config, Mapping)
-    assert isinstance(throughput, Mapping) and isinstance(compile_info, Mapping)
+    env, config = _section(data, "env"), _section(data, "config")
+    throughput, compile_info = _section(data, "throughput"), _section(data, "compile")
 
     is_steady = steady_mask(steps)
     times = steps.column("time_s")[is_steady].tolist()
