@@ -192,6 +192,10 @@ def read_until(stream, text, timeout_s):
     return lines
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
     marker = uuid.uuid4().hex
     env = dict(os.environ)
@@ -200,7 +204,10 @@ def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "pipecheck", "dataloader", "--set", "workload=calibrated",
          "--set", "load_ms=30", "--workers", "2", "--batches", "100000"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+        # A run started from a background job inherits SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: reset it, as a terminal's Ctrl-C finds it.
+        preexec_fn=_sigint_default)
     try:
         assert proc.stderr is not None
         seen = read_until(proc.stderr, "first batch after", timeout_s=120)  # batches flow
