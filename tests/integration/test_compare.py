@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 from ..conftest import REPO, run_cli
+from .doc_examples import skeleton_problems
 
 CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
 USER_LOOP = REPO / "tests" / "data" / "user_workload_loop.py"
@@ -68,6 +69,7 @@ def test_input_bound_fixed_by_tuning(tmp_path):
     finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
     assert f"{data['chosen_workers']} workers" in finding["message"]
     assert f"num_threads={chosen['threads']}" in data["recommendation"]
+    assert skeleton_problems("compare-input-bound", proc.stdout) == []  # docs/compare.md
 
 
 def test_forced_sync_named_at_the_loops_line(tmp_path):

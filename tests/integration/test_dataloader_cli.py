@@ -24,6 +24,7 @@ import pytest
 from pipecheck.records.steps import decode_array
 
 from ..conftest import REPO, run_cli
+from .doc_examples import skeleton_problems
 
 HERE = pathlib.Path(__file__).resolve().parent
 PYTHONPATH = os.pathsep.join([str(REPO), str(HERE)])
@@ -131,6 +132,7 @@ def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
         assert r["batch_time"]["mean_s"] == pytest.approx(mean[r["workers"]], rel=1e-9)
         # The first batch (worker spawn) is reported apart and costs more than a batch.
         assert r["first_batch_s"] > mean[r["workers"]]
+    assert skeleton_problems("dataloader-calibrated", proc.stdout) == []  # docs/dataloader.md
 
 
 def test_worker_that_raises_ends_the_run_with_its_message(tmp_path):
