@@ -38,17 +38,19 @@ def test_checkpoint_cost_lands_on_checkpoint_steps(ckpt_run: dict[str, pathlib.P
     assert [s.step for s in steps if "checkpoint" in s.tags] == [5, 10, 15]
     assert [s.step for s in steps if "eval" in s.tags] == [7, 14]
     steady = steady_state(steps)
-    median = res.step_time.summary.median
+    fastest = min(s.time_s for s in steady)
     assert sorted(res.step_time.samples_s) == sorted(s.time_s for s in steady)
     assert not any(t in s.tags for s in steady for t in ("checkpoint", "eval", "compile"))
     for i in (5, 10, 15):
         # the checkpoint (a sleep to CKPT_S) is inside its own step's interval ...
         assert by[i].time_s >= by[i].spans["checkpoint"] >= CKPT_S * 0.98
     for i in (6, 11, 16):
-        # ... and none of it in the next step's, which is not faster than the steady state
-        # (margin: noise); the steady state holds no checkpoint time at all
+        # ... and none of it in the next step's, whose device work did not run hidden under
+        # the checkpoint: it is not faster than the fastest steady step (margin: noise; the
+        # median would not do, a busy machine inflates it while this step may run quietly);
+        # the steady state holds no checkpoint time at all
         assert "checkpoint" not in by[i].spans
-        assert by[i].time_s >= 0.7 * median, (i, by[i].time_s, median)
+        assert by[i].time_s >= 0.7 * fastest, (i, by[i].time_s, fastest)
     assert not any("checkpoint" in s.spans for s in steady)
 
 
