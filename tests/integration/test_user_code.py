@@ -117,6 +117,7 @@ def test_shipped_example_compare_with_workers(tmp_path):
     out = tmp_path / "c.json"
     # The search may stop at 0 workers for this fast pipeline: give it worker counts to try.
     proc = run_cli("compare", "--config", "configs/user-example.yml", "--workers", "0,2",
+                   "--steps", "20", "--target-steps", "20", "--batches", "10",
                    "--quiet", "--json", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
