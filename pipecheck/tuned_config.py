@@ -17,7 +17,7 @@ import os
 import platform
 import socket
 import warnings
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import psutil
 import yaml
@@ -72,7 +72,8 @@ def this_machine() -> dict[str, str | int | None]:
     }
 
 
-def machine_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+def machine_differences(saved: Mapping[str, object],
+                        current: Mapping[str, object]) -> list[str]:
     """How the machine a config was measured on differs from this one, in words."""
     out = []
     for key in MACHINE_KEYS:
@@ -87,8 +88,8 @@ def machine_differences(saved: Mapping[str, Any], current: Mapping[str, Any]) ->
     return out
 
 
-def machine_warning(measured_on: Mapping[str, Any] | None, path: str,
-                    current: Mapping[str, Any] | None = None) -> str | None:
+def machine_warning(measured_on: Mapping[str, object] | None, path: str,
+                    current: Mapping[str, object] | None = None) -> str | None:
     """The warning for a saved config read on another machine, or None."""
     if not measured_on:
         return None
@@ -100,8 +101,8 @@ def machine_warning(measured_on: Mapping[str, Any] | None, path: str,
             "--save-config here")
 
 
-def config_text(config: RunConfig, settings: GrainSettings, measured: Mapping[str, Any],
-                machine: Mapping[str, Any] | None = None) -> str:
+def config_text(config: RunConfig, settings: GrainSettings, measured: Mapping[str, object],
+                machine: Mapping[str, object] | None = None) -> str:
     """The YAML of a saved config: the run's keys with the chosen Grain settings."""
     values = config.to_dict()
     values.update({
@@ -117,12 +118,12 @@ def config_text(config: RunConfig, settings: GrainSettings, measured: Mapping[st
 
 
 def save_config(path: str, config: RunConfig, settings: GrainSettings,
-                measured: Mapping[str, Any], force: bool = False) -> None:
+                measured: Mapping[str, object], force: bool = False) -> None:
     """Write the saved config atomically (never half-written)."""
     store.write_text_atomic(path, config_text(config, settings, measured), force)
 
 
-def settings_of(values: Mapping[str, Any], path: str) -> GrainSettings:
+def settings_of(values: Mapping[str, object], path: str) -> GrainSettings:
     """The Grain settings in a config file's values; unset knobs take pipecheck's defaults."""
     keys = {k.name: k for k in GRAIN_KEYS}
     if values.get("num_workers") is None:

@@ -98,8 +98,8 @@ def _anomalies_of(data: Mapping[str, Any], steps: Sequence[StepRecord],
     return tuple(step_anomalies(steps))
 
 
-def _rates_per_device(data: Mapping[str, Any], env: Mapping[str, Any],
-                      throughput: Mapping[str, Any], times: Sequence[float], med: float
+def _rates_per_device(data: Mapping[str, object], env: Mapping[str, object],
+                      throughput: Mapping[str, object], times: Sequence[float], med: float
                       ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """TFLOP/s and tokens/s per device for each steady step, from the record's FLOPs per
     step and tokens/s (empty when it has none)."""
@@ -275,7 +275,8 @@ def _tested_row(name: str, unit: str, xa: Sequence[float], xb: Sequence[float],
     )
 
 
-def _differences(a: Mapping[str, Any], b: Mapping[str, Any], keys: Sequence[str]) -> list[str]:
+def _differences(a: Mapping[str, object], b: Mapping[str, object],
+                 keys: Sequence[str]) -> list[str]:
     return [f"{k}: {a.get(k)!r} vs {b.get(k)!r}" for k in keys if a.get(k) != b.get(k)]
 
 
@@ -337,7 +338,7 @@ def step_time_verdict(row: DiffRow, confidence: float) -> str:
             "treat A and B as equally fast")
 
 
-def _version(env: Mapping[str, Any], key: str) -> str | None:
+def _version(env: Mapping[str, object], key: str) -> str | None:
     v = env.get(key)
     return None if v is None else str(v)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Callable, Iterator, Mapping, TypeVar
 
 import click
 
@@ -86,7 +86,7 @@ def fatal(message: str, code: int) -> None:
 
 @contextlib.contextmanager
 def joined(dist: DistributedOptions, command: str, config: RunConfig,
-           options: Mapping[str, Any]) -> Iterator[Session | None]:
+           options: Mapping[str, object]) -> Iterator[Session | None]:
     """Join the multi-process run (None for one process) and check every process runs the
     same command; a collective that fails because a peer died becomes the one-line error
     naming that peer."""

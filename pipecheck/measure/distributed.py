@@ -208,7 +208,7 @@ def looks_like_lost_peer(error: BaseException) -> bool:
     return any(sign in text for sign in PEER_FAILURE_SIGNS)
 
 
-def first_difference(mine: Mapping[str, Any], theirs: Mapping[str, Any]) -> str | None:
+def first_difference(mine: Mapping[str, object], theirs: Mapping[str, object]) -> str | None:
     """The first key (sorted) whose value differs between two flat mappings."""
     for key in sorted(set(mine) | set(theirs)):
         if mine.get(key) != theirs.get(key):
@@ -322,7 +322,7 @@ class Session:
                                    self.timeout_s, on_fatal).start()
         return self
 
-    def check_same(self, fingerprint: Mapping[str, Any]) -> None:
+    def check_same(self, fingerprint: Mapping[str, object]) -> None:
         """Refuse to measure when the processes were started with different configs."""
         mine = {str(k): v for k, v in fingerprint.items()}
         if self.is_reporter:
@@ -464,10 +464,10 @@ def per_host_path(path: str, process_id: int) -> str:
     return f"{root}.process-{process_id}{ext or '.json'}"
 
 
-def fingerprint(command: str, config: Mapping[str, Any],
-                options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def fingerprint(command: str, config: Mapping[str, object],
+                options: Mapping[str, object] | None = None) -> dict[str, object]:
     """What every process must agree on: the command, each config key, each option."""
-    out: dict[str, Any] = {"command": command}
+    out: dict[str, object] = {"command": command}
     out.update({str(k): v for k, v in config.items()})
     out.update({f"--{k.replace('_', '-')}": v for k, v in (options or {}).items()})
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from pipecheck.analysis.steady_state import buffered_at_start, loader_estimate
 from pipecheck.analysis.tuner import (
@@ -116,7 +116,7 @@ def _choice(settings: Sequence[LoaderSetting], tuning: TuningOutcome,
                         tuple(warnings))
 
 
-def read_loader(path: str, config: Mapping[str, Any], target_s: float,
+def read_loader(path: str, config: Mapping[str, object], target_s: float,
                 run_steps: int = 0) -> LoaderChoice:
     """The settings of a ``pipecheck dataloader --json`` file, and the choice among them."""
     result = store.load(path, expect=DataloaderResult)

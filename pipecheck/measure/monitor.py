@@ -160,7 +160,7 @@ class Monitor:
         step_window: int = STEP_WINDOW,
         clock: Callable[[], float] = time.perf_counter,
         read_loss: Callable[[PyTree], float] = read_scalar,
-        env: Mapping[str, Any] | None = None,
+        env: Mapping[str, object] | None = None,
         gather: bool = True,
         distributed_timeout_s: float = 120.0,
         json_per_host: bool = False,
@@ -388,8 +388,8 @@ def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
 
 def build_result(
     recorder: SpanRecorder,
-    env: Mapping[str, Any],
-    config: Mapping[str, Any],
+    env: Mapping[str, object],
+    config: Mapping[str, object],
     locator: _LoopSyncLocator | None,
     watcher: CompileWatcher | None,
 ) -> MonitorResult:

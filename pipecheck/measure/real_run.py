@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from pipecheck.analysis.steady_state import tag_warmup, warmup_steps, with_anomalies
 from pipecheck.config import RunConfig
@@ -82,7 +82,7 @@ def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threa
                    events, anomalies)
 
 
-def read_real_run(path: str, config: Mapping[str, Any]) -> RealRun:
+def read_real_run(path: str, config: Mapping[str, object]) -> RealRun:
     """The real-data steps and sync sites of a Monitor run of the user's own loop."""
     run = store.load(path, expect=MonitorResult)
     steps, _ = with_anomalies(run.steps)  # tagged as in pipecheck's run; its anomalies kept

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping
 
 from pipecheck.analysis.drift import drift_warning
 from pipecheck.config import RunConfig
@@ -31,7 +31,7 @@ class Target:
     warnings: tuple[str, ...] = ()
 
 
-def read_target(path: str, config: Mapping[str, Any]) -> Target:
+def read_target(path: str, config: Mapping[str, object]) -> Target:
     syn = store.load(path, expect=SyntheticResult)
     return Target(syn, tuple(input_warnings(path, syn.env, syn.config, config)))
 

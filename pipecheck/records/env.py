@@ -6,7 +6,7 @@ import importlib.metadata
 import os
 import platform
 import socket
-from typing import Any, Mapping
+from typing import Mapping
 
 ENV_KEYS_THAT_MATTER = ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count")
 
@@ -18,7 +18,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def collect_env() -> dict[str, Any]:
+def collect_env() -> dict[str, str | int | None]:
     """Versions, JAX backend and devices, host and Python. Initializes the JAX backend."""
     # lazy: JAX imported where used, so `import pipecheck` stays light
     import jax
@@ -40,7 +40,7 @@ def collect_env() -> dict[str, Any]:
     }
 
 
-def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def env_differences(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     """Human-readable differences between two environments, on the keys that move timings."""
     out = []
     for key in ENV_KEYS_THAT_MATTER + ("host", "cpu_count"):
@@ -49,9 +49,9 @@ def env_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     return out
 
 
-def input_warnings(path: str, env: Mapping[str, Any], config: Mapping[str, Any] | None,
-                   this_config: Mapping[str, Any],
-                   this_env: Mapping[str, Any] | None = None) -> list[str]:
+def input_warnings(path: str, env: Mapping[str, object], config: Mapping[str, object] | None,
+                   this_config: Mapping[str, object],
+                   this_env: Mapping[str, object] | None = None) -> list[str]:
     """Warnings when an input file was measured with another config or in another
     environment than this run (``config`` None: the file records none, e.g. a Monitor run)."""
     out = []
