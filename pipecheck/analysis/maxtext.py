@@ -13,11 +13,14 @@ The steady state is every logged step except the first (it includes compilation)
 steps ``anomalies.flag_outliers`` finds far from the others (the one rule every run uses).
 Each anomaly gets a likely cause by **timestamp overlap** with what ran in the background
 (``explain_anomalies``): an orbax async checkpoint save in flight (from its ``Background
-save thread started`` line to its ``Background save thread done. Time taken: Xs`` line),
+save thread started`` line to its ``Background save thread done. Time taken: Xs`` line, or
+the ``done.`` line without a time older orbax versions write),
 the training thread blocked on a save (``Waiting for previous save to complete took X
 seconds``, ``Waited X seconds for step S to finish before starting checkpointing``). Step
 intervals come from the step lines' timestamps: MaxText writes step N's line one step late,
-after dispatching step N+1 (``LOG_LAG_STEPS``).
+after dispatching step N+1 (``LOG_LAG_STEPS``). Each anomaly's evidence is looked up
+(``BackgroundLookup``: the saves and waits filed under the steps they can overlap), not
+scanned for, so a run with thousands of stalls and saves costs its length.
 """
 
 from __future__ import annotations
@@ -104,8 +107,9 @@ _ASYNC = re.compile(r"Started an asynchronous checkpoint save for step\s*(\d+)")
 _BG_START = re.compile(
     r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread started")
 _BG_DONE = re.compile(
-    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread done\. "
-    rf"Time taken:\s*(?P<seconds>{_NUM})\s*s")
+    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread done\."
+    rf"(?: Time taken:\s*(?P<seconds>{_NUM})\s*s)?")
+"""Orbax writes the thread's time on this line in recent versions, not in older ones."""
 _WAIT_PREV = re.compile(rf"Waiting for previous save to complete took\s*({_NUM})\s*seconds")
 _WAIT_STEP = re.compile(
     rf"Waited\s*({_NUM})\s*seconds for step\s*(\d+)\s*to finish before starting checkpointing"
@@ -333,7 +337,8 @@ def _checkpoint_event(line: str, n: int, at: float | None, clock: str | None,
     if m := _BG_START.search(line):
         return _event("async_save_started", n, m, at, clock, anchor_step=last_step)
     if m := _BG_DONE.search(line):
-        return _event("async_save_done", n, m, at, clock, seconds=float(m["seconds"]),
+        return _event("async_save_done", n, m, at, clock,
+                      seconds=float(m["seconds"]) if m["seconds"] else None,
                       anchor_step=last_step)
     if m := _WAIT_PREV.search(line):
         return _event("checkpoint_wait_previous", n, m, at, clock, seconds=float(m.group(1)),
@@ -405,11 +410,16 @@ def background(events: Sequence[LogEvent]) -> list[Background]:
             out.append(Background(e.at_s - e.seconds, e.at_s, e.kind, f"{_when(e)}: {e.text}"))
         elif e.kind == "async_save_started":
             open_saves[e.text.split("]")[1]] = e
-        elif e.kind == "async_save_done" and e.seconds is not None:
+        elif e.kind == "async_save_done":
             begun = open_saves.pop(e.text.split("]")[1], None)
-            start = e.at_s - e.seconds
+            seconds = e.seconds
+            if seconds is None and begun is not None and begun.at_s is not None:
+                seconds = e.at_s - begun.at_s  # older orbax: no time on the line
+            if seconds is None:  # when the save began is unknown
+                continue
+            start = e.at_s - seconds
             out.append(Background(start, e.at_s, "async_save",
-                                  _save_text(start, e.seconds, begun, e, nearest_start(start))))
+                                  _save_text(start, seconds, begun, e, nearest_start(start))))
     for begun in open_saves.values():
         assert begun.at_s is not None
         out.append(Background(begun.at_s, math.inf, "async_save",

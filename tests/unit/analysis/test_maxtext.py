@@ -373,3 +373,28 @@ def test_every_stall_of_a_generated_log_is_a_checkpoint_stall(tmp_path):
     assert first.startswith("async checkpoint save of step 1000 in flight (30.0 s; line ")
     assert "Waited 0.31 seconds for step 1000 to finish" in first
     assert not run.warnings
+
+
+def test_a_save_done_line_without_its_time_ends_the_save_begun_on_its_thread():
+    """Older orbax writes ``Background save thread done.`` with no time taken: the save ran
+    from its thread's start line to that line, not to the end of the log."""
+    lines, t = [], 0.0
+    times = [30.0] + [0.5] * 9 + [3.0] + [0.5] * 9 + [3.0] + [0.5] * 9
+    for k, sec in enumerate(times):
+        t += sec
+        if k > 0:  # one-step lag
+            lines.append(_at(t) + f"completed step: {k - 1}, seconds: {times[k - 1]:.3f}, "
+                         "loss: 2.0")
+    save = (sum(times[:10]) + 0.01, sum(times[:12]))  # over step 10 (slow), not step 20
+    lines.append(_at(save[0], ASYNC_T, 77) + "[process=0][thread=async_save] Background save "
+                 "thread started.")
+    lines.append(_at(save[1], ASYNC_T, 143) + "[process=0][thread=async_save] Background save "
+                 "thread done.")
+    lines.sort(key=lambda x: x[7:22])
+    run = maxtext.import_lines(lines, "inline")
+    assert [(a.step, a.cause) for a in run.anomalies] == [
+        (0, "compilation"), (10, "checkpoint stall"), (20, "unexplained")]
+    assert "async checkpoint save in flight (3.5 s;" in run.anomalies[1].evidence
+    (op,) = maxtext.background(run.events)
+    first_line = sum(times[:2])  # the log's times count from its first header
+    assert (op.start, op.end) == pytest.approx((save[0] - first_line, save[1] - first_line))
