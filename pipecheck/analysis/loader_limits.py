@@ -6,12 +6,22 @@ training process and of the workers, peak memory, over the timed batches):
 - *main-process-bound*: the training process itself is on the CPU for most of each batch's
   time (receiving from the workers through shared memory, collating, device_put, per-batch
   work after ``mp_prefetch``): it sets the pace, and more workers cannot beat it;
-- *CPU-bound*: the workers and the training process run, or wait for a core, (nearly) all the
-  time on every core: another worker only shares the same cores;
-- *latency-bound*: each worker runs less than half of the time, so it mostly sleeps (I/O,
-  latency): more workers or read threads overlap more waiting and keep helping past the
-  core count;
+- *CPU-bound*: the workers compute most of the time they are not waiting for a core, and
+  with the training process they want (nearly) every core: another worker only shares the
+  same cores;
+- *latency-bound*: each worker runs less than half of the time it is not waiting for a
+  core, so it mostly sleeps (I/O, latency): more workers or read threads overlap more
+  waiting and keep helping past the core count;
+- *not sure*: the cores are all wanted but not all used, and the workers' share of
+  computing is too close to half to tell sleeping from computing (a busy machine): said
+  so, instead of a guess that flips from run to run;
 - *memory-bound*: peak RSS per worker measured; the next worker would not fit the RAM budget.
+
+Sleeping and computing are told apart by each worker's CPU time per batch against the wall
+time it takes per batch *less the time it waited for a core* (``worker_compute_share``):
+on a machine shared with other programs a sleeping worker waits for a core after each
+wake-up, which pushes its share of running-or-waiting towards that of a computing one, but
+not the share of the remaining time that it computes.
 """
 
 from __future__ import annotations
@@ -32,14 +42,20 @@ CPU_BOUND_SHARE = 0.85
 there is: another worker only shares it (the rest is the scheduler's slack)."""
 
 LATENCY_BOUND_SHARE = 0.5
-"""A worker that runs (or waits for a core) less than half of the time sleeps the rest: it
-waits on I/O or latency, and more workers overlap more of that waiting."""
+"""A worker that computes less than half of the time it is not waiting for a core sleeps
+the rest: it waits on I/O or latency, and more workers overlap more of that waiting."""
+
+LIMIT_MARGIN = 0.1
+"""Compute shares within 0.1 of ``LATENCY_BOUND_SHARE`` (0.4 .. 0.6) are "not sure" when the
+cores are all wanted: run-to-run noise on a busy 2-core machine moved a sleeping setting's
+share by about that much, and a claim that flips between runs is worse than none."""
 
 MAIN_PROCESS_BOUND: Literal["main-process-bound"] = "main-process-bound"
 CPU_BOUND: Literal["cpu-bound"] = "cpu-bound"
 LATENCY_BOUND: Literal["latency-bound"] = "latency-bound"
+LIMIT_UNCLEAR: Literal["limit-unclear"] = "limit-unclear"
 MEMORY_BOUND: Literal["memory-bound"] = "memory-bound"
-LimitKind = Literal["main-process-bound", "cpu-bound", "latency-bound"]
+LimitKind = Literal["main-process-bound", "cpu-bound", "latency-bound", "limit-unclear"]
 
 
 def main_time_per_batch(setting: LoaderSetting) -> float:
@@ -71,25 +87,34 @@ def cpu_per_worker(r: Resources) -> float:
 
 
 def limit_of(setting: LoaderSetting, cores: int) -> LimitKind | None:
-    """What limits this setting, from its resources; None without workers or resources."""
+    """What limits this setting, from its resources; None without workers or resources, or
+    when nothing does (the cores are not all wanted and the workers do not mostly sleep)."""
     r = setting.resources
     if r is None or setting.workers == 0 or not r.wall_s > 0:
         return None
     if main_share(setting) >= MAIN_PROCESS_BOUND_SHARE:
         return MAIN_PROCESS_BOUND
-    if worker_demand(r) < LATENCY_BOUND_SHARE:
+    share = worker_compute_share(r)
+    if share < LATENCY_BOUND_SHARE - LIMIT_MARGIN:
         return LATENCY_BOUND
-    if r.cores_wanted >= CPU_BOUND_SHARE * cores:
+    if r.cores_wanted < CPU_BOUND_SHARE * cores:
+        return None
+    if share >= LATENCY_BOUND_SHARE + LIMIT_MARGIN or r.cores_busy >= CPU_BOUND_SHARE * cores:
+        # the cores were not only wanted but used: waits do not inflate CPU time
         return CPU_BOUND
-    return None
+    return LIMIT_UNCLEAR
 
 
-def worker_demand(r: Resources) -> float:
-    """Share of the time one worker runs or waits for a core (the rest it sleeps: I/O,
-    latency)."""
+def worker_compute_share(r: Resources) -> float:
+    """Share of the time one worker is not waiting for a core that it computes: its CPU time
+    per batch against the wall time it takes per batch less its run-queue wait. What it
+    would run on an otherwise idle machine; the rest it sleeps (I/O, latency)."""
     if not r.wall_s > 0 or not r.workers_seen:
         return math.nan
-    return (r.worker_cpu_s + r.worker_wait_s) / r.wall_s / r.workers_seen
+    not_waiting = r.wall_s * r.workers_seen - r.worker_wait_s
+    # Waits are summed over a worker's threads and may exceed its wall time: then it
+    # never slept.
+    return min(1.0, r.worker_cpu_s / not_waiting) if not_waiting > 0 else 1.0
 
 
 def limit_finding(setting: LoaderSetting, cores: int) -> Finding | None:
@@ -99,10 +124,11 @@ def limit_finding(setting: LoaderSetting, cores: int) -> Finding | None:
     if kind is None or r is None:
         return None
     per_batch = r.wall_s / r.batches
-    where = f"workers={setting.workers}, threads={setting.threads}"
+    where = setting.settings.short_label()
     numbers = {"batch_s": per_batch, "main_s_per_batch": main_time_per_batch(setting),
                "main_cpu_per_batch_s": r.main_cpu_per_batch_s,
                "worker_cpu_per_batch_s": r.worker_cpu_per_batch_s,
+               "worker_compute_share": worker_compute_share(r),
                "cores_busy": r.cores_busy, "cores_wanted": r.cores_wanted,
                "cores": float(cores)}
     if kind == MAIN_PROCESS_BOUND:
@@ -129,12 +155,24 @@ def limit_finding(setting: LoaderSetting, cores: int) -> Finding | None:
             fix="make the transforms cheaper, preprocess offline (once, stored), or run the "
                 "loader on more cores",
         )
+    share = f"{100 * worker_compute_share(r):.0f}%"
+    if kind == LIMIT_UNCLEAR:
+        return Finding(
+            kind=kind,
+            message=(f"not sure whether the workers compute or sleep: each runs {share} of "
+                     "the time it is not waiting for a core, too close to half to tell, and "
+                     f"the processes want {r.cores_wanted:.1f} of {cores} cores (running or "
+                     "waiting for one): more workers may help (sleeping) or only share the "
+                     "cores (computing)"),
+            numbers=numbers, location=where,
+            fix="measure this setting again with more --batches, or on a quieter machine",
+        )
     return Finding(
         kind=kind,
-        message=(f"each worker runs only {100 * worker_demand(r):.0f}% of "
-                 f"the time ({ms(r.worker_cpu_per_batch_s)} of CPU per {ms(per_batch)} "
-                 "batch, all workers together): they mostly wait (I/O, latency), so more "
-                 "workers or read threads keep helping, also past the core count"),
+        message=(f"each worker runs only {share} of the time it is not waiting for a core "
+                 f"({ms(r.worker_cpu_per_batch_s)} of CPU per {ms(per_batch)} batch, all "
+                 "workers together): they mostly wait (I/O, latency), so more workers or "
+                 "read threads keep helping, also past the core count"),
         numbers=numbers, location=where,
     )
 
@@ -147,7 +185,7 @@ def memory_finding(setting: LoaderSetting, ram_budget_mb: float | None) -> Findi
     fits = int((ram_budget_mb - r.main_rss_mb) // r.worker_rss_mb)
     if fits > setting.workers:
         return None
-    where = f"workers={setting.workers}, threads={setting.threads}"
+    where = setting.settings.short_label()
     return Finding(
         kind=MEMORY_BOUND,
         message=(f"each worker peaks at {r.worker_rss_mb:.0f} MB and the training "

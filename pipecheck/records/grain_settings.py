@@ -66,6 +66,15 @@ class GrainSettings(Record):
         return (f"workers={self.workers}, buffer={self.per_worker_buffer}, "
                 f"threads={self.threads}, prefetch={self.prefetch}")
 
+    def short_label(self) -> str:
+        """``workers=W, threads=T``, with the buffers only when they are not pipecheck's
+        defaults: how reports and findings name a setting."""
+        label = f"workers={self.workers}, threads={self.threads}"
+        if (self.per_worker_buffer, self.prefetch) != (DEFAULT_PER_WORKER_BUFFER,
+                                                       default_prefetch(self.threads)):
+            label += f", buffer={self.per_worker_buffer}, prefetch={self.prefetch}"
+        return label
+
     def advice(self) -> str:
         """What to use, in words and as Grain code: the worker count alone when the other
         knobs are pipecheck's defaults."""

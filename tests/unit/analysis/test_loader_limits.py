@@ -7,23 +7,28 @@ import pytest
 from pipecheck.analysis.loader_limits import (
     CPU_BOUND,
     LATENCY_BOUND,
+    LATENCY_BOUND_SHARE,
+    LIMIT_MARGIN,
+    LIMIT_UNCLEAR,
     MAIN_PROCESS_BOUND,
     MEMORY_BOUND,
     cpu_per_worker,
     limit_findings,
     limit_of,
     main_share,
+    worker_compute_share,
 )
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting, Resources
 
 
 def setting(workers, main_cpu_s, worker_cpu_s, wall_s=1.0, batches=50, worker_rss=200.0,
-            main_rss=400.0):
+            main_rss=400.0, worker_wait_s=0.0, main_wait_s=0.0):
     r = Resources(batches=batches, wall_s=wall_s, main_cpu_s=main_cpu_s,
                   worker_cpu_s=worker_cpu_s, workers_seen=workers, main_rss_mb=main_rss,
                   worker_rss_mb=worker_rss if workers else 0.0,
-                  workers_rss_mb=worker_rss * workers)
+                  workers_rss_mb=worker_rss * workers, worker_wait_s=worker_wait_s,
+                  main_wait_s=main_wait_s)
     d = Distribution.of([wall_s / batches] * batches)
     return LoaderSetting(workers=workers, threads=1, first_batch_s=1.0, batch_time=d,
                          batches_per_s=batches / wall_s, examples_per_s=0.0, resources=r)
@@ -65,18 +70,71 @@ def test_all_cores_busy_is_cpu_bound():
 def test_workers_waiting_for_cores_on_a_busy_machine_are_cpu_bound():
     from dataclasses import replace
 
-    s = setting(3, main_cpu_s=0.1, worker_cpu_s=0.9)  # other programs took half the CPU
+    # 3 computing workers; other programs took most of the CPU: each worker ran 0.3 s of
+    # its 1 s and waited for a core the rest (never slept)
+    s = setting(3, main_cpu_s=0.1, worker_cpu_s=0.9)
     assert limit_of(s, cores=2) == LATENCY_BOUND  # as it looks without the run-queue wait
-    s = replace(s, resources=replace(s.resources, worker_wait_s=1.0))
+    s = replace(s, resources=replace(s.resources, worker_wait_s=2.1))
+    assert worker_compute_share(s.resources) == pytest.approx(1.0)
     assert limit_of(s, cores=2) == CPU_BOUND
+
+
+def test_sleeping_workers_waiting_for_cores_after_each_wake_up_stay_latency_bound():
+    # 4 workers each sleep 80% of their batch time on an idle machine; a busy machine adds
+    # run-queue waits after every wake-up: their share of running or waiting passes one
+    # half and the processes want the cores, but of the time not spent waiting they compute
+    # only 20%
+    s = setting(4, main_cpu_s=0.2, worker_cpu_s=0.6, worker_wait_s=1.0)
+    r = s.resources
+    assert (r.worker_cpu_s + r.worker_wait_s) / r.wall_s / r.workers_seen == \
+        pytest.approx(0.4)
+    s = setting(4, main_cpu_s=0.2, worker_cpu_s=0.48, worker_wait_s=1.6)
+    r = s.resources
+    assert (r.worker_cpu_s + r.worker_wait_s) / r.wall_s / r.workers_seen > 0.5
+    assert r.cores_wanted >= 0.85 * 2
+    assert worker_compute_share(r) == pytest.approx(0.2)
+    assert limit_of(s, cores=2) == LATENCY_BOUND
+
+
+@pytest.mark.parametrize("share, expected", [
+    (LATENCY_BOUND_SHARE - LIMIT_MARGIN - 0.01, LATENCY_BOUND),
+    (LATENCY_BOUND_SHARE - LIMIT_MARGIN + 0.01, LIMIT_UNCLEAR),
+    (LATENCY_BOUND_SHARE, LIMIT_UNCLEAR),
+    (LATENCY_BOUND_SHARE + LIMIT_MARGIN - 0.01, LIMIT_UNCLEAR),
+    (LATENCY_BOUND_SHARE + LIMIT_MARGIN + 0.01, CPU_BOUND),
+])
+def test_the_borderline_band_says_not_sure_instead_of_flipping(share, expected):
+    # 4 workers, 1 s: each waited 0.5 s for a core and computed `share` of the other 0.5 s;
+    # with the training process they want all of the 2 cores
+    s = setting(4, main_cpu_s=0.5, worker_cpu_s=4 * 0.5 * share, worker_wait_s=4 * 0.5,
+                main_wait_s=0.5)
+    assert worker_compute_share(s.resources) == pytest.approx(share)
+    assert s.resources.cores_wanted >= 0.85 * 2
+    assert limit_of(s, cores=2) == expected
+
+
+def test_not_sure_is_a_finding_with_its_numbers_and_what_to_do():
+    s = setting(4, main_cpu_s=0.5, worker_cpu_s=1.0, worker_wait_s=2.0, main_wait_s=0.5)
+    (f,) = limit_findings([s], cores=2)
+    assert f.kind == LIMIT_UNCLEAR and f.location == "workers=4, threads=1"
+    assert f.message.startswith("not sure whether the workers compute or sleep: each runs "
+                                "50% of the time it is not waiting for a core")
+    assert f.numbers["worker_compute_share"] == pytest.approx(0.5)
+    assert "more --batches" in f.fix
+
+
+def test_the_band_only_matters_when_the_cores_are_all_wanted():
+    s = setting(2, main_cpu_s=0.1, worker_cpu_s=1.0)  # each worker computes half the time
+    assert worker_compute_share(s.resources) == pytest.approx(0.5)
+    assert limit_of(s, cores=2) is None  # 1.1 of 2 cores: nothing limits it
 
 
 def test_idle_workers_are_latency_bound():
     s = setting(6, main_cpu_s=0.05, worker_cpu_s=0.3)
     assert limit_of(s, cores=2) == LATENCY_BOUND
     (f,) = limit_findings([s], cores=2)
-    assert "each worker runs only 5% of the time (6.00 ms of CPU per 20.0 ms " \
-        "batch, all workers together)" in f.message
+    assert "each worker runs only 5% of the time it is not waiting for a core (6.00 ms of " \
+        "CPU per 20.0 ms batch, all workers together)" in f.message
     assert "keep helping, also past the core count" in f.message
 
 
