@@ -74,13 +74,21 @@ def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
     )
 
 
+def steady_batch_start(n_batches: int, workers: int, per_worker_buffer: int,
+                       read_prefetch: int = 0) -> int:
+    """How many of ``n_batches`` timed batches come before the steady state: those buffered
+    while the workers started up (they arrive at once), when at least as many remain; else
+    none."""
+    skip = buffered_at_start(workers, per_worker_buffer, read_prefetch)
+    return skip if n_batches >= 2 * skip else 0
+
+
 def steady_batch_samples(samples: Sequence[float], workers: int,
                          per_worker_buffer: int, read_prefetch: int = 0) -> tuple[float, ...]:
     """A setting's batch times without those its workers buffered while starting up (they
     arrive at once and are not the steady state), when at least as many remain."""
-    skip = buffered_at_start(workers, per_worker_buffer, read_prefetch)
     out = tuple(samples)
-    return out[skip:] if len(out) >= 2 * skip else out
+    return out[steady_batch_start(len(out), workers, per_worker_buffer, read_prefetch):]
 
 
 def burst_block(workers: int, n: int) -> int:

@@ -29,7 +29,8 @@ import time
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis import stats
-from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.analysis.loader_limits import limit_findings
+from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.grain_dataloader import is_data_loader
@@ -45,12 +46,13 @@ from pipecheck.measure.pipeline import (
     stall_error,
     worker_pids,
 )
-from pipecheck.measure.resources import ResourceProbe
+from pipecheck.measure.resources import ResourceProbe, ResourceWindow
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
 from pipecheck.records.grain_settings import GrainSettings, default_prefetch
+from pipecheck.tuned_config import usable_cores
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
 from pipecheck.workloads.base import Workload
@@ -88,16 +90,22 @@ def time_batches(
     clock: Callable[[], float] = time.perf_counter,
     arm: Callable[[], None] = _no_arm,
     on_first: Callable[[float], None] | None = None,
+    window_at: int = 0,
+    on_window: Callable[[], None] | None = None,
 ) -> BatchTiming:
     """Time the first batch (iterator creation included), then ``n_batches`` more.
 
     Between two clock readings the loop does exactly what a training loop does with a
     batch before using it: ``next()`` and, when given, ``put`` (device_put). ``arm``
     (re)starts the stall timer before each ``next()``. ``on_first`` (progress output) runs
-    after the first batch, outside every timed interval.
+    after the first batch, ``on_window`` (opening the resource window) after ``window_at``
+    timed batches (0: right after the first batch): both at a batch boundary, outside every
+    timed interval.
     """
     if n_batches < 1:
         raise ValueError("n_batches must be >= 1")
+    if not 0 <= window_at < n_batches:
+        raise ValueError(f"window_at must be in 0..{n_batches - 1}, got {window_at}")
     t0 = clock()
     arm()
     it = open_iterator()
@@ -108,9 +116,12 @@ def time_batches(
     first_s = clock() - t0
     if on_first is not None:
         on_first(first_s)
-    prev = clock()
     samples: list[float] = []
-    for _ in range(n_batches):
+    for i in range(n_batches):
+        if i == window_at and on_window is not None:
+            on_window()
+        if i == 0 or (i == window_at and on_window is not None):
+            prev = clock()
         arm()
         batch = next(it)
         if put is not None:
@@ -273,9 +284,11 @@ def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderP
 
 def _time_guarded(ds: Any, opened: list[Any], waits: list[int], n_batches: int,
                   put: Callable[[Any], Any] | None, clock: Callable[[], float],
-                  timeout_s: float | None, on_first: Callable[[float], None]) -> BatchTiming:
+                  timeout_s: float | None, on_first: Callable[[float], None],
+                  window: ResourceWindow | None = None) -> BatchTiming:
     """``time_batches`` under the stall timer; every iterator opened is appended to
-    ``opened`` (for the clean-up) and ``waits[0]`` counts the batches asked for."""
+    ``opened`` (for the clean-up) and ``waits[0]`` counts the batches asked for. The
+    resource ``window`` opens at its batch boundary."""
 
     def open_iterator() -> Iterator[Any]:
         it = iter(ds)
@@ -290,7 +303,9 @@ def _time_guarded(ds: Any, opened: list[Any], waits: list[int], n_batches: int,
 
         try:
             return time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
-                                on_first=on_first)
+                                on_first=on_first,
+                                window_at=window.start_after if window else 0,
+                                on_window=window.open if window else None)
         finally:
             timer.disarm()
 
@@ -352,6 +367,32 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     )
 
 
+@dataclasses.dataclass
+class _Timed:
+    """What one setting's run measured, before it becomes a record."""
+
+    timing: BatchTiming
+    usage: Resources | None
+    stages: tuple[Stage, ...]
+    complete: bool
+
+
+def _run(ds: Any, dataset: Any, opened: list[Any], waits: list[int], n_batches: int,
+         put: Callable[[Any], Any] | None, clock: Callable[[], float],
+         timeout_s: float | None, on_first: Callable[[float], None],
+         window: ResourceWindow | None, stage_wait_s: float) -> _Timed:
+    """Time the batches, close the resource window, then read Grain's stage timing."""
+    timing = _time_guarded(ds, opened, waits, n_batches, put, clock, timeout_s, on_first,
+                           window)
+    usage = window.close(n_batches) if window is not None else None
+    stages: tuple[Stage, ...] = ()
+    complete = False
+    if not is_data_loader(dataset):
+        stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
+                                          consumed=n_batches + 1, wait_s=stage_wait_s)
+    return _Timed(timing, usage, stages, complete)
+
+
 def measure_setting(
     dataset: Any,
     workers: int,
@@ -371,14 +412,11 @@ def measure_setting(
     """Measure one setting; the iterator and its workers are gone when this returns.
 
     With ``resources``, the CPU time and peak memory of the training process and of the
-    workers over the timed batches are read too (``ResourceProbe``: before and after the
-    timed batches, outside every timed interval)."""
+    workers over the steady batches are read too (``ResourceProbe``, in a window opened
+    past the batches buffered at start-up, outside every timed interval)."""
 
     settings = GrainSettings(workers, per_worker_buffer, threads, prefetch)
-    label = f"workers={workers}, threads={threads}"
-    if (per_worker_buffer, settings.prefetch) != (DEFAULT_PER_WORKER_BUFFER,
-                                                  default_prefetch(threads)):
-        label += f", buffer={per_worker_buffer}, prefetch={settings.prefetch}"
+    label = settings.short_label()
     before = worker_pids()
     shm_tag = new_shm_tag()
     ds = build_iter_dataset(dataset, workers, threads, stage_timing=True,
@@ -386,46 +424,38 @@ def measure_setting(
                             shm_tag=shm_tag)
     opened: list[Any] = []
     waits = [0]
-    probe = ResourceProbe(lambda: worker_pids() - before, clock=clock) if resources else None
-    usage = None
+    window = ResourceWindow(
+        ResourceProbe(lambda: worker_pids() - before, clock=clock),
+        steady_batch_start(n_batches, workers, per_worker_buffer, settings.prefetch),
+    ) if resources else None
 
     def report_first(seconds: float) -> None:
         if progress is not None:
             progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
-        if probe is not None:
-            probe.start()
 
     # Errors are turned into messages inside the except clause but raised only after the
     # clean-up: the original exception's traceback holds batches in shared memory, which
     # must be released before the workers are gone (or they are reported as leaked).
     error: BaseException | None = None
     stalled = False
-    timing: BatchTiming | None = None
-    stages: tuple[Stage, ...] = ()
-    complete = False
+    timed: _Timed | None = None
     try:
-        timing = _time_guarded(ds, opened, waits, n_batches, put, clock, timeout_s,
-                               report_first)
-        if probe is not None:
-            usage = probe.stop(n_batches)
-        if not is_data_loader(dataset):
-            stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
-                                              consumed=n_batches + 1, wait_s=stage_wait_s)
+        timed = _run(ds, dataset, opened, waits, n_batches, put, clock, timeout_s,
+                     report_first, window, stage_wait_s)
     except (PipelineStalled, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - any failure
         stalled = isinstance(e, PipelineStalled)
         error = _failure(e, label, waits[0], timeout_s)  # text only: no frame outlives it
         del e
-    if probe is not None and usage is None:
-        probe.close()
+    if window is not None:
+        window.abandon()
     release(opened, before, failed=stalled,
             shm_tag=shm_tag if error is not None else None)
     opened.clear()
     if error is not None:
         raise error
-    assert timing is not None
-
-    return _setting(timing, settings, n_batches, stages, complete, stage_wait_s,
-                    tokens_key, is_data_loader(dataset), usage)
+    assert timed is not None
+    return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
+                    stage_wait_s, tokens_key, is_data_loader(dataset), timed.usage)
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],
@@ -479,4 +509,5 @@ def measure_dataloader(
         device_put=device_put,
         timeout_s=timeout_s,
         ram_budget_mb=ram_budget_mb,
+        limit_findings=tuple(limit_findings(results, usable_cores(), ram_budget_mb)),
     )

@@ -1,8 +1,11 @@
 """What a loader setting costs in CPU and memory, measured without stalling the pipeline.
 
-Read twice per setting, outside every timed interval: after the first batch (workers are up,
-their start-up is over) and after the last timed batch. Between the two, nothing touches the
-loop: CPU times are the kernel's per-process counters (``psutil.Process.cpu_times``, every
+Read twice per setting, outside every timed interval, at batch boundaries
+(``ResourceWindow``): once the batches buffered while the workers started up are consumed
+(the steady state the loader time D counts: before it, the training process may sit idle
+waiting for a worker that is still starting, or take batches received ahead), and after the
+last timed batch; the batches in between are counted exactly. Between the two readings,
+nothing touches the loop: CPU times are the kernel's per-process counters (``psutil.Process.cpu_times``, every
 thread of the process included), a worker's peak memory is the kernel's high-water mark
 (``VmHWM`` in ``/proc/PID/status``), the time threads were ready to run but waited for a core
 is the kernel's run-queue delay (``/proc/PID/task/*/schedstat``: on a machine shared with
@@ -16,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import psutil
 
@@ -69,8 +72,45 @@ def run_queue_wait_s(pid: int) -> float:
     return total / 1e9
 
 
+class Probe(Protocol):
+    """What a resource window needs from a probe (``ResourceProbe``, or a fake in tests)."""
+
+    def start(self) -> None: ...
+
+    def stop(self, batches: int) -> Resources: ...
+
+    def close(self) -> None: ...
+
+
+class ResourceWindow:
+    """A probe's window over timed batches: ``open()`` at the boundary after
+    ``start_after`` timed batches, ``close(n_batches)`` after the last; the resources
+    count exactly the ``n_batches - start_after`` batches consumed inside it."""
+
+    def __init__(self, probe: Probe, start_after: int) -> None:
+        self.probe = probe
+        self.start_after = start_after
+        self._open = False
+
+    def open(self) -> None:
+        self.probe.start()
+        self._open = True
+
+    def close(self, n_batches: int) -> Resources:
+        if not self._open:
+            raise RuntimeError("the resource window was never opened")
+        self._open = False
+        return self.probe.stop(n_batches - self.start_after)
+
+    def abandon(self) -> None:
+        """Stop the probe's sampler if the window is still open (after a failure)."""
+        if self._open:
+            self.probe.close()
+            self._open = False
+
+
 class ResourceProbe:
-    """``start()`` after the first batch, ``stop(batches)`` after the last timed one."""
+    """``start()`` at a batch boundary, ``stop(batches)`` after the last timed batch."""
 
     def __init__(self, worker_pids: Callable[[], Iterable[int]],
                  clock: Callable[[], float] = time.perf_counter,

@@ -34,11 +34,14 @@ class Stage(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Resources(Record):
-    """CPU and memory of one setting over its timed batches (the first batch left out)."""
+    """CPU and memory of one setting over its steady batches (the first batch, and the
+    batches buffered while the workers started up, left out)."""
 
     batches: int
+    """Batches consumed inside the window (the timed ones past those buffered at start-up)."""
     wall_s: float
-    """Wall time from just after the first batch to just after the last timed one."""
+    """Wall time from the batch boundary past the batches buffered at start-up (just after
+    the first batch when too few were timed) to just after the last timed one."""
     main_cpu_s: float
     """CPU seconds of the training process (every thread: receiving from the workers,
     collating, device_put, and the whole pipeline when there are no workers)."""
@@ -132,5 +135,9 @@ class DataloaderResult(Record):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     ram_budget_mb: float | None = None
     """The RAM budget the settings were judged against (``--ram-budget-mb``)."""
+    limit_findings: tuple[Finding, ...] = ()
+    """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
+    then memory), judged when measured against the cores this process may use and
+    ``ram_budget_mb``. Empty in files written before it was stored."""
     format_version: int = FORMAT_VERSION
     kind: str = KIND

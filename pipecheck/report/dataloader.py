@@ -7,8 +7,9 @@ from typing import Sequence
 
 from tabulate import tabulate
 
-from pipecheck.analysis.loader_limits import cpu_per_worker, limit_findings, limit_of, main_share
+from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
 from pipecheck.measure.dataloader import slowest_stage
+from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
 from pipecheck.report.format import findings_text, ms, rate, warnings_text
 
@@ -62,10 +63,13 @@ def _mb(x: float | None) -> str:
     return "-" if x is None or not math.isfinite(x) or x <= 0 else f"{x:.0f} MB"
 
 
-def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[Sequence[object]]:
+def cost_rows(results: Sequence[LoaderSetting], findings: Sequence[Finding]
+              ) -> list[Sequence[object]]:
     """Per setting: D, start-up, the training process's CPU share, CPU per worker, memory,
-    and what limits the setting. Settings measured without resources are left out."""
+    and what limits the setting (the kind of its stored limit finding). Settings measured
+    without resources are left out."""
 
+    limits = {f.location: f.kind for f in findings if f.kind != MEMORY_BOUND}
     rows: list[Sequence[object]] = []
     for r in results:
         res = r.resources
@@ -77,7 +81,7 @@ def cost_rows(results: Sequence[LoaderSetting], cores: int) -> list[Sequence[obj
             _seconds(r.first_batch_s),
             _share(main_share(r)), _share(cpu_per_worker(res)),
             _mb(res.worker_rss_mb) if r.workers else "-", _mb(res.main_rss_mb),
-            limit_of(r, cores) or "-",
+            limits.get(r.settings.short_label(), "-"),
         ])
     return rows
 
@@ -86,8 +90,8 @@ COST_HEADERS = ["workers", "threads", "buffer", "prefetch", "D (loader)", "first
                 "main process", "CPU per worker", "RSS per worker", "main RSS", "limit"]
 
 
-def cost_table(results: Sequence[LoaderSetting], cores: int) -> str:
-    return tabulate(cost_rows(results, cores), headers=COST_HEADERS, tablefmt="simple",
+def cost_table(results: Sequence[LoaderSetting], findings: Sequence[Finding]) -> str:
+    return tabulate(cost_rows(results, findings), headers=COST_HEADERS, tablefmt="simple",
                     disable_numparse=True)
 
 
@@ -124,13 +128,11 @@ def format_dataloader(result: DataloaderResult) -> str:
             "counts it; main process = its own time per batch as a share of D; CPU per "
             "worker as a share of one core; RSS = peak resident memory):",
             "",
-            cost_table(result.results, cores),
+            cost_table(result.results, result.limit_findings),
         ]
-
-    findings = limit_findings(result.results, cores, result.ram_budget_mb)
-    if findings:
+    if result.limit_findings:
         lines += ["", "Why more workers stop helping (or keep helping), per setting:",
-                  findings_text(findings)]
+                  findings_text(result.limit_findings)]
     if any(r.stages for r in result.results):
         lines += ["", "Stage breakdown (Grain stage timing; wait = share of the pipeline's time "
                       "spent in the stage):"]

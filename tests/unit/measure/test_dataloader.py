@@ -220,3 +220,10 @@ def test_load_refuses_another_format_version():
     data["format_version"] = 99
     with pytest.raises(store.ResultFormatError):
         store.load_dict(data)
+
+
+def test_records_written_before_limit_findings_were_stored_still_load():
+    data = make_result().to_dict()
+    assert data["limit_findings"] == []
+    del data["limit_findings"]
+    assert store.load_dict(data).limit_findings == ()

@@ -29,3 +29,39 @@ warning: workers=2 threads=1: large spread"""
 
 def test_format_dataloader_exact():
     assert format_dataloader(make_result()) == EXPECTED
+
+
+def _with_resources():
+    from dataclasses import replace
+
+    from pipecheck.analysis.loader_limits import limit_findings
+    from pipecheck.records.dataloader import Resources
+
+    result = make_result()
+    busy = Resources(batches=4, wall_s=0.1, main_cpu_s=0.09, worker_cpu_s=0.01,
+                     workers_seen=2, main_rss_mb=300.0, worker_rss_mb=200.0,
+                     workers_rss_mb=400.0)
+    (setting,) = result.results
+    setting = replace(setting, resources=busy, stages=())
+    return replace(result, results=(setting,), env={"jax": "0.10.2", "cpu_count": 2}), \
+        limit_findings([setting], cores=2)
+
+
+def test_the_report_renders_the_limit_findings_stored_in_the_result():
+    from dataclasses import replace
+
+    bare, findings = _with_resources()
+    assert [f.kind for f in findings] == ["main-process-bound"]
+    text = format_dataloader(replace(bare, limit_findings=tuple(findings)))
+    row = [ln for ln in text.splitlines() if ln.startswith("2  ") and "MB" in ln]
+    assert row and row[0].rstrip().endswith("main-process-bound")
+    assert ("- main-process-bound [workers=2, threads=1]: the training process spends "
+            "22.5 ms per batch, 90% of the 25.0 ms a batch takes") in text
+
+
+def test_the_report_does_not_judge_a_record_without_stored_findings():
+    bare, _ = _with_resources()  # what an older file holds: resources, no findings
+    text = format_dataloader(bare)
+    row = [ln for ln in text.splitlines() if ln.startswith("2  ") and "MB" in ln]
+    assert row and row[0].rstrip().endswith("-")
+    assert "Why more workers stop helping" not in text
