@@ -392,6 +392,50 @@ def _try_buffers(search: _Search, best: GrainSettings, met: bool,
                 best = larger
 
 
+@dataclasses.dataclass(frozen=True)
+class _Best:
+    """The setting the search holds so far, whether it meets the goal, and why the worker
+    search behind it stopped."""
+
+    settings: GrainSettings
+    met: bool
+    stop: StopKind
+
+
+def _threads_without_workers(search: _Search, base: GrainSettings,
+                             thread_ladder: Sequence[int]) -> GrainSettings:
+    """Climb the thread ladder in the training process (0 workers) while each step gains
+    at least ``MIN_GAIN``; stop at the first count that meets the goal."""
+    current = dataclasses.replace(base, workers=0)
+    for t in (t for t in thread_ladder if t > base.threads):
+        nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
+        if search.d(nxt) > search.d(current) * (1 - MIN_GAIN):
+            break
+        current = nxt
+        if search.d(current) <= search.goal:
+            break
+    return current
+
+
+def _search_threads(search: _Search, base: GrainSettings, best: _Best,
+                    thread_ladder: Sequence[int], reasons: list[str]) -> _Best:
+    """Read threads, a cheaper way to parallel reads than workers: enough of them without
+    workers, or, when they helped but do not meet the goal alone, the workers searched
+    again with them, from one worker (fewer are needed, or more become useful)."""
+    threaded = _threads_without_workers(search, base, thread_ladder)
+    if threaded == dataclasses.replace(base, workers=0):
+        return best  # threads did not help
+    if search.d(threaded) <= search.goal:
+        reasons.append(f"{threaded.threads} read threads without workers meet the target")
+        return _Best(threaded, True, "met")
+    start = [1, best.settings.workers] if best.met else [1]
+    w, met, stop, why = search.workers(threaded, start)
+    if best.met and not met:
+        return best  # the workers alone met the goal; with threads they do not
+    reasons.append(f"with {threaded.threads} read threads: {why}")
+    return _Best(dataclasses.replace(threaded, workers=w), met, stop)
+
+
 def tune_grain(
     measure: Callable[[GrainSettings], Trial],
     target_s: float,
@@ -407,48 +451,21 @@ def tune_grain(
 ) -> TuningOutcome:
     """The joint search over workers, read threads, per-worker and prefetch buffers."""
     base = base or GrainSettings()
-    goal = target_s * LOADER_HEADROOM
-    search = _Search(measure, goal, max_workers, ram_budget_mb)
-    reasons: list[str] = []
+    search = _Search(measure, target_s * LOADER_HEADROOM, max_workers, ram_budget_mb)
 
     # 1. workers at the base read settings
     w, met, stop, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
-    reasons.append(why)
-    best = dataclasses.replace(base, workers=w)
-
-    # 2. read threads: a cheaper way to parallel reads than workers. Climb them in the
-    # training process (0 workers) and stop at the first count that meets the goal; if none
-    # does but they helped, search the workers again with them, from one worker.
+    reasons = [why]
+    best = _Best(dataclasses.replace(base, workers=w), met, stop)
+    no_workers = dataclasses.replace(base, workers=0)
+    # 2. read threads, unless no workers at the base read settings met the goal already
     if not (met and w == 0):
-        at = dataclasses.replace(base, workers=0)
-        current = at
-        for t in (t for t in thread_ladder if t > base.threads):
-            nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
-            if search.d(nxt) > search.d(current) * (1 - MIN_GAIN):
-                break
-            current = nxt
-            if search.d(current) <= goal:
-                break
-        if current != at:
-            if search.d(current) <= goal:
-                best, w, met, stop = current, 0, True, "met"
-                reasons.append(f"{best.threads} read threads without workers meet the target")
-            else:
-                start = [1, w] if met else [1]
-                w2, met2, stop2, why2 = search.workers(current, start)
-                if met2 or not met:
-                    w, met, stop = w2, met2, stop2
-                    best = dataclasses.replace(current, workers=w)
-                    reasons.append(f"with {best.threads} read threads: {why2}")
-
-    if met and best == dataclasses.replace(base, workers=0):
-        # 0 workers at the base read settings met the goal: nothing cheaper to look for
-        return _explained(outcome(search.trials, target_s, cores, stop, "; ".join(reasons),
-                                  run_steps))
-
-    # 3. buffers: smaller when as good, larger when the goal is not met
-    _try_buffers(search, best, met, prefetch_factors, buffer_ladder)
-    return _explained(outcome(search.trials, target_s, cores, stop, "; ".join(reasons),
+        best = _search_threads(search, base, best, thread_ladder, reasons)
+    # 3. buffers: smaller when as good, larger when the goal is not met (nothing cheaper
+    # to look for when the base read settings without workers met it)
+    if not (best.met and best.settings == no_workers):
+        _try_buffers(search, best.settings, best.met, prefetch_factors, buffer_ladder)
+    return _explained(outcome(search.trials, target_s, cores, best.stop, "; ".join(reasons),
                               run_steps))
 
 

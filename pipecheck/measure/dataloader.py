@@ -51,7 +51,7 @@ from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
-from pipecheck.records.grain_settings import GrainSettings, default_prefetch
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.tuned_config import usable_cores
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
@@ -367,6 +367,16 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     )
 
 
+def _resource_window(settings: GrainSettings, n_batches: int, before: set[int],
+                     clock: Callable[[], float]) -> ResourceWindow:
+    """The probe of this setting's workers (the processes started since ``before``), opened
+    past the batches buffered at start-up: the steady batches D counts."""
+    return ResourceWindow(
+        ResourceProbe(lambda: worker_pids() - before, clock=clock),
+        steady_batch_start(n_batches, settings.workers, settings.per_worker_buffer,
+                           settings.prefetch))
+
+
 @dataclasses.dataclass
 class _Timed:
     """What one setting's run measured, before it becomes a record."""
@@ -424,10 +434,7 @@ def measure_setting(
                             shm_tag=shm_tag)
     opened: list[Any] = []
     waits = [0]
-    window = ResourceWindow(
-        ResourceProbe(lambda: worker_pids() - before, clock=clock),
-        steady_batch_start(n_batches, workers, per_worker_buffer, settings.prefetch),
-    ) if resources else None
+    window = _resource_window(settings, n_batches, before, clock) if resources else None
 
     def report_first(seconds: float) -> None:
         if progress is not None:
