@@ -7,11 +7,12 @@ waiting for a worker that is still starting, or take batches received ahead), an
 last timed batch; the batches in between are counted exactly. Between the two readings,
 nothing touches the loop: CPU times are the kernel's per-process counters
 (``psutil.Process.cpu_times``, every thread of the process included), a worker's peak
-memory is the kernel's high-water mark (``VmHWM`` in ``/proc/PID/status``), the time threads were ready to run but waited for a core
-is the kernel's run-queue delay (``/proc/PID/task/*/schedstat``: on a machine shared with
-other programs, CPU-bound workers wait for cores instead of running), and the training
-process's peak memory is sampled by a helper thread every ``RSS_PERIOD_S`` (its own
-high-water mark would include earlier settings).
+memory is the kernel's high-water mark (``VmHWM`` in ``/proc/PID/status``), the time
+threads were ready to run but waited for a core is the kernel's run-queue delay
+(``/proc/PID/task/*/schedstat``: on a machine shared with other programs, CPU-bound
+workers wait for cores instead of running), and the training process's peak memory is
+sampled by a helper thread every ``RSS_PERIOD_S`` (its own high-water mark would include
+earlier settings).
 """
 
 from __future__ import annotations
