@@ -26,7 +26,7 @@ import dataclasses
 import math
 import re
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from pipecheck.analysis import stats
 from pipecheck.analysis.loader_limits import limit_findings
@@ -57,6 +57,9 @@ from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
 from pipecheck.workloads.base import Workload
 from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
+
+if TYPE_CHECKING:  # Grain is imported where used: `import pipecheck` stays light
+    from grain.proto.execution_summary_pb2 import ExecutionSummary
 
 DEFAULT_BATCHES = 50
 DEFAULT_TIMEOUT_S = 120.0
@@ -158,11 +161,11 @@ def batch_sizes(batch: Any, tokens_key: str | None) -> tuple[int, int | None]:
 
 
 # --- Grain stage summary -> stages (pure on the proto) -------------------------------------
-def _is_worker_prefetch(node: Any) -> bool:
+def _is_worker_prefetch(node: ExecutionSummary.Node) -> bool:
     return bool(node.is_prefetch) and node.name.startswith("ProcessPrefetch")
 
 
-def _worker_node_ids(summary: Any) -> set[int]:
+def _worker_node_ids(summary: ExecutionSummary) -> set[int]:
     """Ids of the nodes that run inside worker processes (below a ProcessPrefetch node)."""
     below: set[int] = set()
     todo = [i for n in summary.nodes.values() if _is_worker_prefetch(n) for i in n.inputs]
@@ -175,7 +178,7 @@ def _worker_node_ids(summary: Any) -> set[int]:
     return below
 
 
-def produced_batches(summary: Any) -> int:
+def produced_batches(summary: ExecutionSummary) -> int:
     """Batches the summary accounts for: the workers' output nodes, else the output node."""
     outputs = [i for n in summary.nodes.values() if _is_worker_prefetch(n) for i in n.inputs]
     if outputs:
@@ -198,7 +201,7 @@ def short_stage_name(name: str) -> str:
     return _OBJECT_REPR.sub(r"\1", head)
 
 
-def stages_from_summary(summary: Any) -> tuple[Stage, ...]:
+def stages_from_summary(summary: ExecutionSummary) -> tuple[Stage, ...]:
     """Stages of a Grain execution summary, in pipeline order (output first).
 
     Prefetch nodes (thread and process prefetch) are left out: Grain distributes their
@@ -230,7 +233,7 @@ def slowest_stage(stages: Sequence[Stage]) -> Stage | None:
 
 
 def collect_stages(
-    get_summary: Callable[[], Any],
+    get_summary: Callable[[], ExecutionSummary],
     consumed: int,
     wait_s: float = STAGE_SUMMARY_WAIT_S,
     clock: Callable[[], float] = time.monotonic,

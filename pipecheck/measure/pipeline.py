@@ -12,12 +12,16 @@ import signal
 import threading
 import time
 import weakref
-from typing import Any, Callable, Iterator
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from pipecheck.errors import PipelineStallError
 from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, default_prefetch
 from pipecheck.user_code import pipeline_error
+
+if TYPE_CHECKING:  # Grain is imported where used: `import pipecheck` stays light
+    from grain.proto.execution_summary_pb2 import ExecutionSummary
 
 WORKER_EXIT_WAIT_S = 3.0
 """How long a terminated worker gets to exit before it is killed."""
@@ -140,7 +144,7 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
     return ds
 
 
-def grain_stage_summary(iterator: Any) -> Any:
+def grain_stage_summary(iterator: Iterator[Any]) -> ExecutionSummary:
     """Grain's execution summary (a proto) of an iterator built with ``stage_timing``."""
     from grain._src.python.dataset import dataset as grain_dataset
 
@@ -165,9 +169,10 @@ class StallTimer:
         self.timeout_s = timeout_s or 0.0
         self.active = (self.timeout_s > 0
                        and threading.current_thread() is threading.main_thread())
-        self._previous: Any = None
+        self._previous: Callable[[int, FrameType | None], Any] | int | signal.Handlers | None \
+            = None
 
-    def _fire(self, signum: int, frame: Any) -> None:
+    def _fire(self, signum: int, frame: FrameType | None) -> None:
         raise PipelineStalled()
 
     def __enter__(self) -> StallTimer:
@@ -183,7 +188,7 @@ class StallTimer:
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.active:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, self._previous)
