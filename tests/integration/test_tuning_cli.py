@@ -31,8 +31,9 @@ def test_consumer_work_in_the_training_process_is_main_process_bound_and_saved(t
     assert res["workers_seen"] == 2 and res["worker_rss_mb"] > 0 and res["main_rss_mb"] > 0
     # the resource window holds the steady batches only: past the 2 x 2 worker buffers and
     # the workers' read prefetch of 2 each
-    assert res["batches"] == 20 - 8
-    assert [f["kind"] for f in data["limit_findings"]] == ["main-process-bound"]
+    assert res["batches"] == 20 - 8, res
+    assert [f["kind"] for f in data["limit_findings"]] == ["main-process-bound"], \
+        (res, data["limit_findings"], setting["stages"])
     assert "main-process-bound [workers=2, threads=1]" in proc.stdout, proc.stdout
     assert "main process" in proc.stdout and "RSS per worker" in proc.stdout
     # the saved config is a config: --config reads it back and measures that setting
