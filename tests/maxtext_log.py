@@ -10,9 +10,9 @@ the lines MaxText and orbax write around it:
 - on the training thread, ``Waiting for step N to finish before checkpoint...``, ``Waited X
   seconds for step N to finish before starting checkpointing.``, ``Waiting for previous save
   to complete took X seconds`` when the save before is still running, ``[process=0]
-  [thread=MainThread] Initiated Pytree async_save. Time taken: Xs`` (the blocking part:
-  the state copied off the device, ``stall_s``), ``Started an asynchronous checkpoint save
-  for step N``;
+  [thread=MainThread] Initiated Pytree async_save. Time taken: Xs (...)`` when the
+  blocking part ends (the state copied off the device, ``stall_s``), ``Started an
+  asynchronous checkpoint save for step N``;
 - on orbax's ``async_save`` thread (its own thread id), ``Background save thread started``
   when the blocking part ends, ``Handler Commit operations completed`` and ``Background save
   thread done. Time taken: Xs`` ``save_s`` later: many steps later, interleaved with their
@@ -106,7 +106,9 @@ def _save(lines: _Lines, step: int, now: float, previous_done: float, blocking_s
         now = previous_done
     now += blocking_s
     lines.add(now, "[process=0][thread=MainThread] Initiated Pytree async_save. Time taken: "
-              f"{blocking_s:f}s", "base_pytree_checkpoint_handler.py:758")
+              f"{blocking_s:f}s (batch_requests_ready=0.021345s, total_serialization_initiated="
+              f"{blocking_s - 0.024447:f}s, others=0.003102s)",
+              "base_pytree_checkpoint_handler.py:758")
     deadline = START + datetime.timedelta(seconds=now + 1200)
     lines.add_async(now, "[process=0][thread=async_save] Background save thread started. "
                     f"Deadline for this save operation is {deadline:%Y-%m-%d %H:%M:%S.%f}",

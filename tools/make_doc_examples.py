@@ -56,6 +56,9 @@ EXAMPLES = {
     "diff-maxtext": Example(
         "diff.md", ("diff", "tests/data/maxtext_a.log", "tests/data/maxtext_b.log"),
         deterministic=True, show_command=False),
+    "import-maxtext": Example(
+        "diff.md", ("import", "tests/data/maxtext_a.log"), deterministic=True,
+        show_command=False),
     "dataloader-calibrated": Example(
         "dataloader.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=80",
                           "--workers", "1,2,4", "--batches", "40"),

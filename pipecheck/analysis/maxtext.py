@@ -15,10 +15,12 @@ Each anomaly gets a likely cause by **timestamp overlap** with what ran in the b
 (``explain_anomalies``): an orbax async checkpoint save in flight (from its ``Background
 save thread started`` line to its ``Background save thread done. Time taken: Xs`` line, or
 the ``done.`` line without a time older orbax versions write),
-the training thread blocked on a save (``Waiting for previous save to complete took X
-seconds``, ``Waited X seconds for step S to finish before starting checkpointing``). Step
-intervals come from the step lines' timestamps: MaxText writes step N's line one step late,
-after dispatching step N+1 (``LOG_LAG_STEPS``). Each anomaly's evidence is looked up
+the training thread blocked on a save (orbax's ``Initiated Pytree async_save. Time taken:
+Xs``, written when the save's blocking part, the copy of the state off the device, ends;
+``Waiting for previous save to complete took X seconds``, ``Waited X seconds for step S to
+finish before starting checkpointing``). Step intervals come from the step lines'
+timestamps: MaxText writes step N's line one step late, after dispatching step N+1
+(``LOG_LAG_STEPS``). Each anomaly's evidence is looked up
 (``BackgroundLookup``: the saves and waits filed under the steps they can overlap), not
 scanned for, so a run with thousands of stalls and saves costs its length.
 """
@@ -68,10 +70,10 @@ so its cost lands in step S+1 or S+2)."""
 
 CHECKPOINT_EVENTS = (
     "checkpoint_save", "checkpoint_async_start", "checkpoint_wait_previous", "checkpoint_wait_step",
-    "checkpoint_saved",
+    "checkpoint_saved", "async_save_blocking",
 )
 
-BLOCKING_EVENTS = ("checkpoint_wait_previous", "checkpoint_wait_step")
+BLOCKING_EVENTS = ("checkpoint_wait_previous", "checkpoint_wait_step", "async_save_blocking")
 """Lines saying the training thread was blocked for ``seconds`` until the line's time."""
 
 LOG_LAG_STEPS = 1
@@ -110,6 +112,13 @@ _BG_DONE = re.compile(
     r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread done\."
     rf"(?: Time taken:\s*(?P<seconds>{_NUM})\s*s)?")
 """Orbax writes the thread's time on this line in recent versions, not in older ones."""
+_BLOCKING_SAVE = re.compile(
+    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Initiated Pytree async_save\."
+    rf" Time taken:\s*(?P<seconds>{_NUM})\s*s")
+"""Orbax's handler writes this on the calling (training) thread when the blocking part of
+an async save ends (base_pytree_checkpoint_handler.py, ``async_save``): the state's arrays
+are copied off the device and the background write is handed its futures. Orbax before
+0.11.14 does not write it."""
 _WAIT_PREV = re.compile(rf"Waiting for previous save to complete took\s*({_NUM})\s*seconds")
 _WAIT_STEP = re.compile(
     rf"Waited\s*({_NUM})\s*seconds for step\s*(\d+)\s*to finish before starting checkpointing"
@@ -340,6 +349,9 @@ def _checkpoint_event(line: str, n: int, at: float | None, clock: str | None,
         return _event("async_save_done", n, m, at, clock,
                       seconds=float(m["seconds"]) if m["seconds"] else None,
                       anchor_step=last_step)
+    if m := _BLOCKING_SAVE.search(line):
+        return _event("async_save_blocking", n, m, at, clock, seconds=float(m["seconds"]),
+                      anchor_step=last_step)
     if m := _WAIT_PREV.search(line):
         return _event("checkpoint_wait_previous", n, m, at, clock, seconds=float(m.group(1)),
                       anchor_step=last_step)
@@ -406,7 +418,11 @@ def background(events: Sequence[LogEvent]) -> list[Background]:
     open_saves: dict[str, LogEvent] = {}
     for e in timed:
         assert e.at_s is not None
-        if e.kind in BLOCKING_EVENTS and e.seconds is not None:
+        if e.kind == "async_save_blocking" and e.seconds is not None:
+            start = e.at_s - e.seconds
+            out.append(Background(start, e.at_s, e.kind,
+                                  _blocking_text(e, nearest_start(e.at_s))))
+        elif e.kind in BLOCKING_EVENTS and e.seconds is not None:
             out.append(Background(e.at_s - e.seconds, e.at_s, e.kind, f"{_when(e)}: {e.text}"))
         elif e.kind == "async_save_started":
             open_saves[e.text.split("]")[1]] = e
@@ -435,6 +451,16 @@ def _save_text(start: float, seconds: float | None, begun: LogEvent | None,
     where = ", ".join(_when(x) for x in sorted(set(lines), key=lambda x: x.line))
     took = f"{seconds:.1f} s" if seconds is not None else "not seen to finish"
     return f"async checkpoint save{of} in flight ({took}; {where})"
+
+
+def _blocking_text(e: LogEvent, near: LogEvent | None) -> str:
+    """The evidence of a save's blocking part: what it was, for how long, and its line.
+    ``near``: the ``Started an asynchronous checkpoint save`` line nearest its end, which
+    MaxText writes right after it."""
+    assert e.seconds is not None
+    of = f" of step {near.step}" if near is not None and near.step is not None else ""
+    return (f"checkpoint save{of} blocked training {e.seconds:.2f} s copying the state off "
+            f"the device ({_when(e)}: {e.text})")
 
 
 class _NearestLine:

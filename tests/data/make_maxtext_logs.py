@@ -1,17 +1,22 @@
 """Writes maxtext_a.log and maxtext_b.log: MaxText training logs with the structure of real ones.
 
-The message texts are those MaxText and orbax print (maxtext: metric_logger.py, checkpointing.py,
-max_utils.py; orbax: checkpoint_manager.py, async_checkpointer.py). The structure follows a real
-run: absl headers (``I1122 10:23:54.123456 140711123912512 file.py:N] ``) carrying the thread
-id; orbax's ``[process=N][thread=NAME]`` prefixes; the background ``async_save`` thread's lines
-interleaved with the training thread's; one-step logging lag (MaxText buffers a step's metrics
-and writes its ``completed step: N`` line after dispatching step N+1, so the line is stamped at
-the end of step N+1's interval); ``print`` output without a header (``Per train step:``, and in
-log B every ``completed step:`` line, as when stdout and stderr are captured apart and merged).
+The message texts are those MaxText and orbax print (maxtext: metric_logger.py,
+checkpointing.py, max_utils.py; orbax: checkpoint_manager.py, async_checkpointer.py,
+base_pytree_checkpoint_handler.py, composite_checkpoint_handler.py). The structure follows a
+real run: absl headers (``I1122 10:23:54.123456 140711123912512 file.py:N] ``) carrying the
+thread id; orbax's ``[process=N][thread=NAME]`` prefixes; the background ``async_save`` thread's
+lines interleaved with the training thread's; a save's blocking part (the state copied off the
+device) logged where orbax logs it, on the training thread when it ends (``Initiated Pytree
+async_save. Time taken: Xs (...)``, then the ``CompositeCheckpointHandler`` line MaxText's
+composite checkpoints add), before the background thread starts; one-step logging lag (MaxText
+buffers a step's metrics and writes its ``completed step: N`` line after dispatching step N+1,
+so the line is stamped at the end of step N+1's interval); ``print`` output without a header
+(``Per train step:``, and in log B every ``completed step:`` line, as when stdout and stderr are
+captured apart and merged).
 
-Timeline of log A (median step 0.235 s): step 0 compiles (41.7 s); the step-0 checkpoint is saved
-asynchronously and its background thread runs 47.5 s, during which step 1 takes 29.6 s (the
-host-side copy of the state competes with training); at step 20 the next save waits for the
+Timeline of log A (median step 0.235 s): step 0 compiles (41.7 s); the step-0 checkpoint's
+blocking part takes 9.84 s (later saves' 0.41 s) and lands in step 1 (10.4 s), then its
+background thread runs 18.7 s, across the next 20 steps; at step 20 the next save waits for the
 previous one ("Waiting for previous save to complete took ..."), which lands in step 21; step 55
 stalls for no logged reason (1.583 s) and step 56 is then fast (0.041 s), an attribution shift.
 Log B: the same model and config, a save every 20 steps that never collides, bare step lines.
@@ -89,10 +94,28 @@ def memstats(log: Log, t: float, label: str) -> None:
                 f"TPU_{i}(process=0,({i},0,0,0))", where="max_utils.py:785")
 
 
-def run(times: list[float], save_s: dict[int, float], bare_steps: bool, path: pathlib.Path,
-        wait_step_s: float = 0.31, loss0: float = 10.873) -> None:
+def blocking_lines(log: Log, now: float, blocking_s: float) -> None:
+    """Orbax's lines at the end of an async save's blocking part (``now``), on the training
+    thread: the Pytree handler's (base_pytree_checkpoint_handler.py, ``async_save``), then
+    the composite handler's around it (MaxText saves ``Composite(items=..., iter=...)``)."""
+    ready, others = 0.021345, 0.003102
+    log.add(now, "[process=0][thread=MainThread] Initiated Pytree async_save. Time taken: "
+            f"{blocking_s:f}s (batch_requests_ready={ready:f}s, total_serialization_initiated="
+            f"{blocking_s - ready - others:f}s, others={others:f}s)",
+            where="base_pytree_checkpoint_handler.py:758")
+    items = blocking_s + 0.000412
+    log.add(now + 0.002, "[process=0][thread=MainThread] Initiated "
+            f"CompositeCheckpointHandler.async_save. Time taken: {items + 0.002811:f}s "
+            f"(all_items={items:f}s, per_item={{'items': '{blocking_s:.8f}', 'iter': "
+            f"'0.00041200'}}, temp_paths=0.002811)", where="composite_checkpoint_handler.py:719")
+
+
+def run(times: list[float], save_s: dict[int, float], blocking_s: dict[int, float],
+        bare_steps: bool, path: pathlib.Path, wait_step_s: float = 0.31,
+        loss0: float = 10.873) -> None:
     """Write one log. ``times[k]`` is step k's own time (before any save wait lands in it);
-    ``save_s[k]`` how long the background save of step k's checkpoint runs."""
+    ``blocking_s[k]`` how long the save of step k's checkpoint blocks the training thread
+    (copying the state off the device); ``save_s[k]`` how long its background thread runs."""
     log = Log()
     preamble(log, 0.0)
     before = 5.0                      # T_{k-1}: the host finished dispatching the last step
@@ -117,9 +140,9 @@ def run(times: list[float], save_s: dict[int, float], bare_steps: bool, path: pa
                 log.add(now, f"Waiting for previous save to complete took {waited:f} seconds. "
                         "If this number is high, consider checkpointing less frequently.",
                         level="W", where="checkpoint_manager.py:1467")
-            log.add(now + 0.002, "[process=0][thread=MainThread] Initiated Pytree async_save. "
-                    "Time taken: 0.412731s", where="base_pytree_checkpoint_handler.py:758")
-            now += 0.41
+            now += blocking_s[k]
+            blocking_lines(log, now, blocking_s[k])
+            now += 0.004
             log.add(now, "[process=0][thread=async_save] Background save thread started. "
                     "Deadline for this save operation is "
                     f"{START + datetime.timedelta(seconds=now + 1200):%Y-%m-%d %H:%M:%S.%f}",
@@ -159,13 +182,13 @@ def main() -> None:
     rng = np.random.default_rng(12)
     a = list(0.235 * (1 + 0.01 * rng.standard_normal(STEPS)))
     a[0] = 41.730
-    a[1] = 29.6 - 0.412 - 0.31   # the step-0 save's blocking part lands in step 1 too
     a[55], a[56] = 1.583, 0.041
-    run(a, {0: 47.5, 20: 3.1, 40: 2.9}, bare_steps=False, path=HERE / "maxtext_a.log")
+    run(a, {0: 18.7, 20: 3.1, 40: 2.9}, {0: 9.840213, 20: 0.412731, 40: 0.412731},
+        bare_steps=False, path=HERE / "maxtext_a.log")
     b = list(0.2356 * (1 + 0.01 * rng.standard_normal(STEPS)))
     b[0] = 42.118
-    run(b, {0: 4.1, 20: 3.9, 40: 4.2}, bare_steps=True, path=HERE / "maxtext_b.log",
-        loss0=10.871)
+    run(b, {0: 4.1, 20: 3.9, 40: 4.2}, {0: 0.412731, 20: 0.412731, 40: 0.412731},
+        bare_steps=True, path=HERE / "maxtext_b.log", loss0=10.871)
 
 
 if __name__ == "__main__":

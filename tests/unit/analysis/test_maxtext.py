@@ -5,6 +5,7 @@ The fixtures are written by tests/data/make_maxtext_logs.py with the structure o
 from __future__ import annotations
 
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -31,7 +32,7 @@ def test_step_lines_are_parsed_with_their_metrics(run_a):
     assert (s.time_s, s.loss, s.tflops_per_s_per_device, s.tokens_per_s_per_device) == (
         0.24, 10.773, 87.969, 34169.962)
     assert s.metrics == {"total_weights": 32768.0}
-    assert s.line == 30
+    assert s.line == 31
 
 
 def test_header_lines_are_read(run_a):
@@ -44,17 +45,21 @@ def test_header_lines_are_read(run_a):
 
 
 def test_checkpoint_events_carry_their_times(run_a):
-    got = [(e.kind, e.line, e.step, e.seconds, e.at_s, e.clock) for e in run_a.events[:8]]
+    got = [(e.kind, e.line, e.step, e.seconds, e.at_s, e.clock) for e in run_a.events[:10]]
     assert got == [
         ("checkpoint_wait_step", 19, 0, 0.31, 47.04, "10:15:14.158203"),
-        ("async_save_started", 21, None, None, 47.45, "10:15:14.568203"),
-        ("checkpoint_async_start", 22, 0, None, 47.451, "10:15:14.569203"),
-        ("checkpoint_wait_step", 50, 20, 0.31, 81.218107, "10:15:48.336310"),
+        # orbax's line when the save's blocking part ends (the composite handler's line
+        # after it is not read: it spans the same time)
+        ("async_save_blocking", 20, None, 9.840213, 56.880213, "10:15:23.998416"),
+        ("async_save_started", 22, None, None, 56.884213, "10:15:24.002416"),
+        ("checkpoint_async_start", 23, 0, None, 56.885213, "10:15:24.003416"),
+        ("checkpoint_wait_step", 51, 20, 0.31, 62.011779, "10:15:29.129982"),
         # the background thread of the step-0 save, 31 lines and 20 steps later
-        ("async_save_done", 52, None, 47.5, 94.95, "10:16:02.068203"),
-        ("checkpoint_wait_previous", 53, None, 13.731893, 94.95, "10:16:02.068203"),
-        ("async_save_started", 55, None, None, 95.36, "10:16:02.478203"),
-        ("checkpoint_async_start", 56, 20, None, 95.361, "10:16:02.479203"),
+        ("async_save_done", 53, None, 18.7, 75.584213, "10:15:42.702416"),
+        ("checkpoint_wait_previous", 54, None, 13.572434, 75.584213, "10:15:42.702416"),
+        ("async_save_blocking", 55, None, 0.412731, 75.996944, "10:15:43.115147"),
+        ("async_save_started", 57, None, None, 76.000944, "10:15:43.119147"),
+        ("checkpoint_async_start", 58, 20, None, 76.001944, "10:15:43.120147"),
     ]
 
 
@@ -97,16 +102,24 @@ def test_anomalies_are_matched_to_saves_by_timestamp_overlap(run_a):
     assert got == [(0, "compilation"), (1, "checkpoint stall"), (21, "checkpoint stall"),
                    (41, "checkpoint stall"), (55, "unexplained"), (56, "attribution shift")]
     by = {a.step: a for a in run_a.anomalies}
-    # step 1 (29.6 s) lies inside the step-0 save's background thread (47.5 s): the lines
-    # that say so are 31 lines and 20 steps apart, interleaved with other threads' lines
-    assert by[1].evidence.startswith(
-        "async checkpoint save of step 0 in flight (47.5 s; line 21 (10:15:14.568203), "
-        "line 22 (10:15:14.569203), line 52 (10:16:02.068203))")
-    # the next save's wait for it is evidence too
-    assert "line 53 (10:16:02.068203): Waiting for previous save to complete took 13.731893" \
-        in by[1].evidence
-    assert "Waiting for previous save to complete took 13.731893 seconds" in by[21].evidence
-    assert by[1].ratio == pytest.approx(29.648 / 0.238)
+    # step 1 (10.4 s) is mostly the step-0 save's blocking part (9.84 s, ending at its line's
+    # time), named first; then the wait for step 0 and the background save that began
+    # before step 1 ended, most overlap first
+    assert by[1].evidence == (
+        "checkpoint save of step 0 blocked training 9.84 s copying the state off the device "
+        "(line 20 (10:15:23.998416): [process=0][thread=MainThread] Initiated Pytree "
+        "async_save. Time taken: 9.840213s); line 19 (10:15:14.158203): Waited 0.31 seconds "
+        "for step 0 to finish before starting checkpointing; async checkpoint save of step 0 "
+        "in flight (18.7 s; line 22 (10:15:24.002416), line 23 (10:15:24.003416), line 53 "
+        "(10:15:42.702416))")
+    # step 21 lies inside that background save; the step-20 save waits for it
+    assert by[21].evidence.startswith(
+        "async checkpoint save of step 0 in flight (18.7 s; line 22 (10:15:24.002416), "
+        "line 23 (10:15:24.003416), line 53 (10:15:42.702416)); line 54 (10:15:42.702416): "
+        "Waiting for previous save to complete took 13.572434 seconds; checkpoint save of "
+        "step 20 blocked training 0.41 s")
+    assert by[41].evidence.startswith("checkpoint save of step 40 blocked training 0.41 s")
+    assert by[1].ratio == pytest.approx(10.442 / 0.238)
     # step 55 stalled while no save ran; step 56 was then charged less than its share
     assert by[55].evidence == ("slow, and no checkpoint save was in flight or blocking during "
                                "it by the log's timestamps")
@@ -120,7 +133,7 @@ def test_anomalies_are_matched_to_saves_by_timestamp_overlap(run_a):
 def test_steady_state_excludes_first_step_and_anomalies(run_a):
     d = run_a.step_time
     assert d.summary.n == 54
-    assert d.summary.median == 0.238  # the headline: a 29.6 s step does not move it
+    assert d.summary.median == 0.238  # the headline: a 10.4 s step does not move it
     expected_steady = [s.time_s for s in run_a.steps if s.step not in (0, 1, 21, 41, 55, 56)]
     assert list(d.samples_s) == expected_steady
     assert min(expected_steady) > 0.2 and max(expected_steady) < 0.25
@@ -136,8 +149,11 @@ def test_bare_step_lines_take_the_time_of_the_next_header():
     assert [(a.step, a.cause) for a in run.anomalies] == [
         (0, "compilation"), (1, "checkpoint stall"), (21, "checkpoint stall"),
         (41, "checkpoint stall")]
-    # each save's blocking part lands in the step after it, with its own save in flight
-    assert all("async checkpoint save of step" in a.evidence for a in run.anomalies[1:])
+    # each save's blocking part lands in the step after it, named first (the most overlap),
+    # with its own save in flight
+    for a, step in zip(run.anomalies[1:], (0, 20, 40), strict=True):
+        assert a.evidence.startswith(f"checkpoint save of step {step} blocked training 0.41 s")
+        assert f"async checkpoint save of step {step} in flight" in a.evidence
     assert "Waited 0.31 seconds for step 20" in run.anomalies[2].evidence
     # a bare line is written by the next header's time: the intervals are still close
     p, _, end = _intervals(LOG_B)
@@ -370,8 +386,16 @@ def test_every_stall_of_a_generated_log_is_a_checkpoint_stall(tmp_path):
     assert [(a.step, a.cause) for a in run.anomalies] == [
         (0, "compilation"), *((k + 1, "checkpoint stall") for k in range(1000, 5000, 1000))]
     first = run.anomalies[1].evidence
-    assert first.startswith("async checkpoint save of step 1000 in flight (30.0 s; line ")
+    # the blocking copy (stall_s ~9.8 s) is most of the stall: named first, with the
+    # seconds of the line it cites
+    m = re.match(r"checkpoint save of step 1000 blocked training (\d+\.\d\d) s copying the "
+                 r"state off the device \(line (\d+) ", first)
+    assert m, first
+    (copy,) = [e for e in run.events if e.line == int(m[2])]
+    assert copy.kind == "async_save_blocking" and f"{copy.seconds:.2f}" == m[1]
+    assert 9.8 * 0.9 <= copy.seconds <= 9.8 * 1.1
     assert "Waited 0.31 seconds for step 1000 to finish" in first
+    assert "async checkpoint save of step 1000 in flight (30.0 s; line " in first
     assert not run.warnings
 
 
@@ -398,3 +422,57 @@ def test_a_save_done_line_without_its_time_ends_the_save_begun_on_its_thread():
     (op,) = maxtext.background(run.events)
     first_line = sum(times[:2])  # the log's times count from its first header
     assert (op.start, op.end) == pytest.approx((save[0] - first_line, save[1] - first_line))
+
+
+def _without_blocking_lines(path, tmp_path):
+    """The log as orbax before 0.11.14 writes it: no ``Initiated ... async_save`` lines."""
+    lines = [x for x in path.read_text().splitlines(keepends=True)
+             if "Initiated Pytree async_save" not in x
+             and "Initiated CompositeCheckpointHandler" not in x]
+    out = tmp_path / path.name
+    out.write_text("".join(lines))
+    return out
+
+
+def test_a_saves_blocking_part_ends_at_its_line_and_is_named_with_its_seconds():
+    """Orbax writes ``Initiated Pytree async_save. Time taken: Xs`` when the blocking part
+    ends: it blocked the training thread the X seconds before the line's time."""
+    lines = [
+        _at(100.0) + "Waited 0.31 seconds for step 20 to finish before starting checkpointing.",
+        _at(109.84, HEAD_T.replace("metric_logger.py:181", "base_pytree_checkpoint_handler."
+                                   "py:758")) +
+        "[process=0][thread=MainThread] Initiated Pytree async_save. Time taken: 9.840213s "
+        "(batch_requests_ready=0.021345s, total_serialization_initiated=9.815766s, "
+        "others=0.003102s)",
+        _at(109.845) + "Started an asynchronous checkpoint save for step 20",
+    ]
+    p = maxtext.parse_lines(lines)
+    copy = p.events[1]
+    assert (copy.kind, copy.seconds, copy.at_s, copy.line) == (
+        "async_save_blocking", 9.840213, 9.84, 2)
+    ops = maxtext.background(p.events)
+    blocking = [b for b in ops if b.kind == "async_save_blocking"]
+    assert [(b.start, b.end, b.blocking) for b in blocking] == [
+        (pytest.approx(9.84 - 9.840213), 9.84, True)]
+    assert blocking[0].evidence == (
+        "checkpoint save of step 20 blocked training 9.84 s copying the state off the device "
+        "(line 2 (10:01:49.840000): [process=0][thread=MainThread] Initiated Pytree "
+        "async_save. Time taken: 9.840213s)")
+    # a step over the copy's last second gets it first: it overlaps most
+    found = maxtext.checkpoint_evidence((-1.0, 9.9), ops)
+    assert found[0] == blocking[0].evidence and "Waited 0.31 seconds" in found[1]
+
+
+@pytest.mark.parametrize("path", [LOG_A, LOG_B], ids=["a", "b"])
+def test_without_the_blocking_line_older_orbax_logs_still_explain_the_stalls(path, tmp_path):
+    """Orbax before 0.11.14 writes no ``Initiated Pytree async_save`` line: the same steps
+    are checkpoint stalls, from the waits and the saves in flight."""
+    new = maxtext.import_log(path)
+    old = maxtext.import_log(_without_blocking_lines(path, tmp_path))
+    assert not any(e.kind == "async_save_blocking" for e in old.events)
+    assert [(a.step, a.cause) for a in old.anomalies] == [(a.step, a.cause)
+                                                          for a in new.anomalies]
+    assert old.step_time.summary == new.step_time.summary
+    stalls = [a for a in old.anomalies if a.cause == "checkpoint stall"]
+    assert stalls and all("blocked training" not in a.evidence for a in stalls)
+    assert all("async checkpoint save of step" in a.evidence for a in stalls)
