@@ -35,7 +35,11 @@ import numpy as np
 
 HEADER_FROM = pathlib.Path(__file__).resolve().parent / "data" / "maxtext_a.log"
 """The start-up lines (config, versions, parameters, memory, Per train step) are this
-hand-written log's, up to its first step."""
+hand-written log's, up to its first step, without its step-0 checkpoint's lines (that save
+belongs to the other log's timeline)."""
+
+CHECKPOINT_SOURCES = ("checkpointing.py:", "checkpoint_handler.py:", "async_checkpointer.py:")
+"""The source files, in a line's absl header, of MaxText's and orbax's checkpoint lines."""
 
 MAIN_THREAD, ASYNC_THREAD = 140233681626944, 140218007004928
 START = datetime.datetime(2025, 3, 12, 9, 15, 8)
@@ -44,7 +48,8 @@ START = datetime.datetime(2025, 3, 12, 9, 15, 8)
 def header() -> str:
     lines = HEADER_FROM.read_text().splitlines(keepends=True)
     first_step = next(i for i, line in enumerate(lines) if "completed step:" in line)
-    return "".join(lines[:first_step])
+    return "".join(line for line in lines[:first_step]
+                   if not any(src in line for src in CHECKPOINT_SOURCES))
 
 TOKENS_PER_STEP = 4 * 2048
 """per_device_batch_size x max_target_length in the header's config."""
