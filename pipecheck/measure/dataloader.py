@@ -28,6 +28,8 @@ import re
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from pipecheck.analysis import stats
 from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
@@ -147,8 +149,6 @@ def throughput(samples: Sequence[float], examples_per_batch: int,
 
 def batch_sizes(batch: Any, tokens_key: str | None) -> tuple[int, int | None]:
     """Examples per batch (leading dimension) and tokens per batch (size of ``tokens_key``)."""
-    import numpy as np
-
     leaves = list(batch.values()) if isinstance(batch, Mapping) else [batch]
     if not leaves:
         return 0, None

@@ -12,6 +12,7 @@ import signal
 import threading
 import time
 import weakref
+from multiprocessing import shared_memory
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -262,8 +263,6 @@ def tag_shared_memory_names(tag: str) -> None:
     """Make ``multiprocessing.shared_memory`` name new segments ``/psm_<tag><hex>`` in this
     process (its private name generator, the one place pipecheck touches it; a Python
     without it keeps its own names and nothing is reclaimed)."""
-    from multiprocessing import shared_memory
-
     if not hasattr(shared_memory, "_make_filename"):  # pragma: no cover - Python changed
         return
 
@@ -283,8 +282,6 @@ def reclaim_shared_memory(tag: str) -> int:
     same machine, any Grain user) are not ours to delete. Called only after the workers are
     stopped and the iterators closed and flushed. Returns how many were reclaimed.
     """
-    from multiprocessing import shared_memory
-
     try:
         names = sorted(n for n in os.listdir(SHM_DIR) if n.startswith(f"psm_{tag}"))
     except OSError:

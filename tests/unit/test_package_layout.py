@@ -29,18 +29,8 @@ LAZY_OWN_MODULES = {
 }
 """pipecheck's own modules imported inside a function, and why."""
 
-PENDING_IMPORTS = {
-    ("measure/dataloader.py", "numpy"),
-    ("measure/pipeline.py", "multiprocessing"),  # from multiprocessing import shared_memory
-}
-"""Light imports still inside functions in modules that were being reworked in parallel when
-this check was written; remove an entry once its import is moved to module level."""
-
 MAX_FUNCTION_LINES = 60
 """Longer functions are split, unless a ``# long: why`` comment just above says why not."""
-
-PENDING_LONG = {("measure/dataloader.py", "measure_setting")}
-"""Long functions being split in parallel when this check was written; remove on landing."""
 
 
 def _modules() -> list[tuple[str, ast.Module, list[str]]]:
@@ -88,10 +78,8 @@ def test_imports_inside_functions_have_an_import_cost_reason() -> None:
             for node in ast.walk(fn):
                 if not isinstance(node, (ast.Import, ast.ImportFrom)):
                     continue
+                found = True
                 for module in _imported(node):
-                    if (name, module) in PENDING_IMPORTS:
-                        continue
-                    found = True
                     if not (module.split(".")[0] in LAZY_LIBRARIES
                             or (name, module) in LAZY_OWN_MODULES):
                         problems.append(f"{name}:{node.lineno} imports {module} in "
@@ -106,7 +94,7 @@ def test_no_function_is_over_the_line_limit_without_a_reason() -> None:
     for name, tree, lines in _modules():
         for fn in _functions(tree):
             length = fn.end_lineno - fn.lineno + 1  # type: ignore[operator]
-            if length <= MAX_FUNCTION_LINES or (name, fn.name) in PENDING_LONG:
+            if length <= MAX_FUNCTION_LINES:
                 continue
             first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
             if not lines[first - 2].strip().startswith("# long:"):
