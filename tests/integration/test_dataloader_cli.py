@@ -7,6 +7,7 @@ run gets a marker in its environment, which Grain's workers inherit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -219,8 +220,11 @@ def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=60)  # the rest of stderr, with a deadline
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # a failed test must not leave the run's workers behind
+            for p in [*psutil.Process(proc.pid).children(recursive=True), proc]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
+            proc.wait()
     assert proc.returncode == 130
     assert error_lines((proc.returncode, err)) == ["pipecheck: interrupted"], err
     assert leftover(marker) == []
