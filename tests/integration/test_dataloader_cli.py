@@ -221,9 +221,10 @@ def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
         _, err = proc.communicate(timeout=60)  # the rest of stderr, with a deadline
     finally:
         if proc.poll() is None:  # a failed test must not leave the run's workers behind
-            for p in [*psutil.Process(proc.pid).children(recursive=True), proc]:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    p.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for child in psutil.Process(proc.pid).children(recursive=True):
+                    child.kill()
+            proc.kill()
             proc.wait()
     assert proc.returncode == 130
     assert error_lines((proc.returncode, err)) == ["pipecheck: interrupted"], err
