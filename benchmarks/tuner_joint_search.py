@@ -127,8 +127,8 @@ def main() -> None:
           f"{BUFFERS} x prefetch {PREFETCH_FACTORS} (x threads) = {len(settings)} settings; "
           f"{cores} cores; {args.batches}+ batches per setting")
     for name, (keys, target_ms) in PIPELINES.items():
-        if args.only and name != args.only:
-            continue
+        if (args.only and name != args.only) or (args.replay and name not in stored):
+            continue  # replaying measures nothing: only the pipelines the file holds
         target = target_ms / 1000.0
         if name in stored:
             table = [Trial(**t) for t in stored[name]["table"]]
