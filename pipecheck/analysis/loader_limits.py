@@ -47,8 +47,9 @@ the rest: it waits on I/O or latency, and more workers overlap more of that wait
 
 LIMIT_MARGIN = 0.1
 """Compute shares within 0.1 of ``LATENCY_BOUND_SHARE`` (0.4 .. 0.6) are "not sure" when the
-cores are all wanted: run-to-run noise on a busy 2-core machine moved a sleeping setting's
-share by about that much, and a claim that flips between runs is worse than none."""
+cores are all wanted but not all used: a claim that flips between runs is worse than none.
+A judgment, not a measured spread: sleeping workers read 0.02-0.07 and CPU-bound ones
+0.7-1.0 here, so the band only catches settings that are neither clearly."""
 
 MAIN_PROCESS_BOUND: Literal["main-process-bound"] = "main-process-bound"
 CPU_BOUND: Literal["cpu-bound"] = "cpu-bound"
