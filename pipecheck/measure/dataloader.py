@@ -458,8 +458,7 @@ def measure_setting(
         del e
     if window is not None:
         window.abandon()
-    release(opened, before, failed=stalled,
-            shm_tag=shm_tag if error is not None else None)
+    release(opened, before, failed=stalled, shm_tag=shm_tag)
     opened.clear()
     if error is not None:
         raise error

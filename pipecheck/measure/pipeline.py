@@ -275,9 +275,10 @@ def tag_shared_memory_names(tag: str) -> None:
 def reclaim_shared_memory(tag: str) -> int:
     """Unlink the segments this pipeline's workers (tagged ``tag``) left behind.
 
-    After a worker raised, the batches it had already written to shared memory are never
-    received, so nobody unlinks them (the resource tracker would, at exit, with a
-    "leaked shared_memory objects" warning). Only segments named with this pipeline's tag
+    Batches a worker had written to shared memory when the run stopped (it raised, or the
+    run simply had its batches and stopped reading) are never received, so nobody unlinks
+    them (the resource tracker would, at exit, with a "leaked shared_memory objects"
+    warning). A batch still in use keeps its mapping: unlinking removes only the name. Only segments named with this pipeline's tag
     are touched: other processes' segments (another pipecheck, a peer host's pipeline on the
     same machine, any Grain user) are not ours to delete. Called only after the workers are
     stopped and the iterators closed and flushed. Returns how many were reclaimed.
@@ -410,7 +411,6 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     finally:
         if batches is not None:
             batches.close()  # its frame would keep the iterator (and shared memory) alive
-        release(opened, before, failed=bool(failure),
-                shm_tag=shm_tag if failure else None)
+        release(opened, before, failed=bool(failure), shm_tag=shm_tag)
     if failure:
         raise failure[0] from None
