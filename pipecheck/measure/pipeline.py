@@ -275,13 +275,14 @@ def tag_shared_memory_names(tag: str) -> None:
 def reclaim_shared_memory(tag: str) -> int:
     """Unlink the segments this pipeline's workers (tagged ``tag``) left behind.
 
-    Batches a worker had written to shared memory when the run stopped (it raised, or the
-    run simply had its batches and stopped reading) are never received, so nobody unlinks
-    them (the resource tracker would, at exit, with a "leaked shared_memory objects"
-    warning). A batch still in use keeps its mapping: unlinking removes only the name. Only segments named with this pipeline's tag
-    are touched: other processes' segments (another pipecheck, a peer host's pipeline on the
-    same machine, any Grain user) are not ours to delete. Called only after the workers are
-    stopped and the iterators closed and flushed. Returns how many were reclaimed.
+    Batches a worker had written to shared memory when the run stopped (it raised, or the run
+    simply had its batches and stopped reading) are never received, so nobody unlinks them (the
+    resource tracker would, at exit, with a "leaked shared_memory objects" warning). A batch
+    still in use keeps its mapping: unlinking removes only the name. Only segments named with
+    this pipeline's tag are touched: other processes' segments (another pipecheck, a peer
+    host's pipeline on the same machine, any Grain user) are not ours to delete. Called only
+    after the workers are stopped and the iterators closed and flushed. Returns how many were
+    reclaimed.
     """
     try:
         names = sorted(n for n in os.listdir(SHM_DIR) if n.startswith(f"psm_{tag}"))
