@@ -49,6 +49,8 @@ class Example:
     """Arguments for ``--fast`` (timed examples): fewer steps, same report skeleton."""
     show_command: bool = True
     """Start the block with ``$ pipecheck ...`` (False: the docs show it in a block above)."""
+    script: bool = False
+    """``args`` run a Python script of the repository (``examples/*.py``), not ``pipecheck``."""
 
 
 CALIBRATED = ("--config", "configs/calibrated.yml")
@@ -82,21 +84,64 @@ EXAMPLES = {
         fast_args=("compare", *CALIBRATED, "--set", "compute_ms=10", "--set", "load_ms=30",
                    "--steps", "10", "--target-steps", "10", "--batches", "5",
                    "--max-workers", "2", "--quiet")),
+    "compare-default": Example(
+        "compare.md", ("compare",),
+        fast_args=("compare", "--steps", "10", "--target-steps", "10", "--batches", "5",
+                   "--max-workers", "1", "--quiet")),
+    "compare-forced-sync": Example(
+        "compare.md", ("compare", *CALIBRATED, "--set", "compute_ms=40", "--set", "load_ms=30",
+                       "--set", "host_sync=every_step", "--workers", "0", "--threads", "0",
+                       "--steps", "40", "--quiet"),
+        fast_args=("compare", *CALIBRATED, "--set", "compute_ms=10", "--set", "load_ms=5",
+                   "--set", "host_sync=every_step", "--workers", "0", "--threads", "0",
+                   "--steps", "10", "--target-steps", "10", "--batches", "5", "--quiet")),
+    "dataloader-demo": Example(
+        "dataloader.md", ("dataloader", "--workers", "0,1", "--batches", "50"),
+        fast_args=("dataloader", "--workers", "0,1", "--batches", "5")),
+    "synthetic-default": Example(
+        "synthetic.md", ("synthetic",), fast_args=("synthetic", "--steps", "10")),
+    "synthetic-double-compile": Example(
+        "synthetic.md", ("synthetic", "--set", "workload=calibrated", "--set", "compute_ms=5",
+                         "--set", "devices=4", "--set", "aot_sharding_mismatch=true",
+                         "--steps", "10")),
+    "timeline-synthetic": Example(
+        "timeline.md", ("synthetic", "--set", "workload=calibrated", "--set", "compute_ms=30",
+                        "--set", "checkpoint_every=5", "--set", "checkpoint_ms=200",
+                        "--set", "eval_every=7", "--set", "eval_ms=50", "--steps", "17",
+                        "--json", "run.json", "--trace", "trace.json"),
+        show_command=False),
+    "monitor-loop": Example(
+        "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
+    "monitor-nnx-generation": Example(
+        "monitor.md", ("examples/nnx_generation_loop.py", "nnx_run.json"), script=True,
+        show_command=False),
 }
 
 
-def run(args: tuple[str, ...]) -> str:
-    """The command's stdout (stderr goes to ours); a failed example is an error."""
+def run(args: tuple[str, ...], script: bool = False) -> str:
+    """The command's stdout (stderr goes to ours); a failed example is an error. Files it
+    writes in the repository's root (``--json run.json``, a script's record) are removed."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-m", "pipecheck", *args], cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, text=True, timeout=TIMEOUT_S)
+    command = [sys.executable, *args] if script else [sys.executable, "-m", "pipecheck", *args]
+    before = set(REPO.iterdir())
+    try:
+        proc = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
+                              timeout=TIMEOUT_S)
+    finally:
+        for path in set(REPO.iterdir()) - before:
+            if path.is_file():
+                path.unlink()
     if proc.returncode != 0:
-        raise SystemExit(f"example failed (exit {proc.returncode}): pipecheck {' '.join(args)}")
+        raise SystemExit(f"example failed (exit {proc.returncode}): {shown(args, script)}")
     return proc.stdout
 
 
+def shown(args: tuple[str, ...], script: bool) -> str:
+    return " ".join(("python" if script else "pipecheck", *args))
+
+
 def block_text(ex: Example, output: str) -> str:
-    head = f"$ pipecheck {' '.join(ex.args)}\n" if ex.show_command else ""
+    head = f"$ {shown(ex.args, ex.script)}\n" if ex.show_command else ""
     return head + output.rstrip("\n") + "\n"
 
 
@@ -119,12 +164,18 @@ def find_block(text: str, name: str) -> tuple[int, int]:
 
 def skeleton(text: str) -> list[str]:
     """What a timed report keeps from run to run: its first word pair (the command) and
-    the header row of every table (the row above a ``----`` rule)."""
+    the header row of every table (the row above a ``----`` rule; not the last row of a
+    key/value table, above the rule that closes it, the same rule as the one it opened with)."""
     lines = [ln for ln in text.splitlines() if not ln.startswith("$ ")]
     out = [" ".join(lines[0].split(":")[0].split())] if lines else []
+    opened = ""
     for above, rule in zip(lines, lines[1:], strict=False):
-        if rule.startswith("---") and set(rule.replace(" ", "")) == {"-"}:
-            out.append(" ".join(above.split()))
+        if not rule.strip():
+            opened = ""
+        elif rule.startswith("---") and set(rule.replace(" ", "")) == {"-"}:
+            if rule != opened:
+                out.append(" ".join(above.split()))
+            opened = "" if rule == opened else rule
     return out
 
 
@@ -158,7 +209,7 @@ def skeleton_problems(name: str, output: str) -> list[str]:
 
 def check(name: str, ex: Example, fast: bool) -> list[str]:
     args = ex.fast_args if fast and ex.fast_args else ex.args
-    produced = block_text(ex, run(args))
+    produced = block_text(ex, run(args, ex.script))
     if not ex.deterministic:
         return skeleton_problems(name, produced)
     text = (DOCS / ex.doc).read_text()
@@ -172,7 +223,7 @@ def first_report_line(block: str) -> str:
 
 
 def regenerate(name: str, ex: Example, force: bool = False) -> None:
-    produced = block_text(ex, run(ex.args))
+    produced = block_text(ex, run(ex.args, ex.script))
     path = DOCS / ex.doc
     text = path.read_text()
     start, end = find_block(text, name)

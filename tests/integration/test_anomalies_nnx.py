@@ -22,6 +22,8 @@ from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.plot import tag_points
 from tests.conftest import REPO, run_cli
 
+from .doc_examples import skeleton_problems
+
 NNX_LOOP = REPO / "examples" / "nnx_generation_loop.py"
 
 
@@ -55,6 +57,7 @@ def test_generation_steps_are_flagged_with_their_cause(nnx_run) -> None:
     # listed in the report, with the cause
     assert "anomalous steps (kept out of the steady state):" in report
     assert "host work outside spans" in report
+    assert skeleton_problems("monitor-nnx-generation", report) == []  # docs/monitor.md
 
 
 def test_generation_steps_are_kept_out_of_the_steady_state(nnx_run) -> None:

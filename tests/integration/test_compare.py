@@ -82,6 +82,7 @@ def test_forced_sync_named_at_the_loops_line(tmp_path):
     assert sync["location"] == f"{CALIBRATED}:{line}"
     assert sync["numbers"]["share_of_step"] > 0.3
     assert f"calibrated.py:{line}" in data["recommendation"]
+    assert skeleton_problems("compare-forced-sync", proc.stdout) == []  # docs/compare.md
 
 
 def test_sync_is_harmless_when_the_run_is_input_bound(tmp_path):
@@ -106,6 +107,7 @@ def test_default_demo_compare_is_compute_bound(tmp_path):
     assert data["loader_step_s"] < data["target_step_s"] / 2
     assert proc.stdout.splitlines()[0] == "pipecheck compare: COMPUTE-BOUND"
     assert f"recommendation: {data['recommendation']}" in proc.stdout
+    assert skeleton_problems("compare-default", proc.stdout) == []  # docs/compare.md
 
 
 def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):

@@ -81,6 +81,7 @@ def test_demo_sweep_json_and_per_example_stages_are_the_slow_ones(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     assert data["kind"] == "dataloader" and data["config"]["workload"] == "demo"
+    assert skeleton_problems("dataloader-demo", proc.stdout) == []  # docs/dataloader.md
     assert "jax" in data["env"]
     assert [(r["workers"], r["threads"]) for r in data["results"]] == [(0, 1), (1, 1)]
     for r in data["results"]:

@@ -54,3 +54,16 @@ def test_a_stale_example_is_caught(tmp_path, monkeypatch):
     (tmp_path / "diff.md").write_text(text[:start] + stale + text[end:])
     monkeypatch.setattr(m, "DOCS", tmp_path)
     assert m.check("diff-maxtext", m.EXAMPLES["diff-maxtext"], fast=False)
+
+
+def test_a_key_value_tables_last_row_is_not_a_header():
+    # the overview table ends with the same rule it opens with; the row above that closing
+    # rule ("steps 120") is data: a run of another length has the same skeleton
+    text = (m.DOCS / "monitor.md").read_text()
+    start, end = m.find_block(text, "monitor-loop")
+    documented = text[start:end]
+    assert "steps                         120" in documented
+    shorter = documented.replace("steps                         120",
+                                 "steps                         40", 1)
+    assert m.skeleton_problems("monitor-loop", shorter) == []
+    assert m.skeleton_problems("monitor-loop", shorter.replace("category ", "kind     ", 1))

@@ -15,6 +15,8 @@ from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import REPO
 
+from .doc_examples import skeleton_problems
+
 USER_LOOP = REPO / "tests" / "data" / "user_loop.py"
 
 
@@ -25,17 +27,19 @@ def forced_sync_line() -> int:
     raise AssertionError("marker not found")
 
 
-def run_user_loop(tmp: pathlib.Path, mode: str, steps: int = 40) -> tuple[MonitorResult, dict]:
+def run_user_loop(tmp: pathlib.Path, mode: str,
+                  steps: int = 40) -> tuple[MonitorResult, dict, str]:
+    """The record, the trace and the loop's stdout (the Monitor's report)."""
     out, trace = tmp / f"{mode}.json", tmp / f"{mode}.trace.json"
     env = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run([sys.executable, str(USER_LOOP), str(out), str(steps), mode, str(trace)],
                        capture_output=True, text=True, timeout=240, env=env, cwd=tmp)
     assert r.returncode == 0, r.stderr
-    return store.load(out, expect=MonitorResult), json.loads(trace.read_text())
+    return store.load(out, expect=MonitorResult), json.loads(trace.read_text()), r.stdout
 
 
 def test_current_step_float_loss_is_a_user_sync_site(tmp_path: pathlib.Path) -> None:
-    res, trace = run_user_loop(tmp_path, "current")
+    res, trace, _ = run_user_loop(tmp_path, "current")
     user = res.user_sync_sites
     assert user, res.sync_sites
     top = user[0]
@@ -50,7 +54,7 @@ def test_current_step_float_loss_is_a_user_sync_site(tmp_path: pathlib.Path) -> 
 
 
 def test_lagged_loop_has_no_user_sync_at_that_line(tmp_path: pathlib.Path) -> None:
-    res, _ = run_user_loop(tmp_path, "lagged")
+    res, _, report = run_user_loop(tmp_path, "lagged")
     line = f"{USER_LOOP}:{forced_sync_line()}"
     assert all(s.location != line for s in res.sync_sites)
     internal = [s for s in res.sync_sites if s.internal]
@@ -62,6 +66,8 @@ def test_lagged_loop_has_no_user_sync_at_that_line(tmp_path: pathlib.Path) -> No
     assert "eval" in tagged[7] and "compile" in tagged[0]
     assert res.total_steps == 40 and res.config["mode"] == "lagged"
     assert res.first_step_s == res.steps[0].time_s > res.step_time.summary.median
+    # the report has the tables of examples/monitor_loop.py's (a loop like this one) in docs
+    assert skeleton_problems("monitor-loop", report) == []  # docs/monitor.md
 
 
 def test_trace_shows_every_span_kind(tmp_path: pathlib.Path) -> None:

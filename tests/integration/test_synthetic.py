@@ -13,6 +13,7 @@ from pipecheck.records.steps import StepTable, decode_array
 from pipecheck.workloads import build_workload, resolve
 
 from ..conftest import run_cli
+from .doc_examples import skeleton_problems
 
 AGREEMENT = 0.20
 """The bound: synthetic median within 20% of the sync-every-step compute time."""
@@ -82,6 +83,7 @@ def test_aot_sharding_mismatch_compiles_twice_and_is_explained(tmp_path):
     assert "sharding=" in finding["fix"]
     assert data["env"]["device_count"] == 4
     assert "changed sharding" in proc.stdout
+    assert skeleton_problems("synthetic-double-compile", proc.stdout) == []  # docs/synthetic.md
 
     good, _ = run_synthetic_json(tmp_path, "good", "workload=calibrated", "compute_ms=5",
                                  "devices=4", "aot_sharding_mismatch=false")
@@ -91,6 +93,7 @@ def test_aot_sharding_mismatch_compiles_twice_and_is_explained(tmp_path):
 
 def test_default_demo_run_writes_a_complete_record(tmp_path):
     data, proc = run_synthetic_json(tmp_path, "demo")
+    assert skeleton_problems("synthetic-default", proc.stdout) == []  # docs/synthetic.md
     assert data["kind"] == "synthetic" and data["format_version"] == store.FORMAT_VERSION
     assert data["config"]["workload"] == "demo"
     for key in ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count",

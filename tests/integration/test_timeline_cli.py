@@ -15,6 +15,8 @@ from pipecheck.records.common import StepRecord
 from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import run_cli
 
+from .doc_examples import skeleton_problems
+
 CKPT_S = 0.200
 
 
@@ -28,6 +30,7 @@ def ckpt_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path
                 "--json", str(paths["json"]), "--trace", str(paths["trace"]))
     assert r.returncode == 0, r.stderr
     assert "where the wall time went" in r.stdout and "checkpoint" in r.stdout
+    assert skeleton_problems("timeline-synthetic", r.stdout) == []  # docs/timeline.md
     return paths
 
 

@@ -12,6 +12,7 @@ import json
 import yaml
 
 from ..conftest import run_cli
+from .doc_examples import skeleton_problems
 
 
 def _dataloader(tmp_path, *args):
@@ -28,6 +29,7 @@ def test_consumer_work_in_the_training_process_is_main_process_bound_and_saved(t
                              "--workers", "2", "--batches", "20", "--save-config", str(saved))
     (setting,) = data["results"]
     res = setting["resources"]
+    assert skeleton_problems("tuning-main-process-bound", proc.stdout) == []  # docs/tuning.md
     assert res["workers_seen"] == 2 and res["worker_rss_mb"] > 0 and res["main_rss_mb"] > 0
     # the resource window holds the steady batches only: past the 2 x 2 worker buffers and
     # the workers' read prefetch of 2 each
@@ -57,6 +59,7 @@ def test_sleeping_loader_is_latency_bound_and_cpu_heavy_one_is_cpu_bound(tmp_pat
     proc, data = _dataloader(tmp_path, "--set", "cpu_ms=30", "--workers", "3",
                              "--batches", "48")
     assert "cpu-bound [workers=3, threads=1]" in proc.stdout, proc.stdout
+    assert skeleton_problems("tuning-cpu-bound", proc.stdout) == []  # docs/tuning.md
 
 
 def test_another_machine_warns_once_on_stderr(tmp_path):
