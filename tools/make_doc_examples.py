@@ -30,6 +30,7 @@ import dataclasses
 import os
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -51,6 +52,8 @@ class Example:
     """Start the block with ``$ pipecheck ...`` (False: the docs show it in a block above)."""
     script: bool = False
     """``args`` run a Python script of the repository (``examples/*.py``), not ``pipecheck``."""
+    before: tuple[tuple[str, ...], ...] = ()
+    """``pipecheck`` commands run first, their stdout discarded (the runs ``args`` reads)."""
 
 
 CALIBRATED = ("--config", "configs/calibrated.yml")
@@ -110,6 +113,12 @@ EXAMPLES = {
                         "--set", "eval_every=7", "--set", "eval_ms=50", "--steps", "17",
                         "--json", "run.json", "--trace", "trace.json"),
         show_command=False),
+    "diff-synthetic": Example(
+        "diff.md", ("diff", "calibrated_40.json", "calibrated_60.json", "--json",
+                    "diff_40_60.json"),
+        before=tuple(("synthetic", "--set", "workload=calibrated", "--set", f"compute_ms={ms}",
+                      "--steps", "30", "--json", f"calibrated_{ms}.json") for ms in (40, 60)),
+        show_command=False),
     "monitor-loop": Example(
         "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
     "monitor-nnx-generation": Example(
@@ -118,30 +127,38 @@ EXAMPLES = {
 }
 
 
-def run(args: tuple[str, ...], script: bool = False) -> str:
-    """The command's stdout (stderr goes to ours); a failed example is an error. Files it
-    writes in the repository's root (``--json run.json``, a script's record) are removed."""
+def run(args: tuple[str, ...], script: bool = False,
+        before: tuple[tuple[str, ...], ...] = ()) -> str:
+    """The command's stdout (stderr goes to ours), after the ``before`` commands; a failed
+    command is an error. Files they write in the repository's root (``--json run.json``, a
+    script's record) are removed."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    command = [sys.executable, *args] if script else [sys.executable, "-m", "pipecheck", *args]
-    before = set(REPO.iterdir())
+    commands = [(b, False) for b in before] + [(args, script)]
+    existing = set(REPO.iterdir())
     try:
-        proc = subprocess.run(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
-                              timeout=TIMEOUT_S)
+        for cmd, is_script in commands:
+            argv = [sys.executable, *cmd] if is_script else [sys.executable, "-m", "pipecheck",
+                                                             *cmd]
+            proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True,
+                                  timeout=TIMEOUT_S)
+            if proc.returncode != 0:
+                raise SystemExit(f"example failed (exit {proc.returncode}): "
+                                 f"{shown(cmd, is_script)}")
     finally:
-        for path in set(REPO.iterdir()) - before:
+        for path in set(REPO.iterdir()) - existing:
             if path.is_file():
                 path.unlink()
-    if proc.returncode != 0:
-        raise SystemExit(f"example failed (exit {proc.returncode}): {shown(args, script)}")
     return proc.stdout
 
 
 def shown(args: tuple[str, ...], script: bool) -> str:
-    return " ".join(("python" if script else "pipecheck", *args))
+    return shlex.join(("python" if script else "pipecheck", *args))
 
 
 def block_text(ex: Example, output: str) -> str:
-    head = f"$ {shown(ex.args, ex.script)}\n" if ex.show_command else ""
+    head = "".join(f"$ {shown(b, False)} > /dev/null\n" for b in ex.before)
+    head += f"$ {shown(ex.args, ex.script)}\n"
+    head = head if ex.show_command else ""
     return head + output.rstrip("\n") + "\n"
 
 
@@ -209,7 +226,7 @@ def skeleton_problems(name: str, output: str) -> list[str]:
 
 def check(name: str, ex: Example, fast: bool) -> list[str]:
     args = ex.fast_args if fast and ex.fast_args else ex.args
-    produced = block_text(ex, run(args, ex.script))
+    produced = block_text(ex, run(args, ex.script, ex.before))
     if not ex.deterministic:
         return skeleton_problems(name, produced)
     text = (DOCS / ex.doc).read_text()
@@ -223,7 +240,7 @@ def first_report_line(block: str) -> str:
 
 
 def regenerate(name: str, ex: Example, force: bool = False) -> None:
-    produced = block_text(ex, run(ex.args, ex.script))
+    produced = block_text(ex, run(ex.args, ex.script, ex.before))
     path = DOCS / ex.doc
     text = path.read_text()
     start, end = find_block(text, name)

@@ -9,6 +9,8 @@ import pytest
 
 from tests.conftest import run_cli
 
+from .doc_examples import skeleton_problems
+
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 
@@ -49,6 +51,7 @@ def test_diff_of_40_and_200_ms_runs_is_significant_and_slower(calibrated_runs):
     assert row["diff"] > 0 and row["ci_low"] > 0
     assert row["b"] / row["a"] > 1.5  # 5x asked for; above any calibration miss seen
     assert data["a"]["kind"] == data["b"]["kind"] == "synthetic"
+    assert skeleton_problems("diff-synthetic", stdout) == []  # docs/diff.md
 
     reverse = run_cli("diff", str(b), str(a))
     assert reverse.returncode == 0, reverse.stderr
