@@ -4,7 +4,8 @@ Each example in the docs is a code block right after a marker line::
 
     <!-- example: NAME (tools/make_doc_examples.py) -->
 
-and NAME is an entry of ``EXAMPLES`` below: the command that produced the block. Run
+and NAME is an entry of ``EXAMPLES`` below: the command that produced the block (a
+``pipecheck`` command, or a script of ``examples/``, after any runs it reads). Run
 
     python tools/make_doc_examples.py             # re-run every example, rewrite the docs
     python tools/make_doc_examples.py NAME ...    # only these
