@@ -202,6 +202,10 @@ CONDITIONAL_TABLES = {
         "anomalous steps: listed only when a run has some",
     "span per step share":
         "host spans of the real-data run: only when one ran and its spans took time",
+    "run step time x median likely cause evidence":
+        "diff's steps kept out of the steady state: only when either run has anomalous ones",
+    "location code seconds share":
+        "monitor's device waits: only when the sync locator caught the loop waiting",
 }
 """Header rows of tables a report prints only when the run has what they show: a documented
 one may be missing from another run's output, unless that output has a table starting with
