@@ -115,7 +115,7 @@ def test_different_configs_are_refused_naming_the_key(tmp_path):
                        "the same command (same --config, --set and options) on every process"]
 
 
-@pytest.mark.parametrize("mode", ["sync-stall"])  # slow-host: the same script, by hand
+@pytest.mark.parametrize("mode", ["sync-stall", "slow-host"])
 def test_monitor_in_a_two_process_user_script(tmp_path, mode):
     """The user's own script (outside the repo, __main__ guard, Grain workers, a real
     all-reduce in the step) under Monitor on 2 processes: process 0's record holds both

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.measure.loader_search import batches_for, with_loader_time
+from pipecheck.measure.loader_search import batches_for, best_setting, with_loader_time
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting
 
@@ -23,3 +23,29 @@ def test_a_setting_without_a_stored_d_gets_it_from_its_batch_times():
     filled = with_loader_time(old)
     assert filled.loader_time is not None and filled.loader_time.value == pytest.approx(0.030)
     assert with_loader_time(filled) is filled
+
+
+def measured(workers: int, mean_ms: float, first_s: float = 1.0) -> LoaderSetting:
+    """A setting as `pipecheck dataloader` measured it: steady batches of ``mean_ms``."""
+    samples = [mean_ms / 1000.0] * 20
+    return with_loader_time(LoaderSetting(
+        workers=workers, threads=1, first_batch_s=first_s,
+        batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
+        examples_per_s=32000.0 / mean_ms))
+
+
+def test_the_setting_saved_is_the_cheapest_near_the_fastest_not_the_first_or_last():
+    # what `pipecheck dataloader --save-config` writes: 4 workers are within the tuner's
+    # margin of 8 (the fastest), 2 are not, so 4, the fewest that are near it
+    settings = [measured(0, 120.0), measured(2, 60.0), measured(4, 31.0), measured(8, 30.0)]
+    chosen, why = best_setting(settings)
+    assert chosen.workers == 4, why
+    assert "workers=4" in why
+
+
+def test_the_setting_saved_weighs_start_up_against_the_run():
+    # 8 workers save 10 ms a batch but start 20 s later: worth it over 10,000 steps, not 100
+    settings = [measured(2, 40.0, first_s=1.0), measured(8, 30.0, first_s=21.0)]
+    assert best_setting(settings, run_steps=10_000)[0].workers == 8
+    short, why = best_setting(settings, run_steps=100)
+    assert short.workers == 2 and "first batch takes 21.00 s" in why, why
