@@ -9,15 +9,15 @@ and NAME is an entry of ``EXAMPLES`` below: the command that produced the block 
 
     python tools/make_doc_examples.py             # re-run every example, rewrite the docs
     python tools/make_doc_examples.py NAME ...    # only these
-    python tools/make_doc_examples.py --check [--fast] [NAME ...]
+    python tools/make_doc_examples.py --check [NAME ...]
 
 ``--check`` rewrites nothing: it re-runs the examples and compares them with the docs.
 Deterministic examples (``diff`` of stored files: seeded bootstraps, no clock) must match
 byte for byte. Timed examples cannot (their numbers, and on a busy machine their verdicts,
 change from run to run): for them the check compares the report's skeleton: the first
 line's command, and every table the docs show must be printed with the same header row
-(a run may print more, e.g. anomalous steps). ``--fast`` runs the timed examples with fewer
-steps and batches (the skeleton does not depend on them), for the test suite.
+(a run may print more, e.g. anomalous steps). The test suite checks the timed examples'
+skeletons inside the tests that run the same commands (``skeleton_problems``).
 
 Regenerating a timed example keeps the docs' block when the report's first line (the
 verdict) differs from the documented one, since the prose around it describes that
@@ -47,8 +47,6 @@ class Example:
     args: tuple[str, ...]
     """``pipecheck`` arguments, run from the repository root."""
     deterministic: bool = False
-    fast_args: tuple[str, ...] | None = None
-    """Arguments for ``--fast`` (timed examples): fewer steps, same report skeleton."""
     show_command: bool = True
     """Start the block with ``$ pipecheck ...`` (False: the docs show it in a block above)."""
     script: bool = False
@@ -67,43 +65,27 @@ EXAMPLES = {
         show_command=False),
     "dataloader-calibrated": Example(
         "dataloader.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=80",
-                          "--workers", "1,2,4", "--batches", "40"),
-        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "load_ms=5",
-                   "--workers", "0,1", "--batches", "5")),
+                          "--workers", "1,2,4", "--batches", "40")),
     "tuning-main-process-bound": Example(
         "tuning.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=20",
                       "--set", "consumer_ms=15", "--workers", "0,1,2,4", "--batches", "30",
-                      "--no-device-put"),
-        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "load_ms=2",
-                   "--set", "consumer_ms=2", "--workers", "0,1", "--batches", "5",
-                   "--no-device-put")),
+                      "--no-device-put")),
     "tuning-cpu-bound": Example(
         "tuning.md", ("dataloader", "--set", "workload=calibrated", "--set", "cpu_ms=20",
-                      "--workers", "1,2,3", "--batches", "30", "--no-device-put"),
-        fast_args=("dataloader", "--set", "workload=calibrated", "--set", "cpu_ms=2",
-                   "--workers", "0,1", "--batches", "5", "--no-device-put")),
+                      "--workers", "1,2,3", "--batches", "30", "--no-device-put")),
     "compare-input-bound": Example(
         "compare.md", ("compare", *CALIBRATED, "--set", "compute_ms=40", "--set", "load_ms=120",
-                       "--steps", "40", "--quiet"),
-        fast_args=("compare", *CALIBRATED, "--set", "compute_ms=10", "--set", "load_ms=30",
-                   "--steps", "10", "--target-steps", "10", "--batches", "5",
-                   "--max-workers", "2", "--quiet")),
+                       "--steps", "40", "--quiet")),
     "compare-default": Example(
-        "compare.md", ("compare",),
-        fast_args=("compare", "--steps", "10", "--target-steps", "10", "--batches", "5",
-                   "--max-workers", "1", "--quiet")),
+        "compare.md", ("compare",)),
     "compare-forced-sync": Example(
         "compare.md", ("compare", *CALIBRATED, "--set", "compute_ms=40", "--set", "load_ms=30",
                        "--set", "host_sync=every_step", "--workers", "0", "--threads", "0",
-                       "--steps", "40", "--quiet"),
-        fast_args=("compare", *CALIBRATED, "--set", "compute_ms=10", "--set", "load_ms=5",
-                   "--set", "host_sync=every_step", "--workers", "0", "--threads", "0",
-                   "--steps", "10", "--target-steps", "10", "--batches", "5", "--quiet")),
+                       "--steps", "40", "--quiet")),
     "dataloader-demo": Example(
-        "dataloader.md", ("dataloader", "--workers", "0,1", "--batches", "50"),
-        fast_args=("dataloader", "--workers", "0,1", "--batches", "5")),
+        "dataloader.md", ("dataloader", "--workers", "0,1", "--batches", "50")),
     "synthetic-default": Example(
-        "synthetic.md", ("synthetic",), fast_args=("synthetic", "--steps", "10")),
+        "synthetic.md", ("synthetic",)),
     "synthetic-double-compile": Example(
         "synthetic.md", ("synthetic", "--set", "workload=calibrated", "--set", "compute_ms=5",
                          "--set", "devices=4", "--set", "aot_sharding_mismatch=true",
@@ -229,9 +211,8 @@ def skeleton_problems(name: str, output: str) -> list[str]:
     return []
 
 
-def check(name: str, ex: Example, fast: bool) -> list[str]:
-    args = ex.fast_args if fast and ex.fast_args else ex.args
-    produced = block_text(ex, run(args, ex.script, ex.before))
+def check(name: str, ex: Example) -> list[str]:
+    produced = block_text(ex, run(ex.args, ex.script, ex.before))
     if not ex.deterministic:
         return skeleton_problems(name, produced)
     text = (DOCS / ex.doc).read_text()
@@ -263,7 +244,6 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", help="examples to run (default: all)")
     ap.add_argument("--check", action="store_true", help="compare, rewrite nothing")
-    ap.add_argument("--fast", action="store_true", help="with --check: fast timed runs")
     ap.add_argument("--deterministic", action="store_true", help="only deterministic examples")
     ap.add_argument("--force", action="store_true", help="write timed examples whatever they say")
     args = ap.parse_args(argv)
@@ -276,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         for n in names:
             regenerate(n, EXAMPLES[n], args.force)
         return 0
-    problems = [p for n in names for p in check(n, EXAMPLES[n], args.fast)]
+    problems = [p for n in names for p in check(n, EXAMPLES[n])]
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0

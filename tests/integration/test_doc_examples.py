@@ -53,7 +53,7 @@ def test_a_stale_example_is_caught(tmp_path, monkeypatch):
     assert stale != text[start:end]
     (tmp_path / "diff.md").write_text(text[:start] + stale + text[end:])
     monkeypatch.setattr(m, "DOCS", tmp_path)
-    assert m.check("diff-maxtext", m.EXAMPLES["diff-maxtext"], fast=False)
+    assert m.check("diff-maxtext", m.EXAMPLES["diff-maxtext"])
 
 
 def test_a_key_value_tables_last_row_is_not_a_header():
