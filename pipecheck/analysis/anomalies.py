@@ -4,11 +4,19 @@ One rule for every run: pipecheck's own (``synthetic``, ``compare``, the Monitor
 imported MaxText logs. A step is anomalous when it is far from the median of its run in
 two senses at once: a large *ratio* to the median (``SLOW_STEP_RATIO``,
 ``FAST_STEP_RATIO``) and a large *robust z-score* (distance over the median absolute
-deviation, ``ROBUST_Z``), and rare (``MAX_FLAGGED_SHARE``). The ratio keeps a very steady
-run (tiny MAD) from calling a 10% blip an anomaly; the z-score and the share keep a run
-that is bursty by nature (an input-bound loop whose workers deliver in bursts) from losing
-its slow steps, which are its real cost. Median and MAD are of the
-steps themselves, so the anomalies cannot widen their own yardstick.
+deviation, ``ROBUST_Z``), and either rare (``MAX_FLAGGED_SHARE``) or alone at its level.
+The ratio keeps a very steady run (tiny MAD) from calling a 10% blip an anomaly; the
+z-score and the share keep a run that is bursty by nature (an input-bound loop whose
+workers deliver in bursts) from losing its slow steps, which are its real cost. The share
+alone cannot tell a burst pattern from two unrelated stalls in a short run (two of nine
+steps is 22%), so the far steps of one direction are grouped into levels (sorted, a gap of
+``LEVEL_GAP`` times starts a new level): a burst pattern repeats at one level, while a step
+with no other far step within ``LEVEL_GAP`` of it (a 126x checkpoint stall next to a 7x
+one) is isolated and always an anomaly, whatever the share. A step at most
+``FAST_STEP_RATIO`` of the median right after a flagged slow step (or in the run of
+below-median steps after it) was charged less than its share and is flagged with it, even
+where the spread hides it from the z-score. Median and MAD are of the steps themselves, so
+the anomalies cannot widen their own yardstick.
 
 Anomalous steps are kept out of the steady state (``measure.loop.steady_state`` applies
 ``flag_outliers``) and listed with a likely cause:
@@ -54,6 +62,11 @@ MAX_FLAGGED_SHARE = 0.2
 """Anomalies are rare: when more than this share of the steps lie far from the median in one
 direction, that is how the run goes (an input-bound loop fed in bursts by its workers), and
 none of them is flagged in that direction."""
+
+LEVEL_GAP = 2.0
+"""Far steps of one direction whose times differ by less than this factor are one level
+(a burst pattern's slow steps vary by tens of percent, not 2x); a far step with no other
+within this factor is isolated."""
 
 COMPILE_CAUSE_SHARE = 0.5
 """Compilation is the cause when JAX compiled for at least this share of the time the step
@@ -103,9 +116,10 @@ class Flag:
 
 
 def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], float]:
-    """The samples far from the median (both tests and the share; see the module
-    docstring), and the median of the samples that are not. Pure and vectorized (a million
-    steps take milliseconds); NaN median when nothing is left."""
+    """The samples far from the median (both tests, and rare or isolated; see the module
+    docstring), the fast samples that follow a flagged slow one, and the median of the
+    samples that are not flagged. Pure and vectorized (a million steps take
+    milliseconds); NaN median when nothing is left."""
     arr = np.asarray(times, dtype=float)
     if arr.size == 0:
         return [], math.nan
@@ -122,11 +136,40 @@ def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], floa
         fast &= beyond
     for side in (slow, fast):
         if side.sum() > MAX_FLAGGED_SHARE * arr.size:
-            side[:] = False
+            side &= isolated(arr, side)
+    fast |= after_slow(ratio, slow)
     far = slow | fast
     flags = [Flag(int(i), bool(slow[i]), float(ratio[i])) for i in np.flatnonzero(far)]
     rest = arr[~far]
     return flags, float(np.median(rest)) if rest.size else math.nan
+
+
+def isolated(arr: np.ndarray, side: np.ndarray) -> np.ndarray:
+    """Which of the samples marked in ``side`` have no other marked sample within a factor
+    of ``LEVEL_GAP`` (alone at their level)."""
+    idx = np.flatnonzero(side)
+    out = np.zeros(arr.size, dtype=bool)
+    if idx.size == 0:
+        return out
+    order = idx[np.argsort(arr[idx], kind="stable")]
+    values = np.maximum(arr[order], np.finfo(float).tiny)
+    gap = values[1:] / values[:-1] >= LEVEL_GAP  # a new level starts after each gap
+    apart_below = np.concatenate([[True], gap])
+    apart_above = np.concatenate([gap, [True]])
+    out[order[apart_below & apart_above]] = True
+    return out
+
+
+def after_slow(ratio: np.ndarray, slow: np.ndarray) -> np.ndarray:
+    """The samples at most ``FAST_STEP_RATIO`` of the median in the run of below-median
+    samples right after a flagged slow one (work of the slow step charged to them)."""
+    out = np.zeros(ratio.size, dtype=bool)
+    for i in np.flatnonzero(slow):
+        j = i + 1
+        while j < ratio.size and ratio[j] < 1.0 and not slow[j]:
+            out[j] = ratio[j] <= FAST_STEP_RATIO
+            j += 1
+    return out
 
 
 def _seconds(s: float) -> str:
@@ -224,17 +267,20 @@ def label(
                     .tolist())
     out: list[Anomaly] = []
     source: int | None = None  # the slow step the previous listed step was, or followed
-    previous = -2
+    source_row = -2
+    # steps at or above the median before each row: the run after a slow step is unbroken
+    # when none lies between them
+    not_below = np.cumsum(~(seconds < med)) if med > 0 else np.arange(1, len(seconds) + 1)
     for i in sorted(slow | fast):
         number, t = int(numbers[i]), float(seconds[i])
         ratio = t / med if med > 0 else math.nan
-        follows = (source is not None and previous == i - 1
-                   and int(numbers[i - 1]) == number - 1)
-        previous = i
+        follows = (source is not None and source_row < i
+                   and int(numbers[i]) - int(numbers[source_row]) == i - source_row
+                   and not_below[i - 1] == not_below[source_row])
         if i in slow:
             cause, evidence = explain(i, med)
             out.append(Anomaly(number, t, ratio, cause, evidence))
-            source = number
+            source, source_row = number, i
         elif follows:
             assert source is not None
             out.append(Anomaly(number, t, ratio, CAUSE_ATTRIBUTION,

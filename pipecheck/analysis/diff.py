@@ -2,8 +2,8 @@
 
 A run is a pipecheck result (any kind with ``steps``, ``env`` and ``config``, read from
 the JSON object so kinds this module has never heard of still work) or a MaxText training
-log; both are reduced to a ``RunSummary`` first, so every row of the comparison is
-computed the same way whatever the runs came from.
+log (read by ``logs``); both are reduced to a ``RunSummary`` first, so every row of the
+comparison is computed the same way whatever the runs came from.
 
 The headline is the steady-state median step time. Its difference is significant only
 when the block-bootstrap interval of the median difference excludes zero *and* the
@@ -13,14 +13,12 @@ Mann-Whitney U test agrees (``stats.median_difference``); otherwise the report s
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import maxtext, stats
+from pipecheck.analysis import stats
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -36,8 +34,7 @@ VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 
 MAX_LISTED_DIFFERENCES = 8
 
-JSON_PROBE_CHARS = 4096
-"""Characters read to tell a JSON result (starts with ``{`` after blanks) from a log."""
+
 
 
 
@@ -212,36 +209,6 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
         events=run.events,
         warnings=run.warnings,
     )
-
-
-def load_run(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> RunSummary:
-    """A pipecheck result JSON or a MaxText training log, told apart by content. A log is
-    streamed, never read whole."""
-    with maxtext.open_text(path) as f:
-        head = f.read(JSON_PROBE_CHARS)
-        is_json = head.lstrip().startswith("{")
-        text = head + f.read() if is_json else ""
-    if is_json:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ResultFormatError(
-                f"{path} starts like JSON but is not valid JSON (line {e.lineno}: {e.msg})"
-            ) from None
-        del text
-        return summary_from_record(data, str(path))
-    try:
-        run = maxtext.import_log(path, progress)
-    except maxtext.LogFormatError:
-        with maxtext.open_text(path) as f:
-            mentions_steps = any("completed step:" in line for line in f)
-        if mentions_steps:
-            raise
-        raise ResultFormatError(
-            f"{path} is neither a pipecheck result (a JSON object with kind and "
-            "format_version) nor a MaxText training log (no 'completed step:' lines)"
-        ) from None
-    return summary_from_imported(run)
 
 
 # --- comparing ---------------------------------------------------------------------------

@@ -1,52 +1,60 @@
-"""MaxText training logs as pipecheck records (``pipecheck import``, kind ``imported``).
+"""MaxText training logs as pipecheck records (``pipecheck import``, kind ``imported``):
+the analysis of what ``logs.maxtext`` read (pure: lines, columns and events in, records
+out).
 
-Only the lines that matter are read; everything else is ignored. Lines carry an absl
-header (``I1122 10:23:54.123456 140234567 train.py:512] ...``: level, date, time, thread
-id, source) or none (``print`` output), may have a prefix before it, and are interleaved
-with lines of other threads and processes; so every pattern is searched for anywhere in a
-line and nothing depends on two lines being adjacent, except ``Per train step:``, whose
-``Total TFLOPs`` arrives on a later line. A checkpoint line without a header takes the
-time of the last header before it; a bare step line, the time of the next one (the step
-interval needs a time it was written by, not after).
+**Steady state.** Every logged step except the first when the log shows the run starting
+(it includes compilation; an excerpt or a resumed run that starts past step 1 without the
+start-up lines does not claim a compile step it never saw), the first step after a restart
+or restore, and the steps ``anomalies.flag_outliers`` finds far from the others (the rule
+every run uses).
 
-The steady state is every logged step except the first (it includes compilation) and the
-steps ``anomalies.flag_outliers`` finds far from the others (the one rule every run uses).
-Each anomaly gets a likely cause by **timestamp overlap** with what ran in the background
-(``explain_anomalies``): an orbax async checkpoint save in flight (from its ``Background
-save thread started`` line to its ``Background save thread done. Time taken: Xs`` line, or
-the ``done.`` line without a time older orbax versions write),
-the training thread blocked on a save (orbax's ``Initiated Pytree async_save. Time taken:
-Xs``, written when the save's blocking part, the copy of the state off the device, ends;
-``Waiting for previous save to complete took X seconds``, ``Waited X seconds for step S to
-finish before starting checkpointing``). Step intervals come from the step lines'
-timestamps: MaxText writes step N's line one step late, after dispatching step N+1
-(``LOG_LAG_STEPS``). Each anomaly's evidence is looked up
+**Causes.** Each slow step gets a likely cause from what the log holds, in this order:
+by **timestamp overlap** where the step's interval and the event's time are both known,
+else by **line order**. MaxText writes step N's line one step late, after dispatching step
+N+1 (``LOG_LAG_STEPS``; logs that write it at once, like Tunix's trainer, are told apart
+by their timestamps, ``log_lag``), so a line between the lines of steps N-1 and N ran
+during step N+1 (during step N without the lag). The background: an orbax async checkpoint
+save in flight (from its ``Background save thread started`` line to its ``Background save
+thread done. Time taken: Xs`` line, or the ``done.`` line without a time older orbax
+versions write), the training thread blocked on a save (orbax's ``Initiated Pytree
+async_save. Time taken: Xs``, written when the save's blocking part ends; ``Waiting for
+previous save to complete took X seconds``, ``Waited X seconds for step S to finish before
+starting checkpointing``). The activities (``activities``): evaluation (``Running
+evaluation`` .. ``Completed eval after train step``, ``Completed eval step``), profiler
+windows (``Capture range started/ended``, ``jax.profiler`` start/stop, MaxText's
+``completed profiler activation/deactivation step``, the Nsight report written after
+it), synchronous saves (``[sync] Started save`` .. ``Finished save``, ``Saving item to``
+.. ``Finished synchronous save``), restores and restarts (an elastic slice-down event, a
+preemption). A fast step right after a slow one, or in the run of below-median steps after
+it, is an attribution shift named with that neighbour. "unexplained" only when the log
+holds nothing for it. Each anomaly's checkpoint evidence is looked up
 (``BackgroundLookup``: the saves and waits filed under the steps they can overlap), not
 scanned for, so a run with thousands of stalls and saves costs its length.
+
+**Level shifts** of the steady state are found by ``analysis.level_shift``; a loss that
+turns NaN or infinite is reported with the step where it began.
 """
 
 from __future__ import annotations
 
-import array
 import bisect
-import contextlib
 import dataclasses
-import datetime
-import io
 import math
-import os
-import pathlib
-import re
-from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, intervals, stats
-from pipecheck.errors import LogFormatError
-from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.analysis import anomalies, intervals, level_shift, stats
 from pipecheck.records.common import Distribution
-from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, LogMemory, LogStep
-from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
+from pipecheck.records.imported import (
+    Anomaly,
+    ImportedRun,
+    LevelShift,
+    LogEvent,
+    LogMemory,
+    LogStep,
+)
+from pipecheck.records.steps import StepTable, column_of
 
 # --- causes of anomalous steps ---------------------------------------------------------
 CAUSE_COMPILATION = anomalies.CAUSE_COMPILATION
@@ -89,278 +97,33 @@ ANCHOR_WINDOW = 64
 wide enough to reach past a checkpoint or eval that delays a few lines, narrow enough that
 the step times' millisecond rounding cannot drift the chain by more than tens of ms."""
 
-# --- line patterns ---------------------------------------------------------------------
-_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
-GLOG_HEADER = re.compile(
-    r"[IWEF](?P<month>\d{2})(?P<day>\d{2}) (?P<clock>(?P<h>\d{2}):(?P<m>\d{2}):"
-    r"(?P<s>\d{2}(?:\.\d+)?))\s+(?P<thread>\d+)\s+[^\s:\]]+:\d+\]\s?")
-_STEP = re.compile(r"completed step:\s*(\d+)\s*,(.*)")
-_PARAMS = re.compile(rf"number parameters:\s*({_NUM})\s*billion")
-_JAX = re.compile(r"System Information: Jax Version:\s*(\S+)")
-_JAXLIB = re.compile(r"System Information: Jaxlib Version:\s*(\S+)")
-_BACKEND = re.compile(r"System Information: Jax Backend:\s*(.*\S)")
-_TOTAL_MEM = re.compile(rf"Total memory size:\s*({_NUM})\s*GB")
-_OUTPUT_MEM = re.compile(rf"Output size:\s*({_NUM})\s*GB")
-_TEMP_MEM = re.compile(rf"Temp size:\s*({_NUM})\s*GB")
-_USING = re.compile(rf"Using \(GB\)\s*({_NUM})\s*/\s*({_NUM})")
-_SAVE = re.compile(r"Saving checkpoint at step\s*(\d+)")
-_SAVED = re.compile(r"Saved a checkpoint at step\s*(\d+)")
-_ASYNC = re.compile(r"Started an asynchronous checkpoint save for step\s*(\d+)")
-_BG_START = re.compile(
-    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread started")
-_BG_DONE = re.compile(
-    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Background save thread done\."
-    rf"(?: Time taken:\s*(?P<seconds>{_NUM})\s*s)?")
-"""Orbax writes the thread's time on this line in recent versions, not in older ones."""
-_BLOCKING_SAVE = re.compile(
-    r"\[process=(?P<process>\d+)\]\[thread=(?P<thread>[^\]]+)\] Initiated Pytree async_save\."
-    rf" Time taken:\s*(?P<seconds>{_NUM})\s*s")
-"""Orbax's handler writes this on the calling (training) thread when the blocking part of
-an async save ends (base_pytree_checkpoint_handler.py, ``async_save``): the state's arrays
-are copied off the device and the background write is handed its futures. Orbax before
-0.11.14 does not write it."""
-_WAIT_PREV = re.compile(rf"Waiting for previous save to complete took\s*({_NUM})\s*seconds")
-_WAIT_STEP = re.compile(
-    rf"Waited\s*({_NUM})\s*seconds for step\s*(\d+)\s*to finish before starting checkpointing"
-)
-_PER_STEP = re.compile(r"Per train step:")
-_TOTAL_TFLOPS = re.compile(rf"Total TFLOPs:\s*({_NUM})")
-_CONFIG = re.compile(r"Config param\s+(\w+):\s*(.*?)\s*$")
+LAG_MIN_PAIRS = 3
+"""Consecutive timed step lines needed to tell from the timestamps whether a log writes
+each step's line at once or one step late (fewer: MaxText's ``LOG_LAG_STEPS``)."""
 
-_STEP_KEYS = {
-    "seconds": "time_s",
-    "TFLOP/s/device": "tflops_per_s_per_device",
-    "Tokens/s/device": "tokens_per_s_per_device",
-    "loss": "loss",
+CAUSE_EVAL = anomalies.SPAN_CAUSES["eval"]
+CAUSE_PROFILER = "profiler"
+CAUSE_RESTART = "restart"
+CAUSE_TAGS.update({CAUSE_EVAL: "eval", CAUSE_PROFILER: "profile", CAUSE_RESTART: "restart"})
+
+ACTIVITY_FAMILIES = {
+    "eval_start": ("eval", "open"), "eval_step": ("eval", "open"), "eval_end": ("eval", "close"),
+    "profiler_start": ("profiler", "open"), "profiler_stop": ("profiler", "close"),
+    "profiler_boundary": ("profiler", "toggle"), "profiler_report": ("profiler", "extend"),
+    "sync_save_start": ("sync_save", "open"), "sync_save_end": ("sync_save", "close"),
+    "restore_start": ("restore", "open"), "restore_end": ("restore", "close"),
+    "restart": ("restart", "point"),
 }
+"""How each activity line opens, closes or extends a window of its family."""
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-def _config_value(text: str) -> Any:
-    if text in ("True", "False"):
-        return text == "True"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _parse_step(match: re.Match[str], line_no: int) -> dict[str, Any] | None:
-    """The fields of one ``completed step:`` line, or None without a readable time."""
-    fields: dict[str, Any] = {}
-    metrics: dict[str, float] = {}
-    for piece in match.group(2).split(","):
-        key, sep, value = piece.partition(":")
-        if not sep:
-            continue
-        try:
-            num = float(value)  # float() itself ignores the blanks around the number
-        except ValueError:
-            continue
-        key = key.strip()
-        if not key:
-            continue
-        name = _STEP_KEYS.get(key)
-        if name is None:
-            metrics.setdefault(key, num)
-        else:
-            fields.setdefault(name, num)
-    if "time_s" not in fields:
-        return None
-    fields.update(step=int(match.group(1)), metrics=metrics, line=line_no)
-    return fields
-
-
-PROGRESS_EVERY_LINES = 20000
-"""Lines read between two progress updates: often enough for a smooth bar, rare enough to
-cost nothing next to parsing them."""
-
-
-@dataclasses.dataclass
-class _Parsed:
-    steps: StepTable[LogStep] = dataclasses.field(
-        default_factory=lambda: StepTable.from_rows(LogStep, ()))
-    events: list[LogEvent] = dataclasses.field(default_factory=list)
-    env: dict[str, Any] = dataclasses.field(default_factory=dict)
-    config: dict[str, Any] = dataclasses.field(default_factory=dict)
-    params: float | None = None
-    total_tflops_per_step: float | None = None
-    memory: dict[str, float] = dataclasses.field(default_factory=dict)
-    duplicates: int = 0
-    unreadable_steps: int = 0
-    line_at: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
-    """When each step's line was written at the latest, aligned with ``steps`` (seconds
-    since the first timestamp; NaN: unknown): its header's time, or for a bare line the
-    time of the next header."""
-
-
-def _physical_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Split what a file iterator yields the way ``str.splitlines`` splits the whole text,
-    so line numbers do not depend on whether the log was streamed or read at once."""
-    for chunk in lines:
-        yield from (chunk.splitlines() or [""])
-
-
-def _day_and_seconds(m: re.Match[str]) -> tuple[int, float]:
-    """An absl header's date (a day number) and time of day in seconds. The year is not
-    logged: a run that crosses New Year's Eve is not supported."""
-    day = datetime.date(2000, int(m["month"]), int(m["day"])).toordinal()
-    return day, int(m["h"]) * 3600.0 + int(m["m"]) * 60.0 + float(m["s"])
-
-
-def _event(kind: str, n: int, m: re.Match[str], at: float | None, clock: str | None,
-           **fields: Any) -> LogEvent:
-    return LogEvent(kind, n, m.group(0), at_s=at, clock=clock, **fields)
-
-
-def _read_fact(p: _Parsed, line: str, pending: bool) -> bool:
-    """One line that is not a step: a fact about the run (parameters, versions, memory,
-    TFLOPs per step, config) into ``p``. ``pending``: a per-step TFLOPs header was seen and
-    its total is still to come; returns the new value."""
-    if m := _PARAMS.search(line):
-        p.params = float(m.group(1)) * 1e9
-    elif m := _JAX.search(line):
-        p.env["jax"] = m.group(1)
-    elif m := _JAXLIB.search(line):
-        p.env["jaxlib"] = m.group(1)
-    elif m := _BACKEND.search(line):
-        p.env["backend"] = m.group(1).strip()
-    elif m := _TOTAL_MEM.search(line):
-        p.memory["compiled_total_gb"] = float(m.group(1))
-        if mo := _OUTPUT_MEM.search(line):
-            p.memory["compiled_output_gb"] = float(mo.group(1))
-        if mt := _TEMP_MEM.search(line):
-            p.memory["compiled_temp_gb"] = float(mt.group(1))
-    elif m := _USING.search(line):
-        used, limit = float(m.group(1)), float(m.group(2))
-        if used >= p.memory.get("device_in_use_gb", -1.0):
-            p.memory["device_in_use_gb"] = used
-            p.memory["device_limit_gb"] = limit
-    elif _PER_STEP.search(line):
-        pending = True
-        if mf := _TOTAL_TFLOPS.search(line):
-            p.total_tflops_per_step = float(mf.group(1))
-            pending = False
-    elif pending and (m := _TOTAL_TFLOPS.search(line)):
-        p.total_tflops_per_step = float(m.group(1))
-        pending = False
-    elif m := _CONFIG.search(line):
-        p.config[m.group(1)] = _config_value(m.group(2))
-    return pending
-
-
-def _finish(p: _Parsed, builder: StepTableBuilder, line_at: array.array[float]) -> None:
-    """The steps as columns, in step order (a log's lines can come out of order)."""
-    steps = builder.build()
-    p.line_at = np.frombuffer(line_at, dtype=np.float64).copy()
-    numbers = steps.column("step")
-    if numbers.size > 1 and np.any(numbers[1:] < numbers[:-1]):
-        order = np.argsort(numbers, kind="stable")
-        steps = steps.take(order)
-        p.line_at = p.line_at[order]
-    p.steps = steps
-
-
-def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None) -> _Parsed:
-    """Read the lines that matter; ignore the rest.
-
-    One pass, one line in memory at a time: steps go straight into columns (a
-    ``StepTableBuilder``), so a million-step log costs a few arrays, not a million
-    objects. ``progress(chars)`` is called every ``PROGRESS_EVERY_LINES`` lines with the
-    characters read since the last call."""
-    p = _Parsed()
-    builder = StepTableBuilder(LogStep)
-    seen: set[int] = set()
-    last_step: int | None = None
-    per_step_pending = False
-    chars = 0
-    line_at = array.array("d")
-    unstamped: list[int] = []  # rows of bare step lines waiting for the next header's time
-    origin: tuple[int, float] | None = None
-    at: float | None = None
-    clock: str | None = None
-    for n, raw in enumerate(_physical_lines(lines), start=1):
-        if progress is not None:
-            chars += len(raw) + 1
-            if n % PROGRESS_EVERY_LINES == 0:
-                progress(chars)
-                chars = 0
-        line = raw.rstrip("\r\n")
-        h = GLOG_HEADER.search(line)
-        if h:
-            day, seconds = _day_and_seconds(h)
-            origin = (day, seconds) if origin is None else origin
-            # days and seconds apart, rounded to the microseconds the log prints
-            at = round((day - origin[0]) * 86400.0 + (seconds - origin[1]), 6)
-            clock = h["clock"]
-            line = line[h.end():]
-            for row in unstamped:  # bare step lines before this one: written by now
-                line_at[row] = at
-            unstamped = []
-        m = _STEP.search(line)
-        if m:
-            step = _parse_step(m, n)
-            if step is None:
-                p.unreadable_steps += 1
-            elif step["step"] in seen:
-                p.duplicates += 1
-            else:
-                seen.add(step["step"])
-                builder.append(**step)
-                line_at.append(at if h and at is not None else math.nan)
-                if not h:
-                    unstamped.append(len(line_at) - 1)
-                last_step = step["step"]
-            continue
-        if event := _checkpoint_event(line, n, at, clock, last_step):
-            p.events.append(event)
-        else:
-            per_step_pending = _read_fact(p, line, per_step_pending)
-    if progress is not None and chars:
-        progress(chars)
-    _finish(p, builder, line_at)
-    return p
-
-
-def _checkpoint_event(line: str, n: int, at: float | None, clock: str | None,
-                      last_step: int | None) -> LogEvent | None:
-    """The checkpoint event a line reports, if any."""
-    for kind, pattern in (("checkpoint_save", _SAVE), ("checkpoint_saved", _SAVED),
-                          ("checkpoint_async_start", _ASYNC)):
-        if m := pattern.search(line):
-            s = int(m.group(1))
-            return _event(kind, n, m, at, clock, step=s, anchor_step=s)
-    if m := _BG_START.search(line):
-        return _event("async_save_started", n, m, at, clock, anchor_step=last_step)
-    if m := _BG_DONE.search(line):
-        return _event("async_save_done", n, m, at, clock,
-                      seconds=float(m["seconds"]) if m["seconds"] else None,
-                      anchor_step=last_step)
-    if m := _BLOCKING_SAVE.search(line):
-        return _event("async_save_blocking", n, m, at, clock, seconds=float(m["seconds"]),
-                      anchor_step=last_step)
-    if m := _WAIT_PREV.search(line):
-        return _event("checkpoint_wait_previous", n, m, at, clock, seconds=float(m.group(1)),
-                      anchor_step=last_step)
-    if m := _WAIT_STEP.search(line):
-        s = int(m.group(2))
-        return _event("checkpoint_wait_step", n, m, at, clock, step=s,
-                      seconds=float(m.group(1)), anchor_step=s)
-    return None
-
+ACTIVITY_CAUSES = {
+    "eval": (CAUSE_EVAL, "evaluation"),
+    "profiler": (CAUSE_PROFILER, "profiler window"),
+    "sync_save": (CAUSE_CHECKPOINT, "synchronous checkpoint save"),
+    "restore": (CAUSE_RESTART, "checkpoint restore"),
+    "restart": (CAUSE_RESTART, "restart"),
+}
+"""Each family's cause and what its evidence calls it."""
 
 def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray,
                    lag: int = LOG_LAG_STEPS,
@@ -541,64 +304,262 @@ class BackgroundLookup:
                          (self.ops[j] for j in self.rows.candidates(row)), self._waits)
 
 
+def log_lag(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray,
+            own_time: np.ndarray | None = None) -> int:
+    """Pure: 1 when the log writes step N's line one step late (MaxText's metric logger),
+    0 when at once; told by which step's time the gap between consecutive line times
+    matches better (median over the pairs of lines with their own headers, ``own_time``).
+    ``LOG_LAG_STEPS`` without enough pairs."""
+    n = len(numbers)
+    if n < LAG_MIN_PAIRS + 2:
+        return LOG_LAG_STEPS
+    stamped = line_at if own_time is None else np.where(own_time, line_at, math.nan)
+    gap = np.diff(stamped)
+    consecutive = np.diff(numbers) == 1
+    ok0 = consecutive & np.isfinite(gap)  # pairs (k-1, k), k = 1..n-1
+    ok1 = ok0[:-1] & consecutive[1:]
+    if ok1.sum() < LAG_MIN_PAIRS:
+        return LOG_LAG_STEPS
+    err0 = np.abs(gap[:-1] - seconds[1:-1])[ok1]
+    err1 = np.abs(gap[:-1] - seconds[2:])[ok1]
+    return 0 if float(np.median(err0)) < float(np.median(err1)) else 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Activity:
+    """A stretch of the run doing something besides training steps (an eval, a profiler
+    window, a synchronous save, a restore or restart), from its first line to its last."""
+
+    family: str
+    first: LogEvent
+    last: LogEvent
+
+    @property
+    def timed(self) -> bool:
+        return self.first.at_s is not None and self.last.at_s is not None
+
+    def evidence(self) -> str:
+        what = ACTIVITY_CAUSES[self.family][1]
+        took = ""
+        if self.timed and self.last is not self.first:
+            assert self.first.at_s is not None and self.last.at_s is not None
+            took = f", {self.last.at_s - self.first.at_s:.1f} s"
+        lines = (f"line {self.first.line}" if self.last is self.first
+                 else f"lines {self.first.line}-{self.last.line}")
+        text = self.first.text if self.last is self.first else \
+            f"{self.first.text} .. {self.last.text}"
+        return f"{what} ({lines}{took}: {text})"
+
+
+def activities(events: Sequence[LogEvent]) -> list[Activity]:
+    """Pure: the eval, profiler, synchronous save, restore and restart windows the events
+    mark, in log order (``ACTIVITY_FAMILIES``; a window never closed ends at its last
+    line)."""
+    out: list[Activity] = []
+    open_: dict[str, tuple[LogEvent, LogEvent]] = {}
+    for e in events:
+        role = ACTIVITY_FAMILIES.get(e.kind)
+        if role is None:
+            continue
+        family, how = role
+        if how == "point":
+            out.append(Activity(family, e, e))
+        elif how == "extend" and family not in open_ and out and out[-1].family == family:
+            out[-1] = Activity(family, out[-1].first, e)
+        elif how in ("open", "extend") or (how == "toggle" and family not in open_):
+            first, _ = open_.get(family, (e, e))
+            open_[family] = (first, e)
+        else:  # close, or the second toggle
+            first, _ = open_.pop(family, (e, e))
+            out.append(Activity(family, first, e))
+    out += [Activity(f, first, last) for f, (first, last) in open_.items()]
+    out.sort(key=lambda a: a.first.line)
+    return out
+
+
+def _row_after(numbers: np.ndarray, anchor: int | None) -> int:
+    """The row of the first step line after a line whose last step line before it was
+    ``anchor`` (None: before any step line)."""
+    return 0 if anchor is None else int(np.searchsorted(numbers, anchor, side="right"))
+
+
+class ActivityLookup:
+    """Which activities a step ran beside: by the log's times where both are known, else
+    by line order (a line between the lines of rows r-1 and r ran during row r + lag)."""
+
+    def __init__(self, acts: Sequence[Activity], numbers: np.ndarray, start: np.ndarray,
+                 end: np.ndarray, lag: int) -> None:
+        # a restore before the first step line is the run's start-up, not a step's
+        acts = [a for a in acts if a.family not in ("restore", "restart")
+                or a.last.anchor_step is not None]
+        self.acts, self.start, self.end = acts, start, end
+        self.rows = [(_row_after(numbers, a.first.anchor_step) + lag,
+                      _row_after(numbers, a.last.anchor_step) + lag) for a in acts]
+
+    def found(self, row: int) -> list[Activity]:
+        out = []
+        for a, (lo, hi) in zip(self.acts, self.rows, strict=True):
+            s, e = self.start[row], self.end[row]
+            if a.timed and math.isfinite(s) and math.isfinite(e):
+                assert a.first.at_s is not None and a.last.at_s is not None
+                if a.first.at_s <= e and a.last.at_s >= s:
+                    out.append(a)
+            elif lo <= row <= hi:
+                out.append(a)
+        return out
+
+
+def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool
+               ) -> dict[int, tuple[str, str]]:
+    """The rows kept out of the steady state by design, with their cause: the first step
+    when the log shows the run starting (its start-up lines, or a first step of 0 or 1),
+    and the first step after each restart or restore the log shows later on."""
+    out: dict[int, tuple[str, str]] = {}
+    if numbers.size and (start_seen or int(numbers[0]) <= 1):
+        out[0] = (CAUSE_COMPILATION,
+                  "first step logged: it includes tracing and compiling the train step")
+    for e in events:
+        if ACTIVITY_FAMILIES.get(e.kind, ("", ""))[0] in ("restore", "restart") \
+                and e.anchor_step is not None:
+            row = _row_after(numbers, e.anchor_step)
+            if row < numbers.size and row not in out:
+                out[row] = (CAUSE_RESTART, f"first step after a restart (line {e.line}: "
+                            f"{e.text}): it restores the state and compiles again")
+    return out
+
+
 def explain_anomalies(
     steps: Sequence[LogStep], events: Sequence[LogEvent],
-    line_at: np.ndarray | None = None,
+    line_at: np.ndarray | None = None, start_seen: bool = True,
+    own_time: np.ndarray | None = None,
 ) -> tuple[list[Anomaly], float]:
     """The steps to keep out of the steady state, each with a likely cause.
 
-    The first step is compilation. Of the others, ``anomalies.flag_outliers`` picks those
-    far from the rest. A slow one that overlaps, by the log's timestamps, an async save in
-    flight or the training thread blocked on a save is a checkpoint stall, with those lines
-    as evidence (checkpoint lines without a time: within ``CHECKPOINT_STALL_WINDOW`` steps
-    of theirs); a fast one right after a slow one is an attribution shift; anything else is
-    unexplained. ``line_at``: when each step's line was written (``parse_lines``). Returns
-    the anomalies (by step) and the steady-state median.
+    ``first_rows`` are kept out by design. Of the others, ``anomalies.flag_outliers``
+    picks those far from the rest. A slow one gets its cause from the activities it ran
+    beside, then from the checkpoint saves in flight or blocking during it (checkpoint
+    lines: by time, or without one within ``CHECKPOINT_STALL_WINDOW`` steps of theirs); a
+    fast one after a slow one is an attribution shift; anything else is unexplained.
+    ``line_at``: when each step's line was written (``logs.maxtext``); ``start_seen``:
+    the log shows the run starting. Returns the anomalies (by step) and the steady-state
+    median.
     """
     if not len(steps):
         return [], math.nan
     numbers = column_of(steps, "step")
     seconds = column_of(steps, "time_s")
     at = np.full(len(steps), math.nan) if line_at is None else line_at
-    start, end = step_intervals(numbers, seconds, at)
+    lag = log_lag(numbers, seconds, at, own_time)
+    start, end = step_intervals(numbers, seconds, at, lag=lag)
     lookup = BackgroundLookup(background(events), start, end)
-    untimed = sorted((e.anchor_step, k, e) for k, e in enumerate(events)
-                     if e.kind in CHECKPOINT_EVENTS and e.at_s is None
-                     and e.anchor_step is not None)
-    anchors = [a for a, _, _ in untimed]
+    acts = ActivityLookup(activities(events), numbers, start, end, lag)
+    by_order = sorted((e.anchor_step, k, e) for k, e in enumerate(events)
+                      if e.kind in CHECKPOINT_EVENTS and e.anchor_step is not None)
+    anchors = [a for a, _, _ in by_order]
+    apart = first_rows(numbers, events, start_seen)
 
     def explain(i: int, median: float) -> tuple[str, str]:
-        if i == 0:
-            return (CAUSE_COMPILATION,
-                    "first step logged: it includes tracing and compiling the train step")
+        if i in apart:
+            return apart[i]
         number = int(numbers[i])
         found = lookup.evidence(i)
-        # untimed lines anchored at most CHECKPOINT_STALL_WINDOW steps before, in log order
-        near = sorted(untimed[bisect.bisect_left(anchors, number - CHECKPOINT_STALL_WINDOW):
-                              bisect.bisect_right(anchors, number)], key=lambda u: u[1])
-        found += [f"line {e.line}: {e.text}" for _, _, e in near]
+        timed = math.isfinite(end[i])
+        # checkpoint lines anchored at most CHECKPOINT_STALL_WINDOW steps before, in log
+        # order: those without a time, or all of them where the step's time is unknown
+        near = sorted(by_order[bisect.bisect_left(anchors, number - CHECKPOINT_STALL_WINDOW):
+                               bisect.bisect_right(anchors, number)], key=lambda u: u[1])
+        found += [f"line {e.line}: {e.text}" for _, _, e in near
+                  if e.at_s is None or not timed]
+        beside = acts.found(i)
+        if beside:
+            texts = [a.evidence() for a in beside] + found
+            return ACTIVITY_CAUSES[beside[0].family][0], "; ".join(texts[:3])
         if found:
             return CAUSE_CHECKPOINT, "; ".join(found[:3])
-        return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or blocking "
-                "during it by the log's timestamps")
+        if timed:
+            return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or "
+                    "blocking during it by the log's timestamps")
+        return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save, eval, profiler window or "
+                "restart ran during it by line order")
 
     candidate = np.ones(len(steps), dtype=bool)
-    candidate[0] = False
+    candidate[list(apart)] = False
     return anomalies.label(numbers, seconds, candidate, np.zeros(len(steps), dtype=bool),
                            explain)
 
 
-def import_lines(lines: Iterable[str], source: str,
-                 progress: Callable[[int], None] | None = None) -> ImportedRun:
-    """Parse a MaxText training log (any iterable of lines, e.g. an open file) into an
-    ``ImportedRun``. ``progress`` as in ``parse_lines``."""
-    p = parse_lines(lines, progress)
-    if not len(p.steps):
-        raise LogFormatError(
-            f"{source} has no 'completed step: N, seconds: ...' lines; is it a MaxText "
-            "training log?"
-        )
-    found, _ = explain_anomalies(p.steps, p.events, p.line_at)
+@dataclasses.dataclass
+class ParsedLog:
+    """What a reader (``logs.maxtext``) took from a log, for ``summarize``."""
+
+    steps: StepTable[LogStep] = dataclasses.field(
+        default_factory=lambda: StepTable.from_rows(LogStep, ()))
+    events: list[LogEvent] = dataclasses.field(default_factory=list)
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    params: float | None = None
+    total_tflops_per_step: float | None = None
+    memory: dict[str, float] = dataclasses.field(default_factory=dict)
+    duplicates: int = 0
+    unreadable_steps: int = 0
+    line_at: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0))
+    """When each step's line was written at the latest, aligned with ``steps`` (seconds
+    since the first timestamp; NaN: unknown): its header's time, or for a bare line the
+    time of the next header."""
+    has_loss: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, bool))
+    """Which steps' lines carry a ``loss:`` (a NaN loss is then a NaN the log printed)."""
+    own_time: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, bool))
+    """Which steps' lines carry their own header (``line_at`` is then when it was written,
+    not a bound from a later line)."""
+    start_seen: bool = False
+    """The log shows the run starting (versions, parameters, config) before a step line."""
+    lines: int = 0
+
+
+def nonfinite_loss(numbers: np.ndarray, loss: np.ndarray, has_loss: np.ndarray
+                   ) -> tuple[int | None, str | None]:
+    """The first step whose logged loss is NaN or infinite and a sentence saying so with
+    the last finite loss before it; (None, None) when every logged loss is finite."""
+    bad = has_loss & ~np.isfinite(loss)
+    if not bad.any():
+        return None, None
+    i = int(np.argmax(bad))
+    before = np.flatnonzero(has_loss[:i] & np.isfinite(loss[:i]))
+    last = (f"; the last finite loss was {loss[before[-1]]:.4g} at step {numbers[before[-1]]}"
+            if before.size else "; no finite loss was logged before it")
+    later = int(bad[i:].sum())
+    return int(numbers[i]), (f"loss is {loss[i]} from step {numbers[i]} on ({later} step(s) "
+                             f"with a NaN or infinite loss{last})")
+
+
+LEVEL_CHANGING_FAMILIES = ("profiler", "restore", "restart")
+"""Activities after which the steady state may settle at a new level."""
+
+
+def shift_candidates(steps: StepTable[LogStep], events: Sequence[LogEvent]) -> list[int]:
+    """The steps where the log says the level may change: the first step after each
+    profiler window, restore or restart (by line order, with the log's lag)."""
+    numbers = steps.column("step")
+    lag = LOG_LAG_STEPS
+    rows = [_row_after(numbers, a.last.anchor_step) + lag + 1 for a in activities(events)
+            if a.family in LEVEL_CHANGING_FAMILIES]
+    return [int(numbers[r]) for r in rows if 0 <= r < numbers.size]
+
+
+def _level_shifts(steps: StepTable[LogStep], steady: np.ndarray,
+                  events: Sequence[LogEvent]) -> tuple[LevelShift, ...]:
+    numbers = steps.column("step")[steady]
+    at = np.searchsorted(numbers, shift_candidates(steps, events))
+    found = level_shift.changes(steps.column("time_s")[steady], at.tolist())
+    return tuple(LevelShift(int(numbers[c.index]), c.before_median, c.after_median, c.p_value)
+                 for c in found)
+
+
+def summarize(p: ParsedLog, source: str) -> ImportedRun:
+    """An ``ImportedRun`` from what was read: anomalies and their causes, the steady state,
+    its level shifts, the loss and the warnings."""
+    own = p.own_time if p.own_time.size == len(p.steps) else None
+    found, _ = explain_anomalies(p.steps, p.events, p.line_at, p.start_seen, own)
     numbers = p.steps.column("step")  # sorted and unique
     rows = np.searchsorted(numbers, [a.step for a in found])
     steps = p.steps.with_tags({int(r): (CAUSE_TAGS[a.cause],)
@@ -606,15 +567,23 @@ def import_lines(lines: Iterable[str], source: str,
     times = steps.column("time_s")
     is_steady = np.ones(len(steps), dtype=bool)
     is_steady[rows] = False
-    steady = times[is_steady]
-    step_time = Distribution.of(steady)
+    step_time = Distribution.of(times[is_steady])
     warnings = stats.quality_warnings(step_time.summary)
+    shifts = _level_shifts(steps, is_steady, p.events)
+    warnings += [f"the steady state changed level at step {s.step}: median "
+                 f"{s.before_median_s:.4g} s before, {s.after_median_s:.4g} s from it on"
+                 for s in shifts]
+    has_loss = p.has_loss if p.has_loss.size == len(steps) else ~np.isnan(
+        steps.column("loss"))
+    bad_from, bad_text = nonfinite_loss(numbers, steps.column("loss"), has_loss)
+    if bad_text:
+        warnings.append(bad_text)
     if p.duplicates:
         warnings.append(f"{p.duplicates} 'completed step' line(s) repeat a step already read "
                         "(several processes in one log, or a restart?); the first was kept")
     if p.unreadable_steps:
-        warnings.append(f"{p.unreadable_steps} 'completed step' line(s) had no readable "
-                        "'seconds:' value and were skipped")
+        warnings.append(f"{p.unreadable_steps} step line(s) had no readable 'seconds:' value "
+                        "(or a profiler boundary step's hidden time) and were skipped")
     unexplained = [a.step for a in found if a.cause == CAUSE_UNEXPLAINED]
     if unexplained:
         warnings.append(f"{len(unexplained)} step(s) far from the steady state without a "
@@ -631,48 +600,8 @@ def import_lines(lines: Iterable[str], source: str,
         params=p.params,
         total_tflops_per_step=p.total_tflops_per_step,
         memory=LogMemory(**p.memory),
+        level_shifts=shifts,
+        nonfinite_loss_from=bad_from,
+        unreadable_lines=p.unreadable_steps,
         warnings=tuple(warnings),
     )
-
-
-BINARY_PROBE_BYTES = 4096
-"""A NUL byte among a file's first bytes marks it as binary, not a log or a JSON result."""
-
-
-@contextlib.contextmanager
-def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A log or result file opened for streaming text, or a one-line LogFormatError
-    (missing, unreadable, binary). Undecodable bytes become U+FFFD."""
-    p = pathlib.Path(path)
-    try:
-        f = open(p, "rb")  # noqa: SIM115 - closed below, after the binary check
-    except FileNotFoundError:
-        raise LogFormatError(f"{p} does not exist") from None
-    except OSError as e:
-        raise LogFormatError(f"cannot read {p}: {e.strerror or e.__class__.__name__}") from None
-    with f:
-        if b"\0" in f.peek(BINARY_PROBE_BYTES)[:BINARY_PROBE_BYTES]:
-            raise LogFormatError(f"{p} is a binary file, not a training log or pipecheck result")
-        with io.TextIOWrapper(f, encoding="utf-8", errors="replace", newline="") as text:
-            yield text
-
-
-def read_text(path: str | os.PathLike[str]) -> str:
-    """A file's text, or a one-line LogFormatError."""
-    with open_text(path) as f:
-        return f.read()
-
-
-def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> ImportedRun:
-    """Read and parse a MaxText training log file, streaming it line by line."""
-    size = _size(path)
-    with open_text(path) as f, progress.task(f"reading {os.path.basename(str(path))}",
-                                             size, "B") as task:
-        return import_lines(f, source=str(path), progress=task.advance)
-
-
-def _size(path: str | os.PathLike[str]) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipecheck.analysis.diff import diff_runs, load_run
-from pipecheck.analysis.maxtext import import_log
+from pipecheck.analysis.diff import diff_runs
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
     check_outputs,
@@ -13,6 +12,8 @@ from pipecheck.cli.options import (
     save_json,
 )
 from pipecheck.cli.progress import TerminalProgress
+from pipecheck.logs.maxtext import import_log
+from pipecheck.logs.runs import load_run
 from pipecheck.report.diff import format_diff, format_imported
 
 

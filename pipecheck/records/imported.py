@@ -12,7 +12,8 @@ from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Anomaly, Distribution
 from pipecheck.records.steps import StepTable
 
-__all__ = ["Anomaly", "ImportedRun", "LogEvent", "LogMemory", "LogStep", "mean_inflation"]
+__all__ = ["Anomaly", "ImportedRun", "LevelShift", "LogEvent", "LogMemory", "LogStep",
+           "mean_inflation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,8 +34,8 @@ class LogStep(Record):
 
 @dataclasses.dataclass(frozen=True)
 class LogEvent(Record):
-    """A checkpoint event. ``anchor_step`` is its own step, or for a line that names none,
-    the last step completed before it."""
+    """A checkpoint, eval, profiler, restore or restart line. ``anchor_step`` is its own
+    step, or for a line that names none, the last step line before it."""
 
     kind: str
     line: int
@@ -47,6 +48,17 @@ class LogEvent(Record):
     a header has the time of the last header before it; None before any header)."""
     clock: str | None = None
     """The time of day of ``at_s`` as the log printed it (``10:23:54.123456``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LevelShift(Record):
+    """The steady state changed level: ``step`` is the first step of the new level; the
+    medians are of the steady steps on either side (``analysis.level_shift``)."""
+
+    step: int
+    before_median_s: float
+    after_median_s: float
+    p_value: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +95,13 @@ class ImportedRun(Record):
     """``Per train step: Total TFLOPs`` as logged (MaxText's estimate of the training
     TFLOPs of one step on one device)."""
     memory: LogMemory = LogMemory()
+    level_shifts: tuple[LevelShift, ...] = ()
+    """Where the steady state changed level (none: one level throughout)."""
+    nonfinite_loss_from: int | None = None
+    """The first step whose loss was NaN or infinite (None: every loss logged was finite)."""
+    unreadable_lines: int = 0
+    """Step lines skipped: no readable time (``completed step: 9, ...``), or a profiler
+    boundary step whose time MaxText hides."""
     warnings: tuple[str, ...] = ()
     log_format: str = "maxtext"
     format_version: int = FORMAT_VERSION

@@ -8,9 +8,11 @@ import pathlib
 import numpy as np
 import pytest
 
-from pipecheck.analysis import diff, maxtext
+from pipecheck.analysis import diff
 from pipecheck.cli import main
 from pipecheck.errors import ResultFormatError
+from pipecheck.logs import maxtext
+from pipecheck.logs.runs import load_run
 from pipecheck.records import store
 from pipecheck.report.diff import diff_table, format_diff
 
@@ -47,7 +49,7 @@ def write(tmp_path, name, data):
 
 
 def test_two_logs_with_a_tiny_difference_are_not_significant():
-    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    result = diff.diff_runs(load_run(LOG_A), load_run(LOG_B))
     row = result.row("step time median")
     assert (row.a, row.b) == (0.238, 0.239)
     assert row.significance == "not significant"
@@ -61,7 +63,7 @@ def test_two_logs_with_a_tiny_difference_are_not_significant():
 
 
 def test_log_rows(tmp_path):
-    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    result = diff.diff_runs(load_run(LOG_A), load_run(LOG_B))
     assert result.row("parameters").a == pytest.approx(0.552e9)
     assert result.row("final loss").a == pytest.approx(7.923)
     assert result.row("final loss").b == pytest.approx(7.921)
@@ -137,7 +139,7 @@ def test_environment_differences_warn():
 
 
 def test_log_against_pipecheck_run_warns_about_differences(tmp_path):
-    a = diff.load_run(LOG_A)
+    a = load_run(LOG_A)
     b = diff.summary_from_record(run_dict(0.040, seed=1), "b.json")
     warnings = diff.diff_runs(a, b).warnings
     assert warnings[0].startswith("A is a MaxText log and B a pipecheck synthetic run")
@@ -148,7 +150,7 @@ def test_log_against_pipecheck_run_warns_about_differences(tmp_path):
 def test_imported_json_and_the_log_give_the_same_summary(tmp_path):
     out = tmp_path / "a.json"
     store.save(maxtext.import_log(LOG_A), out)
-    from_json, from_log = diff.load_run(out), diff.load_run(LOG_A)
+    from_json, from_log = load_run(out), load_run(LOG_A)
     assert from_json.step_time == from_log.step_time
     assert from_json.anomalies == from_log.anomalies
     assert from_json.tokens_per_s_per_device == from_log.tokens_per_s_per_device
@@ -169,11 +171,11 @@ def test_bad_inputs_are_one_line_errors(tmp_path, content, message):
     p = tmp_path / "x.json"
     p.write_text(content)
     with pytest.raises(ResultFormatError, match=message):
-        diff.load_run(p)
+        load_run(p)
 
 
 def test_diff_record_round_trips(tmp_path):
-    result = diff.diff_runs(diff.load_run(LOG_A), diff.load_run(LOG_B))
+    result = diff.diff_runs(load_run(LOG_A), load_run(LOG_B))
     out = tmp_path / "d.json"
     store.save(result, out)
     assert store.load(out, expect=diff.DiffResult) == result

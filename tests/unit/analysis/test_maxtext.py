@@ -12,8 +12,9 @@ import pytest
 
 from pipecheck.analysis import maxtext
 from pipecheck.errors import LogFormatError
+from pipecheck.logs import maxtext as reader
 from pipecheck.records import store
-from pipecheck.records.imported import LogEvent, LogStep
+from pipecheck.records.imported import ImportedRun, LogEvent, LogMemory, LogStep
 from tests.maxtext_log import write_log
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -22,8 +23,8 @@ LOG_B = DATA / "maxtext_b.log"
 
 
 @pytest.fixture(scope="module")
-def run_a() -> maxtext.ImportedRun:
-    return maxtext.import_log(LOG_A)
+def run_a() -> ImportedRun:
+    return reader.import_log(LOG_A)
 
 
 def test_step_lines_are_parsed_with_their_metrics(run_a):
@@ -39,7 +40,7 @@ def test_header_lines_are_read(run_a):
     assert run_a.env == {"jax": "0.8.1", "jaxlib": "0.8.1", "backend": "PJRT C API"}
     assert run_a.params == pytest.approx(0.552e9)
     assert run_a.total_tflops_per_step == 21.09
-    assert run_a.memory == maxtext.LogMemory(1.8, 0.6, 0.9, 0.61, 31.25)
+    assert run_a.memory == LogMemory(1.8, 0.6, 0.9, 0.61, 31.25)
     assert run_a.config == {"per_device_batch_size": 4, "max_target_length": 2048, "steps": 60,
                             "checkpoint_period": 20, "async_checkpointing": True}
 
@@ -64,7 +65,7 @@ def test_checkpoint_events_carry_their_times(run_a):
 
 
 def _intervals(path):
-    p = maxtext.parse_lines(path.read_text().splitlines())
+    p = reader.parse_lines(path.read_text().splitlines())
     start, end = maxtext.step_intervals(p.steps.column("step"), p.steps.column("time_s"),
                                         p.line_at)
     return p, start, end
@@ -144,7 +145,7 @@ def test_steady_state_excludes_first_step_and_anomalies(run_a):
 
 
 def test_bare_step_lines_take_the_time_of_the_next_header():
-    run = maxtext.import_log(LOG_B)
+    run = reader.import_log(LOG_B)
     assert [s.step for s in run.steps] == list(range(60))
     assert [(a.step, a.cause) for a in run.anomalies] == [
         (0, "compilation"), (1, "checkpoint stall"), (21, "checkpoint stall"),
@@ -188,13 +189,13 @@ def test_an_event_next_to_a_step_line_is_not_its_cause_unless_their_times_overla
     lines.append(_at(save[1], ASYNC_T, 169) + "[process=0][thread=async_save] Background save "
                  f"thread done. Time taken: {save[1] - save[0]:f}s.")
     lines.sort(key=lambda x: x[7:22])
-    run = maxtext.import_lines(lines, "inline")
+    run = reader.import_lines(lines, "inline")
     assert [(a.step, a.cause) for a in run.anomalies] == [(0, "compilation"),
                                                           (12, "unexplained")]
 
 
 def test_a_save_never_seen_to_finish_is_in_flight_to_the_end():
-    events = [maxtext.LogEvent("async_save_started", 3, "x] Background save thread started",
+    events = [LogEvent("async_save_started", 3, "x] Background save thread started",
                                at_s=10.0, clock="10:00:10.000000")]
     (op,) = maxtext.background(events)
     assert (op.start, op.end, op.kind) == (10.0, float("inf"), "async_save")
@@ -261,7 +262,7 @@ def test_interleaved_and_repeated_lines():
         _step_line(2, 0.5),  # out of order
         "I0312 09:14:27.118203 1 train.py:1] Total TFLOPs: 99.0",  # no 'Per train step:'
     ]
-    run = maxtext.import_lines(lines, "inline")
+    run = reader.import_lines(lines, "inline")
     assert [(s.step, s.time_s) for s in run.steps] == [(0, 20.0), (1, 0.5), (2, 0.5), (3, 0.5)]
     assert run.steps[1].metrics == {"total_weights": 32768.0, "moe_lb_loss": 0.01}
     assert run.total_tflops_per_step is None
@@ -272,26 +273,26 @@ def test_interleaved_and_repeated_lines():
 def test_per_train_step_total_tflops_on_a_later_line():
     lines = [HEADER + "Per train step:", "I0312 1:1:1.1 2 x.py:1] interleaved",
              " Total TFLOPs: 6.20 ", _step_line(0, 1.0)]
-    assert maxtext.import_lines(lines, "inline").total_tflops_per_step == 6.20
+    assert reader.import_lines(lines, "inline").total_tflops_per_step == 6.20
 
 
 def test_no_step_lines_is_a_clear_error(tmp_path):
     p = tmp_path / "train.log"
     p.write_text(HEADER + "number parameters: 0.552 billion\nhello\n")
     with pytest.raises(LogFormatError, match="has no 'completed step: N, seconds"):
-        maxtext.import_log(p)
+        reader.import_log(p)
     with pytest.raises(LogFormatError, match="does not exist"):
-        maxtext.import_log(tmp_path / "missing.log")
+        reader.import_log(tmp_path / "missing.log")
     b = tmp_path / "bin.log"
     b.write_bytes(b"\x00\x01completed step: 1, seconds: 1")
     with pytest.raises(LogFormatError, match="binary file"):
-        maxtext.import_log(b)
+        reader.import_log(b)
 
 
 def test_imported_record_round_trips(run_a, tmp_path):
     out = tmp_path / "a.json"
     store.save(run_a, out)
-    again = store.load(out, expect=maxtext.ImportedRun)
+    again = store.load(out, expect=ImportedRun)
     assert again == run_a
     assert again.kind == "imported" and again.format_version == store.FORMAT_VERSION
 
@@ -303,7 +304,7 @@ def test_streamed_log_numbers_lines_as_the_whole_text_would(tmp_path):
     odd = odd.replace("Grain pool will", "Grain\x0cpool will")
     p = tmp_path / "odd.log"
     p.write_bytes(odd.encode())
-    run = maxtext.import_log(p)
+    run = reader.import_log(p)
     lines = odd.splitlines()
     for s in run.steps:
         assert f"completed step: {s.step}," in lines[s.line - 1]
@@ -329,7 +330,7 @@ def test_import_reports_progress_over_the_files_bytes():
             return T()
 
     p = Recording()
-    maxtext.import_log(LOG_A, progress=p)
+    reader.import_log(LOG_A, progress=p)
     assert calls == [("reading maxtext_a.log", LOG_A.stat().st_size, "B")]
     assert p.done == LOG_A.stat().st_size  # an ASCII log: one character, one byte
 
@@ -362,7 +363,7 @@ def test_lookup_finds_what_the_scan_finds_for_every_step(source, tmp_path):
     else:
         path = LOG_A if source == "a" else LOG_B
     with open(path) as f:
-        p = maxtext.parse_lines(f)
+        p = reader.parse_lines(f)
     start, end = maxtext.step_intervals(p.steps.column("step"), p.steps.column("time_s"),
                                         p.line_at)
     ops = maxtext.background(p.events)
@@ -382,7 +383,7 @@ def test_every_stall_of_a_generated_log_is_a_checkpoint_stall(tmp_path):
     every checkpoint stall, the first one too, is explained from the log."""
     path = tmp_path / "g.log"
     write_log(path, 5000, seed=1, step_s=0.512)
-    run = maxtext.import_log(path)
+    run = reader.import_log(path)
     assert [(a.step, a.cause) for a in run.anomalies] == [
         (0, "compilation"), *((k + 1, "checkpoint stall") for k in range(1000, 5000, 1000))]
     first = run.anomalies[1].evidence
@@ -415,7 +416,7 @@ def test_a_save_done_line_without_its_time_ends_the_save_begun_on_its_thread():
     lines.append(_at(save[1], ASYNC_T, 143) + "[process=0][thread=async_save] Background save "
                  "thread done.")
     lines.sort(key=lambda x: x[7:22])
-    run = maxtext.import_lines(lines, "inline")
+    run = reader.import_lines(lines, "inline")
     assert [(a.step, a.cause) for a in run.anomalies] == [
         (0, "compilation"), (10, "checkpoint stall"), (20, "unexplained")]
     assert "async checkpoint save in flight (3.5 s;" in run.anomalies[1].evidence
@@ -446,7 +447,7 @@ def test_a_saves_blocking_part_ends_at_its_line_and_is_named_with_its_seconds():
         "others=0.003102s)",
         _at(109.845) + "Started an asynchronous checkpoint save for step 20",
     ]
-    p = maxtext.parse_lines(lines)
+    p = reader.parse_lines(lines)
     copy = p.events[1]
     assert (copy.kind, copy.seconds, copy.at_s, copy.line) == (
         "async_save_blocking", 9.840213, 9.84, 2)
@@ -467,8 +468,8 @@ def test_a_saves_blocking_part_ends_at_its_line_and_is_named_with_its_seconds():
 def test_without_the_blocking_line_older_orbax_logs_still_explain_the_stalls(path, tmp_path):
     """Orbax before 0.11.14 writes no ``Initiated Pytree async_save`` line: the same steps
     are checkpoint stalls, from the waits and the saves in flight."""
-    new = maxtext.import_log(path)
-    old = maxtext.import_log(_without_blocking_lines(path, tmp_path))
+    new = reader.import_log(path)
+    old = reader.import_log(_without_blocking_lines(path, tmp_path))
     assert not any(e.kind == "async_save_blocking" for e in old.events)
     assert [(a.step, a.cause) for a in old.anomalies] == [(a.step, a.cause)
                                                           for a in new.anomalies]

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from pipecheck.analysis.diff import diff_runs, summary_from_imported
-from pipecheck.analysis.maxtext import import_log
 from pipecheck.errors import ResultFormatError
+from pipecheck.logs.maxtext import import_log
 from pipecheck.records import store
 from pipecheck.records.common import (
     Breakdown,

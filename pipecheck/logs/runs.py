@@ -1,0 +1,47 @@
+"""The runs ``pipecheck diff`` compares, read from files: a pipecheck result (JSON) or a
+MaxText training log (plain or gzip), told apart by their content."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from pipecheck.analysis.diff import summary_from_imported, summary_from_record
+from pipecheck.errors import LogFormatError, ResultFormatError
+from pipecheck.logs import maxtext
+from pipecheck.logs.text import open_text
+from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.diff import RunSummary
+
+JSON_PROBE_CHARS = 4096
+"""Characters read to tell a JSON result (starts with ``{`` after blanks) from a log."""
+
+
+def load_run(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> RunSummary:
+    """A pipecheck result JSON or a MaxText training log, told apart by content. A log is
+    streamed, never read whole."""
+    with open_text(path) as f:
+        head = f.read(JSON_PROBE_CHARS)
+        is_json = head.lstrip().startswith("{")
+        text = head + f.read() if is_json else ""
+    if is_json:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ResultFormatError(
+                f"{path} starts like JSON but is not valid JSON (line {e.lineno}: {e.msg})"
+            ) from None
+        del text
+        return summary_from_record(data, str(path))
+    try:
+        run = maxtext.import_log(path, progress)
+    except LogFormatError:
+        with open_text(path) as f:
+            mentions_steps = any("completed step:" in line for line in f)
+        if mentions_steps:
+            raise
+        raise ResultFormatError(
+            f"{path} is neither a pipecheck result (a JSON object with kind and "
+            "format_version) nor a MaxText training log (no 'completed step:' lines)"
+        ) from None
+    return summary_from_imported(run)
