@@ -13,12 +13,13 @@ Mann-Whitney U test agrees (``stats.median_difference``); otherwise the report s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck.analysis import anomalies, stats
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -178,6 +179,27 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     )
 
 
+def _compile_step_s(run: ImportedRun) -> float | None:
+    """The first step's time when the log shows it compiling (not for an excerpt)."""
+    if not len(run.steps) or not run.anomalies:
+        return None
+    first = run.anomalies[0]
+    ok = first.step == run.steps[0].step and first.cause == anomalies.CAUSE_COMPILATION
+    return first.time_s if ok else None
+
+
+def imported_final_loss(run: ImportedRun) -> float | None:
+    """The last loss the log printed, NaN included: NaN when the loss turned NaN or
+    infinite after the last finite one."""
+    losses = run.steps.column("loss")
+    finite = np.flatnonzero(np.isfinite(losses))
+    bad_from = run.nonfinite_loss_from
+    if bad_from is not None and (not finite.size
+                                 or bad_from > int(run.steps.column("step")[finite[-1]])):
+        return math.nan
+    return float(losses[finite[-1]]) if finite.size else None
+
+
 def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSummary:
     """A parsed MaxText log as a RunSummary."""
     is_steady = run.steady_mask
@@ -196,9 +218,9 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
         steps=steps,
         step_time=run.step_time,
         mean_all_s=run.mean_all_s,
-        first_step_s=run.steps[0].time_s if len(run.steps) else None,
+        first_step_s=_compile_step_s(run),
         params=run.params,
-        final_loss=_final_loss(steps),
+        final_loss=imported_final_loss(run),
         tflops_per_s_per_device=steady_column("tflops_per_s_per_device"),
         tokens_per_s_per_device=steady_column("tokens_per_s_per_device"),
         memory_compiled_bytes=(mem.compiled_total_gb * 1e9
@@ -207,6 +229,7 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
                              if mem.device_in_use_gb is not None else None),
         anomalies=run.anomalies,
         events=run.events,
+        level_shifts=run.level_shifts,
         warnings=run.warnings,
     )
 
@@ -228,6 +251,12 @@ def _plain_row(name: str, unit: str, a: float | None, b: float | None,
     diff = b - a if a is not None and b is not None else None
     rel = diff / a if relative and diff is not None and a else None
     return DiffRow(name, unit, a, b, diff, rel)
+
+
+def _loss_row(a: float | None, b: float | None) -> DiffRow:
+    """The final losses, a NaN kept as NaN (a run whose loss diverged must say so)."""
+    row = _plain_row("final loss", "loss", a, b)
+    return dataclasses.replace(row, a=a, b=b)
 
 
 def _tested_row(name: str, unit: str, xa: Sequence[float], xb: Sequence[float],
@@ -310,16 +339,33 @@ def _version(env: Mapping[str, object], key: str) -> str | None:
     return None if v is None else str(v)
 
 
+def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None]:
+    """The steady step times the median is compared on: all of them, or for a run whose
+    steady state changed level, those of the level it ended at (like with like: two runs
+    that both settle after a profiler window are compared after it), and a note saying so."""
+    if not run.level_shifts:
+        return run.step_time.samples_s, None
+    shift = run.level_shifts[-1]
+    listed = np.fromiter((x.step for x in run.anomalies), np.int64, len(run.anomalies))
+    numbers = run.steps.column("step")
+    keep = ~np.isin(numbers, listed) & (numbers >= shift.step)
+    samples = run.steps.column("time_s")[keep].tolist()
+    return samples, (f"{label}'s steady state changed level at step {shift.step} (median "
+                     f"{ms(shift.before_median_s)} before, {ms(shift.after_median_s)} from it "
+                     f"on): its median is compared over its {len(samples)} steady steps from "
+                     f"step {shift.step} on")
+
+
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
               progress: Progress = NO_PROGRESS) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
     ``progress`` hears of each bootstrap (seconds each on million-step runs)."""
     sa, sb = a.step_time.summary, b.step_time.summary
-    median_row = _tested_row("step time median", "s", a.step_time.samples_s,
-                             b.step_time.samples_s, confidence, progress)
+    (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
+    median_row = _tested_row("step time median", "s", xa, xb, confidence, progress)
     rows = (
         _plain_row("parameters", "count", a.params, b.params),
-        _plain_row("final loss", "loss", a.final_loss, b.final_loss),
+        _loss_row(a.final_loss, b.final_loss),
         _tested_row("TFLOP/s per device", "TFLOP/s", a.tflops_per_s_per_device,
                     b.tflops_per_s_per_device, confidence, progress),
         _tested_row("tokens/s per device", "tokens/s", a.tokens_per_s_per_device,
@@ -348,6 +394,6 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         rows=rows,
         versions=versions,
         verdict=step_time_verdict(median_row, confidence),
-        warnings=tuple(comparison_warnings(a, b)),
+        warnings=tuple([n for n in (note_a, note_b) if n] + comparison_warnings(a, b)),
         confidence=confidence,
     )

@@ -364,7 +364,8 @@ def activities(events: Sequence[LogEvent]) -> list[Activity]:
         family, how = role
         if how == "point":
             out.append(Activity(family, e, e))
-        elif how == "extend" and family not in open_ and out and out[-1].family == family:
+        elif how in ("extend", "close") and family not in open_ and out \
+                and out[-1].family == family:  # a later line of the window just closed
             out[-1] = Activity(family, out[-1].first, e)
         elif how in ("open", "extend") or (how == "toggle" and family not in open_):
             first, _ = open_.get(family, (e, e))
@@ -484,8 +485,22 @@ def explain_anomalies(
 
     candidate = np.ones(len(steps), dtype=bool)
     candidate[list(apart)] = False
-    return anomalies.label(numbers, seconds, candidate, np.zeros(len(steps), dtype=bool),
-                           explain)
+    found, med = anomalies.label(numbers, seconds, candidate,
+                                 np.zeros(len(steps), dtype=bool), explain)
+    return _with_apart(found, med, apart, numbers, seconds), med
+
+
+def _with_apart(found: list[Anomaly], med: float, apart: dict[int, tuple[str, str]],
+                numbers: np.ndarray, seconds: np.ndarray) -> list[Anomaly]:
+    """``found`` with the steps kept out by design listed even when not slow, so the
+    record's steady state (every step not listed) leaves them out too."""
+    listed = {a.step for a in found}
+    for row, (cause, evidence) in apart.items():
+        t = float(seconds[row])
+        if int(numbers[row]) not in listed:
+            found.append(Anomaly(int(numbers[row]), t, t / med if med > 0 else math.nan,
+                                 cause, evidence))
+    return sorted(found, key=lambda a: a.step)
 
 
 @dataclasses.dataclass

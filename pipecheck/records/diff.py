@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Mapping
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
-from pipecheck.records.imported import Anomaly, ImportedRun, LogEvent, mean_inflation
+from pipecheck.records.imported import Anomaly, ImportedRun, LevelShift, LogEvent, mean_inflation
 from pipecheck.records.steps import FloatColumn, StepTable
 
 DEFAULT_CONFIDENCE = 0.95
@@ -38,6 +38,8 @@ class RunSummary(Record):
     memory_in_use_bytes: float | None = None
     anomalies: tuple[Anomaly, ...] = ()
     events: tuple[LogEvent, ...] = ()
+    level_shifts: tuple[LevelShift, ...] = ()
+    """Where the steady state changed level (``diff`` compares the last levels)."""
     warnings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -31,7 +31,9 @@ def _params(v: float) -> str:
 
 
 def value_text(unit: str, v: float | None, signed: bool = False) -> str:
-    """A row value in its unit; '-' when unknown."""
+    """A row value in its unit; '-' when unknown ('nan' for a loss that was NaN)."""
+    if unit == "loss" and v is not None and math.isnan(v):
+        return "nan"
     if v is None or not math.isfinite(v):
         return "-"
     if unit == "s":
@@ -110,6 +112,19 @@ def _gb(v: float | None) -> str:
     return "-" if v is None else f"{v:g} GB"
 
 
+def _first_step(run: ImportedRun) -> str:
+    first = run.anomalies[0] if run.anomalies else None
+    if first is not None and first.step == run.steps[0].step and first.cause == "compilation":
+        return value_text("s", first.time_s)
+    return f"- (the log starts at step {run.steps[0].step}; no compile step seen)"
+
+
+def _final_loss(run: ImportedRun, losses: Sequence[float]) -> str:
+    if run.nonfinite_loss_from is not None:
+        return f"nan or inf from step {run.nonfinite_loss_from}"
+    return "-" if not losses else _num(losses[-1])
+
+
 def format_imported(run: ImportedRun) -> str:
     """``pipecheck import``: what was read from the log and its steady state."""
     d, mem = run.step_time.summary, run.memory
@@ -135,13 +150,13 @@ def format_imported(run: ImportedRun) -> str:
         ["step time mean (all steps)", f"{value_text('s', run.mean_all_s)} "
                                        f"({run.mean_inflation:+.1%} from anomalies)"
          if math.isfinite(run.mean_inflation) else value_text("s", run.mean_all_s)],
-        ["first step (compile)", value_text("s", run.steps[0].time_s)],
+        ["first step (compile)", _first_step(run)],
         ["parameters", "-" if run.params is None else _params(run.params)],
         ["TFLOP/s per device (median)", med(tflops)],
         ["tokens/s per device (median)", med(tokens)],
         ["Total TFLOPs per train step", "-" if run.total_tflops_per_step is None
          else _num(run.total_tflops_per_step)],
-        ["final loss", "-" if not losses else _num(losses[-1])],
+        ["final loss", _final_loss(run, losses)],
         ["memory (compiled step)",
          f"{_gb(mem.compiled_total_gb)} (output {_gb(mem.compiled_output_gb)}, "
          f"temp {_gb(mem.compiled_temp_gb)})" if mem.compiled_total_gb is not None else "-"],
