@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from pipecheck.analysis import anomalies
@@ -176,3 +177,37 @@ def test_the_run_of_fast_steps_after_a_slow_one_is_an_attribution_shift():
         (9, "attribution shift"), (31, "unexplained")]
     assert found[1].evidence.startswith("fast right after slow step 6:")
     assert found[2].evidence.startswith("fast in the run of fast steps after slow step 6:")
+
+
+def test_an_isolated_stall_is_an_anomaly_whatever_the_share_of_slow_steps():
+    # the real v6e run: two of nine steps slow (22%), but a 126x stall and a 7x one are
+    # not a pattern; the fast step right after the 7x one was charged less than its share
+    times = [1.583, 0.041, 0.408, 0.235, 0.229, 0.460, 29.642, 0.234, 0.230]
+    flags, med = flag_outliers(times)
+    assert [(f.index, f.slow) for f in flags] == [(0, True), (1, False), (6, True)]
+    assert med == pytest.approx(0.2345)
+
+
+def test_a_burst_pattern_is_not_an_anomaly_on_10_steps_or_on_a_million():
+    # an input-bound loop fed by 3 workers: every third step waits for the next burst
+    short = [0.1, 0.1, 0.32] * 3 + [0.1]
+    assert flag_outliers(short)[0] == []
+    rng = np.random.default_rng(0)
+    n = 1_000_000
+    long = np.where(np.arange(n) % 3 == 2, 0.32, 0.1) * rng.uniform(0.9, 1.1, n)
+    assert flag_outliers(long)[0] == []
+    # one stall inside either pattern stands alone at its level: flagged, only it
+    long[500_000] = 12.6
+    assert [f.index for f in flag_outliers(long)[0]] == [500_000]
+    stalled = short[:5] + [12.6] + short[6:]
+    assert [f.index for f in flag_outliers(stalled)[0]] == [5]
+
+
+def test_the_run_of_below_median_steps_after_a_compile_step_is_an_attribution_shift():
+    # the real Gemma log: steps 1-2 are short after the compile step, step 2 at 0.50x
+    times = [31.731, 0.277, 0.215, 0.434, 0.434, 0.434, 0.443, 0.443, 0.439, 0.440]
+    steps = [step(i, t) for i, t in enumerate(times)]
+    found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
+    assert [a.step for a in found] == [0, 2]
+    assert found[1].cause == "attribution shift"
+    assert found[1].evidence.startswith("fast in the run of fast steps after slow step 0:")
