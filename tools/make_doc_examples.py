@@ -60,6 +60,10 @@ EXAMPLES = {
     "diff-maxtext": Example(
         "diff.md", ("diff", "tests/data/maxtext_a.log", "tests/data/maxtext_b.log"),
         deterministic=True, show_command=False),
+    "diff-real-v6e": Example(
+        "diff.md", ("diff", "tests/data/real/maxtext_v6e_linen.log",
+                    "tests/data/real/maxtext_v6e_nnx.log"),
+        deterministic=True, show_command=False),
     "import-maxtext": Example(
         "diff.md", ("import", "tests/data/maxtext_a.log"), deterministic=True,
         show_command=False),

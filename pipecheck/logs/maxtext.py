@@ -215,7 +215,8 @@ class _Reader:
             self.unstamped_from = k
         self.step_lines.append(raw[i + len(STEP_MARK):])
         self.step_line_no.append(n)
-        self.line_at_raw.append(self.at if h is not None else math.nan)
+        self.line_at_raw.append(self.at if h is not None and self.at is not None
+                                else math.nan)
         self.own_time.append(h is not None)
         self.steps_before += 1
         m = re.match(r"\s*(\d+)", raw[i + len(STEP_MARK):])
@@ -364,7 +365,8 @@ def _read_group(texts: list[str]) -> tuple[list[str], np.ndarray, list[np.ndarra
     if pattern is None:
         return None
     keys = [piece.partition(":")[0].strip() for piece in texts[0].split(",")[1:]]
-    numbers, columns = [], [[] for _ in keys]
+    numbers: list[np.ndarray] = []
+    columns: list[list[np.ndarray]] = [[] for _ in keys]
     for lo in range(0, len(texts), READ_CHUNK_LINES):
         chunk = texts[lo:lo + READ_CHUNK_LINES]
         found = pattern.findall("\n".join(t.rstrip("\r\n") for t in chunk))
@@ -443,12 +445,12 @@ def _read_steps(texts: list[str], line_no: list[int], line_at: list[float]
     first[1:] = number[order][1:] != number[order][:-1]
     duplicates = int(order.size - first.sum())
     order = order[first]
-    columns = {"step": number[order], "time_s": time_s[order],
-               "line": np.asarray(line_no, dtype=np.int64)[order]}
-    columns.update({name: col[order] for name, col in cols.items()})
+    table_columns = {"step": number[order], "time_s": time_s[order],
+                     "line": np.asarray(line_no, dtype=np.int64)[order]}
+    table_columns.update({name: col[order] for name, col in cols.items()})
     maps = {"metrics": {key: col[order] for key, col in metrics.items()
                         if not np.isnan(col[order]).all()}}
-    table = StepTable(LogStep, order.size, columns, maps=maps)
+    table = StepTable(LogStep, order.size, table_columns, maps=maps)
     return (table, np.asarray(line_at, dtype=np.float64)[order], has_loss[order], unreadable,
             duplicates, order)
 
