@@ -62,13 +62,39 @@ def _child(argv: list[str]) -> None:
                       "peak_rss_mb": peak_kib / 1024}), file=sys.stderr)
 
 
+REGEX_BASELINE = r"completed step:\s*(\d+),\s*seconds:\s*([-+.\deE]+)"
+"""The plain pass import and diff are held against: this pattern searched in every line."""
+
+
+def _regex_child(paths: list[str]) -> None:
+    """One plain regex pass over each file (read line by line, the step and its seconds
+    taken from every step line): the floor any reader of these logs pays. Prints wall and
+    CPU time as JSON, start-up excluded."""
+    import re
+
+    pattern = re.compile(REGEX_BASELINE)
+    t0, c0 = time.perf_counter(), time.process_time()
+    found = 0
+    for path in paths:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if pattern.search(line):
+                    found += 1
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    print(json.dumps({"code": 0, "wall_s": wall, "cpu_s": cpu, "found": found,
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}),
+          file=sys.stderr)
+
+
 def measure(argv: list[str], limit_kib: int | None) -> dict[str, float]:
     def limit() -> None:
         if limit_kib:
             resource.setrlimit(resource.RLIMIT_AS, (limit_kib * 1024, limit_kib * 1024))
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, __file__, "--child", *argv], preexec_fn=limit,
+    child = "--regex-child" if argv and argv[0] == "regex" else "--child"
+    argv = argv[1:] if child == "--regex-child" else argv
+    proc = subprocess.run([sys.executable, __file__, child, *argv], preexec_fn=limit,
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -126,6 +152,7 @@ def explain_cost(d: str, n: int) -> dict[str, float]:
     from unittest import mock
 
     from pipecheck.analysis import maxtext
+    from pipecheck.logs.maxtext import parse_lines
     from tests.maxtext_log import write_log
 
     class ScanLookup:
@@ -143,7 +170,7 @@ def explain_cost(d: str, n: int) -> dict[str, float]:
     path = pathlib.Path(d, f"explain_{n}.log")
     write_log(path, n, seed=3, step_s=0.512, checkpoint_every=EXPLAIN_EVERY, stall_s=5.0)
     with open(path) as f:
-        p = maxtext.parse_lines(f)
+        p = parse_lines(f)
     path.unlink()
     out: dict[str, float] = {"steps": n}
     out["lookup_s"] = math.inf
@@ -207,7 +234,9 @@ def main() -> None:
             rec, png = pathlib.Path(d, f"a_{n}.json"), pathlib.Path(d, f"a_{n}.png")
             diff_rec = pathlib.Path(d, f"diff_{n}.json")
             r = {
+                "regex": measure(["regex", str(la)], MEMORY_LIMIT_KIB),
                 "import": measure(["import", str(la), "--json", str(rec)], MEMORY_LIMIT_KIB),
+                "regex2": measure(["regex", str(la), str(lb)], MEMORY_LIMIT_KIB),
                 "diff": measure(["diff", str(la), str(lb), "--json", str(diff_rec)],
                                 MEMORY_LIMIT_KIB),
                 "plot": measure(["plot", str(rec), "-o", str(png)], None),
@@ -226,8 +255,24 @@ def main() -> None:
 
     if sizes:
         table(sizes, results)
+        ratio_table(sizes, results)
     if a.monitor_steps:
         monitor_table(a.monitor_steps)
+
+
+def ratio_table(sizes: list[int], results: dict[int, dict[str, dict[str, float]]]) -> None:
+    """import against one regex pass over its log, diff against one over both logs,
+    measured side by side in this run (wall and CPU)."""
+    print("\nagainst a plain regex pass over the same file(s) in this run "
+          "(import: A; diff: A and B), wall (CPU):")
+    for n in sizes:
+        r = results[n]
+        cells = []
+        for cmd, base in (("import", "regex"), ("diff", "regex2")):
+            cells.append(f"{cmd} x{r[cmd]['wall_s'] / r[base]['wall_s']:.2f} "
+                         f"(x{r[cmd]['cpu_s'] / r[base]['cpu_s']:.2f}; regex "
+                         f"{r[base]['wall_s']:.2f} s)")
+        print(f"  {n:>9,} steps: " + "; ".join(cells))
 
 
 def table(sizes: list[int], results: dict[int, dict[str, dict[str, float]]]) -> None:
@@ -264,6 +309,8 @@ def monitor_table(steps: int) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--regex-child":
+        _regex_child(sys.argv[2:])
     elif len(sys.argv) > 1 and sys.argv[1] == "--explain-child":
         sys.path.insert(0, str(REPO))
         print(json.dumps(explain_cost(sys.argv[2], int(sys.argv[3]))))
