@@ -23,12 +23,14 @@ steps' times; the step is kept as a profiler event instead).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -165,10 +167,42 @@ def parse_step_text(rest: str) -> tuple[int, dict[str, Any]] | None:
 
 
 def _physical_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Split what a file iterator yields the way ``str.splitlines`` splits the whole text,
-    so line numbers do not depend on whether the log was streamed or read at once."""
+    """Split what an iterable of lines yields the way ``str.splitlines`` splits the whole
+    text, so line numbers do not depend on how the log was handed over."""
     for chunk in lines:
         yield from (chunk.splitlines() or [""])
+
+
+READ_BLOCK_CHARS = 1 << 22
+"""Characters read from a file at a time: its lines are split in C, a block at a time."""
+
+
+def _file_lines(f: TextIO, progress: Callable[[int], None] | None) -> Iterator[list[str]]:
+    """A text file's lines as ``str.splitlines`` splits its whole text, in lists of about
+    ``READ_BLOCK_CHARS`` characters (each block cut after its last ``\\n``, so a
+    ``\\r\\n`` is never split)."""
+    carry = ""
+    while True:
+        block = f.read(READ_BLOCK_CHARS)
+        if progress is not None and block:
+            progress(len(block))
+        if not block:
+            if carry:
+                yield carry.splitlines() or [""]
+            return
+        text = carry + block
+        cut = text.rfind("\n") + 1
+        if cut == 0:
+            carry = text
+            continue
+        carry = text[cut:]
+        yield text[:cut].splitlines()
+
+
+_DAYS_BEFORE_MONTH = np.array([0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335])
+"""Days of the (leap) year 2000 before each month: an absl header has no year."""
+
+ORDINAL_2000 = datetime.date(2000, 1, 1).toordinal() - 1
 
 
 def _day_and_seconds(m: re.Match[str]) -> tuple[int, float]:
@@ -178,112 +212,109 @@ def _day_and_seconds(m: re.Match[str]) -> tuple[int, float]:
     return day, int(m["h"]) * 3600.0 + int(m["m"]) * 60.0 + float(m["s"])
 
 
+_HEAD = re.compile(
+    r"(?m)^(?:[^\n]*?[IWEF](\d{2})(\d{2}) ((\d{2}):(\d{2}):(\d{2}(?:\.\d+)?))\s+\d+\s+"
+    r"[^\s:\]\n]+:\d+\])?[^\n]*$")
+"""``GLOG_HEADER`` found, or not, in each of many lines at once (one match per line)."""
+_HEAD_TAILS = re.compile(r"(?m)^\s+\d+\s+[^\s:\]\n]+:\d+\]\s?$")
+"""What follows the time in an absl header at the start of a line, to the end of the head
+(matched over many heads at once, one per line)."""
+
+
+@dataclasses.dataclass
+class _Pending:
+    """An event line read, made a ``LogEvent`` once the log's times are known."""
+
+    kind: str
+    line: int
+    text: str
+    timed: bool
+    """Takes the time of the last header at or before its line (checkpoint lines);
+    otherwise only its own header's."""
+    own_header: bool
+    fields: dict[str, Any]
+
+
 class _Reader:
-    """The state of one pass over a log's lines."""
+    """The state of one pass over a log's lines. Step lines are only collected; their
+    numbers, times and fields are read in bulk at the end (``finish``), and with them the
+    times of the events and of bare step lines (the next header's)."""
 
     def __init__(self) -> None:
         self.p = ParsedLog()
-        self.step_lines: list[str] = []
+        self.step_raw: list[str] = []
         self.step_line_no: list[int] = []
-        self.origin: tuple[int, float] | None = None
-        self.at: float | None = None
-        self.clock: str | None = None
-        self.last_step: int | None = None  # the last step line's number, as written
-        self.steps_before = 0  # step lines read so far
+        self.pending: list[_Pending] = []
+        self.header_line: list[int] = []  # other lines with a header: line, day, seconds
+        self.header_day: list[int] = []
+        self.header_s: list[float] = []
+        self.header_clock: list[str] = []
         self.pending_tflops = False
-        self.unstamped_from: int | None = None  # first step line with no header yet timed
-        self.line_at_raw: list[float] = []  # per step line, in file order
-        self.own_time: list[bool] = []  # the step line has its own header
 
-    def stamp(self, h: re.Match[str]) -> float:
-        day, seconds = _day_and_seconds(h)
-        self.origin = (day, seconds) if self.origin is None else self.origin
-        # days and seconds apart, rounded to the microseconds the log prints
-        self.at = round((day - self.origin[0]) * 86400.0 + (seconds - self.origin[1]), 6)
-        self.clock = h["clock"]
-        return self.at
-
-    def step_line(self, raw: str, n: int) -> None:
-        i = raw.find(STEP_MARK)
-        head = raw[:i]
-        h = GLOG_HEADER.search(head) if "]" in head else None
-        k = len(self.step_lines)
-        if h is not None:
-            at = self.stamp(h)
-            self._time_unstamped(at)
-        elif self.unstamped_from is None:
-            self.unstamped_from = k
-        self.step_lines.append(raw[i + len(STEP_MARK):])
-        self.step_line_no.append(n)
-        self.line_at_raw.append(self.at if h is not None and self.at is not None
-                                else math.nan)
-        self.own_time.append(h is not None)
-        self.steps_before += 1
-        m = re.match(r"\s*(\d+)", raw[i + len(STEP_MARK):])
-        if m:
-            self.last_step = int(m.group(1))
-
-    def _time_unstamped(self, at: float) -> None:
-        if self.unstamped_from is not None:
-            for k in range(self.unstamped_from, len(self.step_lines)):
-                if math.isnan(self.line_at_raw[k]):
-                    self.line_at_raw[k] = at
-            self.unstamped_from = None
+    def read(self, lines: Iterable[str], first: int) -> int:
+        """Read ``lines`` numbered from ``first``; returns the next line number."""
+        n = first - 1
+        step_raw, step_no, mark = self.step_raw, self.step_line_no, STEP_MARK
+        for n, raw in enumerate(lines, start=first):
+            if mark in raw:
+                step_raw.append(raw)
+                step_no.append(n)
+            else:
+                self.other_line(raw, n)
+        return n + 1
 
     def other_line(self, raw: str, n: int) -> None:
         line = raw.rstrip("\r\n")
         h = GLOG_HEADER.search(line)
         if h is not None:
-            self._time_unstamped(self.stamp(h))
+            day, seconds = _day_and_seconds(h)
+            self.header_line.append(n)
+            self.header_day.append(day)
+            self.header_s.append(seconds)
+            self.header_clock.append(h["clock"])
             line = line[h.end():]
         if PROFILER_STEP_MARK in line:
             self.p.unreadable_steps += 1
-        if event := self._checkpoint_event(line, n):
-            self.p.events.append(event)
-        elif event := self._activity_event(line, n, h is not None):
-            self.p.events.append(event)
-        else:
-            self.pending_tflops = self._read_fact(line, self.pending_tflops)
+        if not self._checkpoint_event(line, n, h is not None):
+            if not self._activity_event(line, n, h is not None):
+                self.pending_tflops = self._read_fact(line, self.pending_tflops)
 
-    def _event(self, kind: str, n: int, m: re.Match[str], timed: bool = True,
-               **fields: Any) -> LogEvent:
-        return LogEvent(kind, n, m.group(0), at_s=self.at if timed else None,
-                        clock=self.clock if timed else None,
-                        **fields)
+    def _event(self, kind: str, n: int, m: re.Match[str], own: bool, timed: bool = True,
+               **fields: Any) -> bool:
+        self.pending.append(_Pending(kind, n, m.group(0), timed, own, fields))
+        return True
 
-    def _checkpoint_event(self, line: str, n: int) -> LogEvent | None:
-        """The checkpoint event a line reports, if any."""
+    def _checkpoint_event(self, line: str, n: int, own: bool) -> bool:
+        """The checkpoint event a line reports, if any (anchored at the last step line
+        before it unless it names its step)."""
         if "heckpoint" not in line and "save" not in line and "Waited" not in line:
-            return None
+            return False
         for kind, pattern in (("checkpoint_save", _SAVE), ("checkpoint_saved", _SAVED),
                               ("checkpoint_async_start", _ASYNC)):
             if m := pattern.search(line):
                 s = int(m.group(1))
-                return self._event(kind, n, m, step=s, anchor_step=s)
-        last = self.last_step
+                return self._event(kind, n, m, own, step=s, anchor_step=s)
         if m := _BG_START.search(line):
-            return self._event("async_save_started", n, m, anchor_step=last)
+            return self._event("async_save_started", n, m, own)
         if m := _BG_DONE.search(line):
-            return self._event("async_save_done", n, m,
-                               seconds=float(m["seconds"]) if m["seconds"] else None,
-                               anchor_step=last)
+            return self._event("async_save_done", n, m, own,
+                               seconds=float(m["seconds"]) if m["seconds"] else None)
         if m := _BLOCKING_SAVE.search(line):
-            return self._event("async_save_blocking", n, m, seconds=float(m["seconds"]),
-                               anchor_step=last)
+            return self._event("async_save_blocking", n, m, own, seconds=float(m["seconds"]))
         if m := _WAIT_PREV.search(line):
-            return self._event("checkpoint_wait_previous", n, m, seconds=float(m.group(1)),
-                               anchor_step=last)
+            return self._event("checkpoint_wait_previous", n, m, own,
+                               seconds=float(m.group(1)))
         if m := _WAIT_STEP.search(line):
             s = int(m.group(2))
-            return self._event("checkpoint_wait_step", n, m, step=s,
+            return self._event("checkpoint_wait_step", n, m, own, step=s,
                                seconds=float(m.group(1)), anchor_step=s)
-        return None
+        return False
 
-    def _activity_event(self, line: str, n: int, stamped: bool) -> LogEvent | None:
+    def _activity_event(self, line: str, n: int, own: bool) -> bool:
         """An eval, profiler, synchronous save, restore or restart line, if it is one;
         timed only by its own header."""
         if not _ACTIVITY_HINT.search(line):
-            return None
+            return False
         for kind, pattern in _ACTIVITY:
             if m := pattern.search(line):
                 number = next((g for g in m.groups() if g is not None), None)
@@ -292,9 +323,8 @@ class _Reader:
                     seconds = float(number)
                 elif number is not None:
                     step = int(number)
-                return self._event(kind, n, m, timed=stamped, step=step, seconds=seconds,
-                                   anchor_step=self.last_step)
-        return None
+                return self._event(kind, n, m, own, timed=False, step=step, seconds=seconds)
+        return False
 
     def _read_fact(self, line: str, pending: bool) -> bool:
         """One line that is not a step: a fact about the run (parameters, versions, memory,
@@ -332,54 +362,53 @@ class _Reader:
             pending = False
         elif m := _CONFIG.search(line):
             p.config[m.group(1)] = _config_value(m.group(2))
-            if not self.step_lines:
+            if not self.step_raw:
                 p.start_seen = True
         return pending
 
 
-def _shape_pattern(sample: str) -> re.Pattern[str] | None:
-    """A pattern matching every step line of ``sample``'s shape, one group per number
-    (the step, then each ``key: value``), or None for a line it cannot be built from."""
-    m = re.match(r"\s*\d+\s*,(.*)$", sample)
-    if m is None:
-        return None
-    parts = [r"^\s*(\d+)\s*"]
-    for piece in m.group(1).split(","):
-        key, sep, _ = piece.partition(":")
-        if not sep or not key.strip():
-            return None
-        parts.append(r",\s*" + re.escape(key.strip()) + r":\s*([^,\n]*?)\s*")
-    return re.compile("".join(parts) + r"$", re.M)
-
-
 READ_CHUNK_LINES = 65536
-"""Step lines of one shape matched at a time: their joined text and the matches stay a
-few megabytes however long the log."""
+"""Step lines of one shape read at a time: their joined text stays a few megabytes however
+long the log."""
 
 
-def _read_group(texts: list[str]) -> tuple[list[str], np.ndarray, list[np.ndarray]] | None:
-    """The keys, step numbers and value columns of step lines of one shape, read in
-    chunks of ``READ_CHUNK_LINES``; None when they are not all plain numbers (read one by
-    one then)."""
-    pattern = _shape_pattern(texts[0])
-    if pattern is None:
+def _read_group(texts: list[str]) -> tuple[list[str], list[np.ndarray]] | None:
+    """The keys and columns (step number first) of step lines of one shape, read in bulk:
+    the sample's ``, key:`` pieces are replaced by blanks in the joined text, which numpy
+    then reads as numbers in C; None when the lines are not all of the sample's shape or
+    hold a value that is not a number (read one by one then)."""
+    sample = texts[0]
+    pieces = sample.split(",")
+    if not pieces[0].strip().isdigit():
         return None
-    keys = [piece.partition(":")[0].strip() for piece in texts[0].split(",")[1:]]
-    numbers: list[np.ndarray] = []
-    columns: list[list[np.ndarray]] = [[] for _ in keys]
+    keys, tokens = [], []
+    for piece in pieces[1:]:
+        colon = piece.find(":")
+        if colon < 0 or not piece[:colon].strip():
+            return None
+        keys.append(piece[:colon].strip())
+        tokens.append("," + piece[:colon + 1])
+    width = len(keys) + 1
+    parts: list[list[np.ndarray]] = [[] for _ in range(width)]
     for lo in range(0, len(texts), READ_CHUNK_LINES):
         chunk = texts[lo:lo + READ_CHUNK_LINES]
-        found = pattern.findall("\n".join(t.rstrip("\r\n") for t in chunk))
-        if len(found) != len(chunk):
+        blob = "\n".join(chunk)
+        for token in tokens:
+            blob = blob.replace(token, " ")
+        if ":" in blob or "," in blob:
             return None
-        fields = list(zip(*found, strict=True)) if keys else [found]
         try:
-            numbers.append(np.array(fields[0]).astype(np.int64))
-            for j in range(len(keys)):
-                columns[j].append(np.array(fields[j + 1]).astype(np.float64))
-        except ValueError:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # older numpy warns where it stops reading
+                values = np.fromstring(blob, sep=" ")  # text mode, not the binary one
+        except ValueError:  # a value that is not a number
             return None
-    return keys, np.concatenate(numbers), [np.concatenate(c) for c in columns]
+        if values.size != len(chunk) * width:
+            return None
+        table = values.reshape(len(chunk), width)
+        for j in range(width):
+            parts[j].append(table[:, j])
+    return keys, [np.concatenate(c) for c in parts]
 
 
 def _read_one(k: int, text: str, number: np.ndarray, has_loss: np.ndarray,
@@ -400,92 +429,225 @@ def _read_one(k: int, text: str, number: np.ndarray, has_loss: np.ndarray,
             cols.setdefault(name, np.full(n, math.nan))[k] = value
 
 
-def _read_steps(texts: list[str], line_no: list[int], line_at: list[float]
-                ) -> tuple[StepTable[LogStep], np.ndarray, np.ndarray, int, int, np.ndarray]:
-    """The step lines read in bulk (see the module docstring): the steps in step order
-    (the first line of a repeated step kept), when each line was written, which lines
-    carry a loss, how many lines were unreadable and how many repeated a step, and the
-    lines kept (their positions among the step lines)."""
+def _put_group(idx: np.ndarray, keys: list[str], columns: list[np.ndarray],
+               number: np.ndarray, has_loss: np.ndarray, cols: dict[str, np.ndarray],
+               metrics: dict[str, np.ndarray]) -> None:
+    """A group read by ``_read_group`` into the columns (the first of a repeated key)."""
+    n = number.size
+    whole = columns[0]
+    if not np.array_equal(whole, np.floor(whole)) or (whole < 0).any():
+        raise ValueError("step numbers")
+    number[idx] = whole.astype(np.int64)
+    has_loss[idx] = "loss" in keys
+    seen: set[str] = set()
+    for key, col in zip(keys, columns[1:], strict=True):
+        if key in seen:
+            continue
+        seen.add(key)
+        name = _STEP_KEYS.get(key)
+        target = cols if name is not None else metrics
+        target.setdefault(name or key, np.full(n, math.nan))[idx] = col
+
+
+def _read_fields(texts: list[str]) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray],
+                                            dict[str, np.ndarray]]:
+    """Step numbers (-1: unreadable), which lines carry a loss, the step columns and the
+    metrics columns of the step lines' texts (after ``completed step:``), in their order:
+    lines with as many commas are read as a group when they have one shape."""
     n = len(texts)
-    has_loss = np.zeros(n, dtype=bool)
     number = np.full(n, -1, dtype=np.int64)
-    time_s = np.full(n, math.nan)
+    has_loss = np.zeros(n, dtype=bool)
     cols: dict[str, np.ndarray] = {}
     metrics: dict[str, np.ndarray] = {}
-    groups: dict[str, list[int]] = {}
-    for k, t in enumerate(texts):
-        groups.setdefault(t.translate(_NO_DIGITS), []).append(k)
-    for rows in groups.values():
-        texts_of = [texts[k] for k in rows]
-        got = _read_group(texts_of) if len(rows) > 1 else None
-        idx = np.asarray(rows, dtype=np.int64)
+    commas = np.fromiter((t.count(",") for t in texts), dtype=np.int64, count=n)
+    for c in np.unique(commas):
+        idx = np.flatnonzero(commas == c)
+        group = texts if idx.size == n else [texts[k] for k in idx]
+        got = _read_group(group) if idx.size > 1 else None
         if got is not None:
-            keys, numbers, columns = got
-            number[idx] = numbers
-            has_loss[idx] = "loss" in keys
-            seen: set[str] = set()
-            for key, col in zip(keys, columns, strict=True):
-                if key in seen:
-                    continue  # the first value of a repeated key counts, as one by one
-                seen.add(key)
-                name = _STEP_KEYS.get(key)
-                target = cols if name is not None else metrics
-                dest = target.setdefault(name or key, np.full(n, math.nan))
-                dest[idx] = col
-            continue
-        for k, text in zip(rows, texts_of, strict=True):
-            _read_one(k, text, number, has_loss, cols, metrics)
-    time_s = cols.pop("time_s", time_s)
+            try:
+                _put_group(idx, *got, number, has_loss, cols, metrics)
+                continue
+            except ValueError:
+                pass
+        for k in idx.tolist():
+            _read_one(k, texts[k], number, has_loss, cols, metrics)
+    return number, has_loss, cols, metrics
+
+
+_FIXED_HEAD = 21
+"""``I0312 09:15:50.253000``: an absl header's level, date and time, when it starts the
+line, at fixed places (read for all such lines at once, ``_fixed_header_times``)."""
+
+
+def _fixed_header_times(heads: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which heads start with an absl header whose time has microseconds (checked char by
+    char, at once, on their first ``_FIXED_HEAD`` characters), and its day number and
+    seconds."""
+    text = "".join(h[:_FIXED_HEAD].ljust(_FIXED_HEAD) for h in heads)
+    b = np.frombuffer(text.encode("latin-1", "replace"), dtype=np.uint8).reshape(
+        len(heads), _FIXED_HEAD)
+    d = b.astype(np.int32) - 48
+    digits = (d >= 0) & (d <= 9)
+    ok = (np.isin(b[:, 0], np.frombuffer(b"IWEF", dtype=np.uint8))
+          & digits[:, [1, 2, 3, 4, 6, 7, 9, 10, 12, 13, 15, 16, 17, 18, 19, 20]].all(axis=1)
+          & (b[:, 5] == 32) & (b[:, 8] == 58) & (b[:, 11] == 58) & (b[:, 14] == 46))
+    month = np.clip(d[:, 1] * 10 + d[:, 2], 1, 12)
+    day = ORDINAL_2000 + _DAYS_BEFORE_MONTH[month - 1] + d[:, 3] * 10 + d[:, 4]
+    micros = d[:, 15:21].astype(np.int64) @ (10 ** np.arange(5, -1, -1))
+    secs = ((d[:, 6] * 10 + d[:, 7]) * 3600 + (d[:, 9] * 10 + d[:, 10]) * 60
+            + d[:, 12] * 10 + d[:, 13]) + micros / 1e6
+    return ok, day, secs
+
+
+class _Clocks:
+    """The matched groups of heads that start with an absl header, made when asked for
+    (only an event timed by a step line's header asks)."""
+
+    def __init__(self, heads: list[str]) -> None:
+        self.heads = heads
+
+    def __getitem__(self, k: int) -> tuple[str, str, str]:
+        h = self.heads[k]
+        return h[1:3], h[3:5], h[6:_FIXED_HEAD]
+
+
+def _header_times(heads: list[str]) -> tuple[np.ndarray, np.ndarray,
+                                             Sequence[tuple[str, ...]] | _Clocks]:
+    """For each text before a step line's mark: whether it holds an absl header, its day
+    number and its seconds in the day (0 where none), and the matched groups (for the
+    clock; computed from the day and seconds for headers at the start of the line)."""
+    if heads:
+        ok, fday, fsecs = _fixed_header_times(heads)
+        # a fixed-place header must also be one by the pattern (thread id, source:line])
+        tails = "\n".join(h[_FIXED_HEAD:] for h in heads)
+        if ok.all() and len(_HEAD_TAILS.findall(tails)) == len(heads):
+            return ok, np.stack([fday, fsecs]), _Clocks(heads)
+    found = _HEAD.findall("\n".join(heads)) if heads else []
+    if len(found) != len(heads):  # cannot happen: one match per line
+        raise AssertionError("header matches do not line up with the step lines")
+    month = np.array([g[0] or "0" for g in found], dtype=np.int64)
+    has = month > 0
+    day = np.zeros(len(heads), dtype=np.int64)
+    secs = np.zeros(len(heads))
+    if has.any():
+        sub = [found[k] for k in np.flatnonzero(has)]
+        day[has] = (ORDINAL_2000 + _DAYS_BEFORE_MONTH[month[has] - 1]
+                    + np.array([g[1] for g in sub], dtype=np.int64))
+        secs[has] = (np.array([g[3] for g in sub], dtype=np.float64) * 3600.0
+                     + np.array([g[4] for g in sub], dtype=np.float64) * 60.0
+                     + np.array([g[5] for g in sub], dtype=np.float64))
+    return has, np.stack([day, secs]), found
+
+
+def _finish(r: _Reader) -> None:
+    """The collected step lines read in bulk into ``r.p``, and the events made with their
+    times (see ``_Reader``)."""
+    p = r.p
+    parts = [raw.partition(STEP_MARK) for raw in r.step_raw]
+    heads = [x[0] for x in parts]
+    texts = [x[2] for x in parts]
+    del parts
+    number, has_loss, cols, metrics = _read_fields(texts)
+    del texts
+    own, (sday, ssec), groups = _header_times(heads)
+    del heads
+    step_line = np.asarray(r.step_line_no, dtype=np.int64)
+    # every header, in line order: the step lines' and the others'
+    oline = np.asarray(r.header_line, dtype=np.int64)
+    lines = np.concatenate([step_line[own], oline])
+    days = np.concatenate([sday[own], np.asarray(r.header_day, dtype=np.int64)])
+    secs = np.concatenate([ssec[own], np.asarray(r.header_s, dtype=np.float64)])
+    order = np.argsort(lines, kind="stable")
+    lines, days, secs = lines[order], days[order], secs[order]
+    # a step line's time: its own header's, or for a bare one the next header's
+    line_at = np.full(step_line.size, math.nan)
+    if lines.size:
+        at = np.round((days - days[0]) * 86400.0 + (secs - secs[0]), 6)
+        nxt = np.searchsorted(lines, step_line, side="left")
+        line_at = np.where(nxt < lines.size, at[np.minimum(nxt, lines.size - 1)], math.nan)
+    p.events = _events(r, lines, days, secs, number, step_line, groups, own, oline)
+    steps, keep = _table(number, cols, metrics, step_line, p)
+    p.steps, p.line_at = steps, line_at[keep]
+    p.has_loss, p.own_time = has_loss[keep], own[keep]
+def _events(r: _Reader, lines: np.ndarray, days: np.ndarray, secs: np.ndarray,
+            number: np.ndarray, step_line: np.ndarray,
+            groups: Sequence[tuple[str, ...]] | _Clocks,
+            own: np.ndarray, oline: np.ndarray) -> list[LogEvent]:
+    """The pending events with their times (own header, or for checkpoint lines the last
+    header at or before them) and anchors (the last readable step line before them)."""
+    step_own = np.flatnonzero(own)
+    order = np.argsort(np.concatenate([step_line[own], oline]), kind="stable")
+    readable = np.where(number >= 0, np.arange(number.size), -1)
+    last_readable = np.maximum.accumulate(readable) if number.size else readable
+    out = []
+    for e in r.pending:
+        at = clock = None
+        if e.timed or e.own_header:
+            i = int(np.searchsorted(lines, e.line, side="right")) - 1
+            if i >= 0 and (e.timed or lines[i] == e.line):
+                at = round((int(days[i]) - int(days[0])) * 86400.0
+                           + (float(secs[i]) - float(secs[0])), 6)
+                o = int(order[i])
+                clock = (groups[step_own[o]][2] if o < step_own.size
+                         else r.header_clock[o - step_own.size])
+        fields = dict(e.fields)
+        if "anchor_step" not in fields:
+            k = int(np.searchsorted(step_line, e.line)) - 1
+            j = int(last_readable[k]) if k >= 0 else -1
+            fields["anchor_step"] = int(number[j]) if j >= 0 else None
+        out.append(LogEvent(e.kind, e.line, e.text, at_s=at, clock=clock, **fields))
+    return out
+
+
+def _table(number: np.ndarray, cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray],
+           step_line: np.ndarray, p: ParsedLog) -> tuple[StepTable[LogStep], np.ndarray]:
+    """The readable steps in step order, the first line of a repeated step kept (a log's
+    lines can come out of order), and their positions among the step lines; counts the
+    unreadable and repeated lines into ``p``."""
+    time_s = cols.pop("time_s", np.full(number.size, math.nan))
     readable = (number >= 0) & ~np.isnan(time_s)
-    unreadable = int(n - readable.sum())
+    p.unreadable_steps += int(number.size - readable.sum())
     keep = np.flatnonzero(readable)
-    # the first line of each step, in step order (a log's lines can come out of order)
     order = keep[np.argsort(number[keep], kind="stable")]
     first = np.ones(order.size, dtype=bool)
     first[1:] = number[order][1:] != number[order][:-1]
-    duplicates = int(order.size - first.sum())
+    p.duplicates = int(order.size - first.sum())
     order = order[first]
-    table_columns = {"step": number[order], "time_s": time_s[order],
-                     "line": np.asarray(line_no, dtype=np.int64)[order]}
-    table_columns.update({name: col[order] for name, col in cols.items()})
+    columns = {"step": number[order], "time_s": time_s[order], "line": step_line[order]}
+    columns.update({name: col[order] for name, col in cols.items()})
     maps = {"metrics": {key: col[order] for key, col in metrics.items()
                         if not np.isnan(col[order]).all()}}
-    table = StepTable(LogStep, order.size, table_columns, maps=maps)
-    return (table, np.asarray(line_at, dtype=np.float64)[order], has_loss[order], unreadable,
-            duplicates, order)
+    return StepTable(LogStep, order.size, columns, maps=maps), order
 
 
-def parse_lines(lines: Iterable[str], progress: Callable[[int], None] | None = None
-                ) -> ParsedLog:
+def parse_lines(lines: Iterable[str] | TextIO,
+                progress: Callable[[int], None] | None = None) -> ParsedLog:
     """Read the lines that matter; ignore the rest.
 
-    One pass, one line in memory at a time besides the step lines' text (read in bulk at
-    the end, ``_read_steps``). ``progress(chars)`` is called every ``PROGRESS_EVERY_LINES``
-    lines with the characters read since the last call."""
+    One pass; a file is read in blocks (``READ_BLOCK_CHARS``), any other iterable line by
+    line. Only the step lines' text is kept until the end (read in bulk, ``_finish``).
+    ``progress(chars)`` hears of the characters read, a block at a time (every
+    ``PROGRESS_EVERY_LINES`` lines for an iterable)."""
     r = _Reader()
-    chars = 0
-    n = 0
-    for n, raw in enumerate(_physical_lines(lines), start=1):
-        if progress is not None:
-            chars += len(raw) + 1
-            if n % PROGRESS_EVERY_LINES == 0:
-                progress(chars)
-                chars = 0
-        if STEP_MARK in raw:
-            r.step_line(raw, n)
-        else:
-            r.other_line(raw, n)
-    if progress is not None and chars:
-        progress(chars)
-    p = r.p
-    steps, line_at, has_loss, unreadable, duplicates, order = _read_steps(
-        r.step_lines, r.step_line_no, r.line_at_raw)
-    p.steps, p.line_at, p.has_loss = steps, line_at, has_loss
-    p.own_time = np.asarray(r.own_time, dtype=bool)[order]
-    p.unreadable_steps += unreadable
-    p.duplicates = duplicates
-    p.lines = n
-    return p
+    n = 1
+    if hasattr(lines, "read"):
+        for block in _file_lines(lines, progress):  # type: ignore[arg-type]
+            n = r.read(block, n)
+    else:
+        chars = 0
+        for raw in _physical_lines(lines):
+            n = r.read((raw,), n)
+            if progress is not None:
+                chars += len(raw) + 1
+                if n % PROGRESS_EVERY_LINES == 0:
+                    progress(chars)
+                    chars = 0
+        if progress is not None and chars:
+            progress(chars)
+    _finish(r)
+    r.p.lines = n - 1
+    return r.p
 
 
 def import_lines(lines: Iterable[str], source: str,
