@@ -544,10 +544,15 @@ def _finish(r: _Reader) -> None:
     """The collected step lines read in bulk into ``r.p``, and the events made with their
     times (see ``_Reader``)."""
     p = r.p
-    parts = [raw.partition(STEP_MARK) for raw in r.step_raw]
-    heads = [x[0] for x in parts]
-    texts = [x[2] for x in parts]
-    del parts
+    heads: list[str] = []
+    texts: list[str] = []
+    raws = r.step_raw
+    for lo in range(0, len(raws), READ_CHUNK_LINES):  # the raw lines go as they are split
+        parts = [raw.partition(STEP_MARK) for raw in raws[lo:lo + READ_CHUNK_LINES]]
+        heads += [x[0] for x in parts]
+        texts += [x[2] for x in parts]
+        raws[lo:lo + READ_CHUNK_LINES] = [""] * len(parts)
+    r.step_raw = []
     number, has_loss, cols, metrics = _read_fields(texts)
     del texts
     own, (sday, ssec), groups = _header_times(heads)
