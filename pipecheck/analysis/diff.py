@@ -20,7 +20,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import maxtext, stats
+from pipecheck import stats
+from pipecheck.analysis import maxtext
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -30,7 +31,7 @@ from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunS
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
-from pipecheck.report.format import ms, p_value
+from pipecheck.units import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 

@@ -24,7 +24,7 @@ from pipecheck.records.kinds import (
     INPUT_BOUND,
     LATENCY_BOUND,
 )
-from pipecheck.report.format import ms, short_location
+from pipecheck.units import ms, short_location
 
 
 def user_sync_share(sites: Sequence[SyncSite], n_steps: int, real_median_s: float) -> float:

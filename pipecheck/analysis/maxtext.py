@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, intervals, stats
+from pipecheck import stats
+from pipecheck.analysis import anomalies, intervals
 from pipecheck.errors import LogFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution

@@ -18,7 +18,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, stats
+from pipecheck import stats
+from pipecheck.analysis import anomalies
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
 
 STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")

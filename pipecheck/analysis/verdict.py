@@ -31,7 +31,7 @@ from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is reco
     VERDICTS,
     VerdictKind,
 )
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 
 FORCED_SYNC_MARGIN = 0.20
 """R's lower bound must exceed the slower of T and D (upper bounds) by 20% to call forced-sync."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.config import RunConfig

@@ -34,9 +34,9 @@ from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
-from pipecheck.report.format import ms
 from pipecheck.step_types import Batch, InputPipeline
 from pipecheck.tuned_config import usable_cores
+from pipecheck.units import ms
 
 DEFAULT_BATCHES = 30
 """Batches timed per loader setting (more with many workers, see ``batches_for``)."""

@@ -12,7 +12,7 @@ import itertools
 import time
 from typing import Callable, Sequence
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.steady_state import steady_state, with_anomalies
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher

@@ -13,7 +13,8 @@ from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.report.anomalies import anomalies_text
-from pipecheck.report.format import findings_text, ms, warnings_text
+from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.units import ms
 
 
 def _ci(e: Estimate | None) -> str:

@@ -11,7 +11,8 @@ from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_
 from pipecheck.measure.dataloader import slowest_stage
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
-from pipecheck.report.format import findings_text, ms, rate, warnings_text
+from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.units import ms, rate
 
 MAX_STAGE_NAME = 60
 

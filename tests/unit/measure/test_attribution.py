@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import pytest
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.steady_state import steady_state, step_anomalies
 from pipecheck.measure.loop import StepHook, run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder

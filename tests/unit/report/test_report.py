@@ -1,5 +1,5 @@
-from pipecheck.report.format import ms, nbytes, p_value, rate
 from pipecheck.report.synthetic import format_synthetic
+from pipecheck.units import ms, nbytes, p_value, rate
 from tests.unit.records.test_store import make_result
 
 EXPECTED = """\

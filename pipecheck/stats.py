@@ -1,4 +1,4 @@
-"""Pure statistics over raw samples.
+"""Pure statistics over raw samples (order statistics, bootstrap intervals, rank test).
 
 Everything here is a function of its inputs: no clocks, no globals. The
 headline of a distribution is its median; a single stalled sample must not
