@@ -27,6 +27,7 @@ from pipecheck.analysis.tuner import (
     tune_grain,
 )
 from pipecheck.config import RunConfig
+from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
 from pipecheck.measure.resources import default_ram_budget_mb
@@ -34,7 +35,7 @@ from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
-from pipecheck.step_types import Batch, InputPipeline
+from pipecheck.step_types import Batch
 from pipecheck.tuned_config import usable_cores
 from pipecheck.units import ms
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
@@ -30,6 +30,12 @@ class Stage(Record):
     """Processing time per element produced by this stage."""
     n: int
     """Elements this stage produced (examples or batches)."""
+
+
+def slowest_stage(stages: Sequence[Stage]) -> Stage | None:
+    """The stage the pipeline waits on most (highest wait ratio)."""
+    timed = [s for s in stages if s.n > 0]
+    return max(timed, key=lambda s: s.wait_ratio) if timed else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,9 +8,8 @@ from typing import Sequence
 from tabulate import tabulate
 
 from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
-from pipecheck.measure.dataloader import slowest_stage
 from pipecheck.records.common import Finding
-from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.units import ms, rate
 
