@@ -147,7 +147,7 @@ def loader_findings(settings: Sequence[LoaderSetting], chosen: LoaderSetting,
 
 def loader_time(setting: LoaderSetting) -> float:
     """D at a setting (seconds per steady batch), as stored with it."""
-    return setting.loader_time.value if setting.loader_time is not None else float("nan")
+    return setting.loader_time.value
 
 
 def _knobs(setting: LoaderSetting) -> str:

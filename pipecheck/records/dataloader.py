@@ -105,14 +105,13 @@ class LoaderSetting(Record):
     stages_complete: bool = True
     """False when the workers' stage reports did not cover every batch in time."""
     warnings: tuple[str, ...] = ()
-    loader_time: Estimate | None = None
+    loader_time: Estimate = dataclasses.field(kw_only=True)
     """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
-    with its interval: the loader time the verdict uses. None in files written before it
-    was stored (compare then computes it from ``batch_time``)."""
+    with its interval: the loader time the verdict uses."""
     per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
     """MultiprocessingOptions.per_worker_buffer_size."""
     prefetch: int = 0
-    """ReadOptions.prefetch_buffer_size (0 in older records: ``default_prefetch(threads)``)."""
+    """ReadOptions.prefetch_buffer_size (0: ``default_prefetch(threads)``)."""
     resources: Resources | None = None
 
     @property
@@ -144,6 +143,6 @@ class DataloaderResult(Record):
     limit_findings: tuple[Finding, ...] = ()
     """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
     then memory), judged when measured against the cores this process may use and
-    ``ram_budget_mb``. Empty in files written before it was stored."""
+    ``ram_budget_mb``."""
     format_version: int = FORMAT_VERSION
     kind: str = KIND

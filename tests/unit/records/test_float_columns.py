@@ -69,7 +69,8 @@ def compare() -> CompareResult:
         chosen_workers=2, chosen_threads=1, loader_step_s=0.025, real_step_s=0.052,
         real=Distribution.of([0.052, 0.053, 0.051]), verdict="compute-bound",
         verdict_reason="T is the step", findings=(), recommendation="nothing to do",
-        tuning=Tuning(True, "latency-bound", 0.05, "met", 0.9, 1), host_spans={"sync": 0.05},
+        tuning=Tuning(True, "latency-bound", 0.05, "met", 0.9, 1, "met",
+                      loader_setting().settings), host_spans={"sync": 0.05},
         compile=CompileInfo(1.0, 0.9, 1), sources={"target": "measured"}, steps=STEPS,
         estimates=Estimates(est, loader_setting().loader_time, est))  # type: ignore[arg-type]
 

@@ -35,7 +35,7 @@ def make_compare():
         recommendation="use 4 Grain workers",
         tuning=Tuning(meets_target=True, scaling="latency-bound", target_s=0.040,
                       stop_reason="4 workers meet the target with headroom", headroom=0.9,
-                      settings_tried=4, stop="met"),
+                      settings_tried=4, stop="met", chosen=loader[2].settings),
         host_spans={"data_wait": 0.001, "sync": 0.039, "other": 0.001},
         compile=CompileInfo(1.0, 0.9, 1), sources={"target": "measured", "loader": "measured",
                                                    "real": "measured"},
