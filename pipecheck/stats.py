@@ -32,9 +32,9 @@ BOOTSTRAP_SEED = 0
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """Order statistics of a set of raw samples (seconds or any unit): the one type that
-    holds them. Records store it under the names ``named`` gives (``median_s``, ...), and
-    ``records.common.Distribution`` derives it from the raw samples it keeps."""
+    """Order statistics of a set of raw samples (seconds or any unit). Records store it
+    under the names ``named`` gives (``median_s``, ...), and ``records.common.Distribution``
+    derives it from the raw samples it keeps."""
 
     median: float
     mean: float

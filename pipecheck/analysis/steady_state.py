@@ -1,4 +1,4 @@
-"""What counts as the steady state: the one warm-up rule for steps and for loader batches.
+"""What counts as the steady state: the warm-up rule for steps and for loader batches.
 
 A step is kept out of the steady state when it is the first (trace and compile), or it
 carries a tag for work that does not happen every step (compile, checkpoint, eval, gc),

@@ -172,7 +172,7 @@ class TagSharedMemory:
 
 def tag_shared_memory_names(tag: str) -> None:
     """Make ``multiprocessing.shared_memory`` name new segments ``/psm_<tag><hex>`` in this
-    process (its private name generator, the one place pipecheck touches it; a Python
+    process (through its private name generator; a Python
     without it keeps its own names and nothing is reclaimed)."""
     if not hasattr(shared_memory, "_make_filename"):  # pragma: no cover - Python changed
         return

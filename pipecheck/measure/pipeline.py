@@ -193,7 +193,7 @@ def release(iterators: list[Any], before: set[int], failed: bool,
 
 
 def stall_error(label: str, timeout_s: float | None, arrived: int) -> PipelineStallError:
-    """The one message for a pipeline that stopped producing (``arrived`` batches came)."""
+    """The error for a pipeline that stopped producing (``arrived`` batches came)."""
     what = "the first batch" if arrived <= 0 else f"batch {arrived + 1} (after {arrived} arrived)"
     return PipelineStallError(
         f"the input pipeline ({label}) produced no batch for {timeout_s or 0:g} s while "

@@ -91,7 +91,8 @@ class Resources(Record):
 
 @dataclasses.dataclass(frozen=True)
 class LoaderSetting(Record):
-    """The pipeline measured with one (workers, threads) setting."""
+    """The pipeline measured at one setting of Grain's four knobs (workers, threads,
+    per-worker buffer, read prefetch)."""
 
     workers: int
     threads: int

@@ -2,7 +2,7 @@
 
 ``StepTable`` holds the steps of a run (``StepRecord`` or ``LogStep`` rows, any frozen
 dataclass that sets ``COLUMNAR = True``) as one array per field and behaves like the
-tuple of rows it replaces: ``len``, indexing, slicing and iteration yield row objects,
+tuple of those rows: ``len``, indexing, slicing and iteration yield row objects,
 built on demand, and it compares equal to a tuple of the same rows. Code that works on
 whole runs reads the arrays instead (``column``, ``tag_mask``).
 

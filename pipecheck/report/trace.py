@@ -264,8 +264,8 @@ def write_recorder_trace(
     force: bool = False,
     steps: Iterable[StepRecord] | None = None,
 ) -> None:
-    """The one call a command needs for ``--trace PATH`` (``steps``: the record's steps, for
-    their tags)."""
+    """Write the recorder's Chrome trace for ``--trace PATH`` (``steps``: the record's
+    steps, for their tags)."""
     write_trace(path, chrome_trace(timeline_of(recorder, compile_events, steps), process_name),
                 force)
 
