@@ -41,8 +41,8 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "stats": frozenset({"progress"}),
     "config": frozenset({"errors"}),
     "records": frozenset({"errors", "stats"}),
-    # Where batches come from (sources, tokenizer, the Grain pipeline for a setting) and
-    # the user's code, one line per error.
+    # Where batches come from (sources, tokenizer, the Grain pipeline for a setting); the
+    # user's entry points run with their errors as one line.
     "data": frozenset({"errors", "records"}),
     "user_code": frozenset({"errors", "step_types", "units"}),
     # Pure functions of what was measured. analysis/maxtext.py's file reading and
@@ -289,3 +289,7 @@ def test_the_checks_see_what_they_check() -> None:
     imports = [n for n in ast.walk(fn) if isinstance(n, ast.Import)]
     assert [m for n in imports for m in _imported(n)] == ["os"]
     assert "os" not in LAZY_LIBRARIES
+
+
+if __name__ == "__main__":  # the drawing for docs/architecture.md, after a change of the table
+    print(drawing(ALLOWED_IMPORTS))
