@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 
 FALSE_ALARM_RATE = 1e-3
 """Bound on the chance that one test reports a change in values that have none."""

@@ -44,7 +44,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, intervals, level_shift, stats
+from pipecheck import stats
+from pipecheck.analysis import anomalies, intervals, level_shift
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import (
     Anomaly,

@@ -57,11 +57,11 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.env import collect_env
 from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
-from pipecheck.report.format import short_location
 from pipecheck.report.hosts import format_hosts
 from pipecheck.report.monitor import format_monitor
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.step_types import PyTree
+from pipecheck.units import short_location
 
 P = ParamSpec("P")
 R = TypeVar("R")
