@@ -15,6 +15,10 @@ wall time and peak RSS:
 - ``pipecheck diff A.log B.log --json D.json`` (both logs parsed, every row bootstrapped)
 - ``pipecheck plot A.json -o A.png``
 
+and, side by side in the same run, a plain regex pass (``REGEX_BASELINE`` searched in every
+line, the file read line by line) over A, and over A and B: ``import`` and ``diff`` are
+printed as ratios to it (the bar: at most 3x).
+
 Times are wall and CPU (user + system) of the command itself, start-up excluded. On the
 shared 2-core machine the wall time depends on what else runs, so the growth from 100k to
 1M steps (at most linear means a ratio of at most 10) is given on the CPU time, which
