@@ -64,6 +64,9 @@ EXAMPLES = {
         "diff.md", ("diff", "tests/data/real/maxtext_v6e_linen.log",
                     "tests/data/real/maxtext_v6e_nnx.log"),
         deterministic=True, show_command=False),
+    "import-real-gpu": Example(
+        "diff.md", ("import", "tests/data/real/maxtext_gpu_llama2_nsys_a.log"),
+        deterministic=True, show_command=False),
     "import-maxtext": Example(
         "diff.md", ("import", "tests/data/maxtext_a.log"), deterministic=True,
         show_command=False),

@@ -113,6 +113,14 @@ def _gb(v: float | None) -> str:
     return "-" if v is None else f"{v:g} GB"
 
 
+CHECKPOINT_EVENT_KINDS = frozenset({
+    "checkpoint_save", "checkpoint_saved", "checkpoint_async_start", "checkpoint_wait_previous",
+    "checkpoint_wait_step", "async_save_blocking", "async_save_started", "async_save_done",
+    "sync_save_start", "sync_save_end"})
+"""The events the import report counts as checkpoint events (eval, profiler and restart
+lines are events too)."""
+
+
 def _first_step(run: ImportedRun) -> str:
     first = run.anomalies[0] if run.anomalies else None
     if first is not None and first.step == run.steps[0].step and first.cause == "compilation":
@@ -164,7 +172,7 @@ def format_imported(run: ImportedRun) -> str:
         ["memory in use (device, max)", f"{_gb(mem.device_in_use_gb)} / "
                                         f"{_gb(mem.device_limit_gb)}"
          if mem.device_in_use_gb is not None else "-"],
-        ["checkpoint events", len(run.events)],
+        ["checkpoint events", sum(e.kind in CHECKPOINT_EVENT_KINDS for e in run.events)],
         ["jax / jaxlib", f"{run.env.get('jax', '-')} / {run.env.get('jaxlib', '-')}"],
         ["backend", run.env.get("backend", "-")],
     ]
