@@ -552,20 +552,20 @@ LEVEL_CHANGING_FAMILIES = ("profiler", "restore", "restart")
 """Activities after which the steady state may settle at a new level."""
 
 
-def shift_candidates(steps: StepTable[LogStep], events: Sequence[LogEvent]) -> list[int]:
+def shift_candidates(steps: StepTable[LogStep], events: Sequence[LogEvent],
+                     lag: int = LOG_LAG_STEPS) -> list[int]:
     """The steps where the log says the level may change: the first step after each
-    profiler window, restore or restart (by line order, with the log's lag)."""
+    profiler window, restore or restart (by line order, with the log's ``lag``)."""
     numbers = steps.column("step")
-    lag = LOG_LAG_STEPS
     rows = [_row_after(numbers, a.last.anchor_step) + lag + 1 for a in activities(events)
             if a.family in LEVEL_CHANGING_FAMILIES]
     return [int(numbers[r]) for r in rows if 0 <= r < numbers.size]
 
 
 def _level_shifts(steps: StepTable[LogStep], steady: np.ndarray,
-                  events: Sequence[LogEvent]) -> tuple[LevelShift, ...]:
+                  events: Sequence[LogEvent], lag: int) -> tuple[LevelShift, ...]:
     numbers = steps.column("step")[steady]
-    at = np.searchsorted(numbers, shift_candidates(steps, events))
+    at = np.searchsorted(numbers, shift_candidates(steps, events, lag))
     found = level_shift.changes(steps.column("time_s")[steady], at.tolist())
     return tuple(LevelShift(int(numbers[c.index]), c.before_median, c.after_median, c.p_value)
                  for c in found)
@@ -585,7 +585,9 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
     is_steady[rows] = False
     step_time = Distribution.of(times[is_steady])
     warnings = stats.quality_warnings(step_time.summary)
-    shifts = _level_shifts(steps, is_steady, p.events)
+    lag = log_lag(numbers, times, p.line_at, own) if p.line_at.size == len(steps) \
+        else LOG_LAG_STEPS
+    shifts = _level_shifts(steps, is_steady, p.events, lag)
     warnings += [f"the steady state changed level at step {s.step}: median "
                  f"{s.before_median_s:.4g} s before, {s.after_median_s:.4g} s from it on"
                  for s in shifts]

@@ -119,3 +119,18 @@ def test_a_nan_loss_is_reported_from_its_first_step_and_is_the_final_loss():
     run = import_log(REAL / "maxtext_tpu_gemma_nan.log")
     assert any(w.startswith("loss is nan from step 9 on (4 step(s)") and
                "the last finite loss was 11.94 at step 8" in w for w in run.warnings)
+
+
+def test_the_lag_of_each_log_is_told_from_its_timestamps():
+    from pipecheck.analysis.maxtext import log_lag
+    from pipecheck.logs.maxtext import parse_lines
+
+    def lag(name: str) -> int:
+        with open(REAL / name) as f:
+            p = parse_lines(f)
+        return log_lag(p.steps.column("step"), p.steps.column("time_s"), p.line_at,
+                       p.own_time)
+
+    assert lag("maxtext_v6e_linen.log") == 1  # MaxText's metric logger: one step late
+    assert lag("maxtext_tpu_dpo_qwen3.log") == 0  # Tunix's trainer: at once
+    assert lag("maxtext_gpu_llama2_nsys_a.log") == 1  # bare lines: MaxText's default
