@@ -12,7 +12,8 @@ alone cannot tell a burst pattern from two unrelated stalls in a short run (two 
 steps is 22%), so the far steps of one direction are grouped into levels (sorted, a gap of
 ``LEVEL_GAP`` times starts a new level): a burst pattern repeats at one level, while a step
 with no other far step within ``LEVEL_GAP`` of it (a 126x checkpoint stall next to a 7x
-one) is isolated and always an anomaly, whatever the share. A step at most
+one) is isolated, and an anomaly whatever the share when it lies ``ISOLATED_RATIO`` or more
+from the median (a 2x blip of a loaded machine in a six-step run is not). A step at most
 ``FAST_STEP_RATIO`` of the median right after a flagged slow step (or in the run of
 below-median steps after it) was charged less than its share and is flagged with it, even
 where the spread hides it from the z-score. Median and MAD are of the steps themselves, so
@@ -67,6 +68,11 @@ LEVEL_GAP = 2.0
 """Far steps of one direction whose times differ by less than this factor are one level
 (a burst pattern's slow steps vary by tens of percent, not 2x); a far step with no other
 within this factor is isolated."""
+
+ISOLATED_RATIO = 4.0
+"""An isolated step is an anomaly whatever the share only this far from the median (4x
+slower, or a quarter of the time): beyond what a busy shared machine's jitter does to a
+short run (steps stretched 2-3x), and short of the 5x no steady state may hold."""
 
 COMPILE_CAUSE_SHARE = 0.5
 """Compilation is the cause when JAX compiled for at least this share of the time the step
@@ -134,9 +140,10 @@ def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], floa
         beyond = 0.6745 * np.abs(arr - med) / mad > ROBUST_Z
         slow &= beyond
         fast &= beyond
-    for side in (slow, fast):
+    for side, far_enough in ((slow, ratio >= ISOLATED_RATIO),
+                             (fast, ratio <= 1.0 / ISOLATED_RATIO)):
         if side.sum() > MAX_FLAGGED_SHARE * arr.size:
-            side &= isolated(arr, side)
+            side &= isolated(arr, side) & far_enough
     fast |= after_slow(ratio, slow)
     far = slow | fast
     flags = [Flag(int(i), bool(slow[i]), float(ratio[i])) for i in np.flatnonzero(far)]

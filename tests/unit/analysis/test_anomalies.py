@@ -211,3 +211,10 @@ def test_the_run_of_below_median_steps_after_a_compile_step_is_an_attribution_sh
     assert [a.step for a in found] == [0, 2]
     assert found[1].cause == "attribution shift"
     assert found[1].evidence.startswith("fast in the run of fast steps after slow step 0:")
+
+
+def test_a_blip_of_a_loaded_machine_in_a_short_run_is_not_isolated_enough():
+    # four steady steps, one 2.5x on a busy machine: over the share, and below
+    # ISOLATED_RATIO, so the run keeps it (a 4x one would not be kept)
+    assert flag_outliers([0.10, 0.25, 0.10, 0.11])[0] == []
+    assert [f.index for f in flag_outliers([0.10, 0.45, 0.10, 0.11])[0]] == [1]
