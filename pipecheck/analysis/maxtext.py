@@ -418,8 +418,12 @@ def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool
     and the first step after each restart or restore the log shows later on."""
     out: dict[int, tuple[str, str]] = {}
     if numbers.size and (start_seen or int(numbers[0]) <= 1):
+        dumps = [e for e in events if e.kind == "hlo_dump" and e.anchor_step is None]
+        dumping = (f"; the run dumps HLO while compiling (line {dumps[0].line}: "
+                   f"{dumps[0].text})" if dumps else "")
         out[0] = (CAUSE_COMPILATION,
-                  "first step logged: it includes tracing and compiling the train step")
+                  "first step logged: it includes tracing and compiling the train step"
+                  + dumping)
     for e in events:
         if ACTIVITY_FAMILIES.get(e.kind, ("", ""))[0] in ("restore", "restart") \
                 and e.anchor_step is not None:

@@ -102,11 +102,12 @@ _ACTIVITY = (
     ("restore_end", re.compile(r"Finished restoring checkpoint|Restored checkpoint")),
     ("restart", re.compile(r"Slice down event detected|Elastic attempt \d+|"
                            r"[Pp]reemption (?:signal|notice) received|received preemption")),
+    ("hlo_dump", re.compile(r"HloModule dump enabled[^\n]*")),
 )
 _ACTIVITY_HINT = re.compile(
     r"evaluation|eval |Completed eval|profil|Capture range|nsys-rep|qdstrm|\[sync\]|"
     r"Saving item|synchronous save|saving checkpoint|[Rr]estor|Slice down|Elastic attempt|"
-    r"reemption")
+    r"reemption|HloModule dump")
 """A cheap test a line must pass before the ``_ACTIVITY`` patterns are tried."""
 
 _STEP_KEYS = {

@@ -108,6 +108,10 @@ def test_the_real_linen_and_nnx_diff_compares_steady_medians_not_the_pages_means
 
 def test_the_gpu_log_finds_the_level_after_the_capture_and_says_so():
     run = import_log(REAL / "maxtext_gpu_llama2_nsys_a.log")
+    # its compile step names the HLO dump XLA_FLAGS turned on
+    assert run.anomalies[0].evidence.endswith(
+        "the run dumps HLO while compiling (line 157: HloModule dump enabled with path "
+        "prefix: , suffix: before_optimizations)")
     assert any("changed level at step 9: median 3.587 s before, 4.221 s" in w
                for w in run.warnings)
     steady = run.steady_steps
