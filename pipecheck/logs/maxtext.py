@@ -12,10 +12,11 @@ time it was written by, not after). Other events (eval, profiler windows, synchr
 saves, restores, restarts) are timed only by their own header; without one they are
 placed by line order.
 
-Step lines are collected in the pass and read in bulk afterwards (``_read_steps``): lines
-of one shape (the same keys in the same order, told apart by the line with its digits
-removed) are matched by one regular expression over their joined text and their numbers
-converted by numpy, so a million-step log costs a few passes in C, not a million dicts.
+Step lines are collected in the pass and read in bulk afterwards (``_finish``): lines of
+one shape (as many commas, the same keys in the same order) have their ``, key:`` pieces
+replaced by blanks in their joined text and numpy reads the numbers; absl headers at the
+start of a line are read at fixed places for all lines at once; so a million-step log
+costs a few passes in C, not a million dicts.
 A step line without a readable ``seconds:`` is skipped and counted (``unreadable_steps``),
 as is a ``completed profiler activation/deactivation step`` line (MaxText hides those
 steps' times; the step is kept as a profiler event instead).
@@ -48,7 +49,6 @@ GLOG_HEADER = re.compile(
     r"(?P<s>\d{2}(?:\.\d+)?))\s+(?P<thread>\d+)\s+[^\s:\]]+:\d+\]\s?")
 STEP_MARK = "completed step:"
 PROFILER_STEP_MARK = "completed profiler activation/deactivation step:"
-_STEP = re.compile(r"completed step:\s*(\d+)\s*,(.*)")
 _PARAMS = re.compile(rf"number parameters:\s*({_NUM})\s*billion")
 _JAX = re.compile(r"System Information: Jax Version:\s*(\S+)")
 _JAXLIB = re.compile(r"System Information: Jaxlib Version:\s*(\S+)")
@@ -117,9 +117,6 @@ _STEP_KEYS = {
     "loss": "loss",
 }
 
-_NO_DIGITS = str.maketrans("", "", "0123456789.")
-"""Deleting these from a step line leaves its shape: lines of one shape have the same keys
-in the same order."""
 
 PROGRESS_EVERY_LINES = 20000
 """Lines read between two progress updates: often enough for a smooth bar, rare enough to
