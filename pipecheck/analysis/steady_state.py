@@ -20,6 +20,7 @@ import numpy as np
 
 from pipecheck.analysis import anomalies, stats
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
+from pipecheck.records.steps import StepTable
 
 STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
 """Steps carrying any of these tags are reported apart from the steady state."""
@@ -51,7 +52,9 @@ def with_anomalies(
 ) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
     """The steps of a measured run with their anomaly tags, and the anomalies."""
     found = step_anomalies(steps, compiles)
-    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
+    tagged = anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)
+    # a StepTable stays one (a Monitor's window of steps is never turned into objects)
+    return (tagged if isinstance(tagged, StepTable) else tuple(tagged)), tuple(found)
 
 
 def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:
