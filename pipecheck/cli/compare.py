@@ -19,7 +19,10 @@ from pipecheck.cli.options import (
     wrote_trace,
 )
 from pipecheck.measure.distributed import DistributedOptions
+from pipecheck.records import store
+from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
+from pipecheck.report.monitor import ended_early
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.tuned_config import save_config
 
@@ -125,6 +128,8 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
         run = compare_mod.compare_run(cfg, opts, progress=progress)
+    if real_file and (session is None or session.is_reporter):
+        _say_if_ended_early(real_file)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=(run.result.chosen_workers, run.result.chosen_threads))
     chosen = run.result.tuning.chosen
@@ -139,3 +144,11 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
+
+
+def _say_if_ended_early(real_file: str) -> None:
+    """A Monitor run that did not finish: say so first (at which step, and why)."""
+    real = store.load(real_file, expect=MonitorResult)
+    early = ended_early(real.incomplete, real.total_steps, real_file)
+    if early:
+        click.echo(early)

@@ -85,6 +85,9 @@ P = ParamSpec("P")
 R = TypeVar("R")
 B = TypeVar("B")
 
+RUNNING_MESSAGE = "written while the run was going; it ended before its next write or goes on"
+"""What a periodic write says of the run (a process killed by SIGKILL leaves this file)."""
+
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
 
@@ -368,14 +371,15 @@ class Monitor:
                     rec._depth = depth
                     rec._spans.append((self._ids[2], t0, t1, depth))
             rec.mark(value)
+            saver = self._saver
+            if saver is not None:
+                now = clock()
+                if now >= saver.next_at:
+                    saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE,
+                                                          self._at)), now)
         self._pending = loss
         self._has_pending = True
         self.step_index += 1
-        saver = self._saver
-        if saver is not None:
-            now = clock()
-            if now >= saver.next_at:
-                saver.submit(self._capture(), now)
         return out
 
     def span(self, name: str) -> contextlib.AbstractContextManager[None]:

@@ -128,6 +128,10 @@ class PeriodicWriter(Generic[S]):
             self._warn(f"pipecheck: could not write the run's record to {self.path} ({e}); "
                        "the run goes on, the next write tries again")
             return False
+        except Exception as e:  # noqa: BLE001 - a bug here must not end the user's run
+            self._warn(f"pipecheck: could not build the run's record for {self.path} "
+                       f"({type(e).__name__}: {e}); the run goes on")
+            return False
         finally:
             self.write_s += time.perf_counter() - t0
         self.writes += 1
