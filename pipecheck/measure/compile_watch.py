@@ -163,7 +163,9 @@ class CompileWatcher:
         self.events: list[CompileEvent] = []
         self.other_events: list[CompileEvent] = []
         self.explanations: list[str] = []
-        self._compiles = 0
+        self.compiles = 0
+        """Backend compilations of the watched function so far (a counter: a loop reads it
+        every step)."""
         self._handler = _ExplainHandler(self)
         self._saved_explain: bool | None = None
         self._saved_propagate = True
@@ -198,7 +200,7 @@ class CompileWatcher:
         if _matches(fun_name, self.name):
             self.events.append(ev)
             if event == BACKEND_COMPILE_EVENT:
-                self._compiles += 1
+                self.compiles += 1
         else:
             self.other_events.append(ev)
 
@@ -207,12 +209,6 @@ class CompileWatcher:
             return
         if f"for {self.name} defined at" in message or f" {self.name} id=" in message:
             self.explanations.append(message)
-
-    @property
-    def compiles(self) -> int:
-        """Backend compilations of the watched function so far (a counter: a loop reads it
-        every step)."""
-        return self._compiles
 
     @property
     def compile_s(self) -> float:

@@ -38,6 +38,7 @@ import atexit
 import contextlib
 import dataclasses
 import json
+import math
 import signal
 import sys
 import time
@@ -61,7 +62,15 @@ from pipecheck.measure.run_saver import (
     SignalChain,
     remove_stale_temporaries,
 )
-from pipecheck.measure.spans import STEP_WINDOW, GcSpans, Snapshot, SpanRecorder, capturing
+from pipecheck.measure.spans import (
+    FOLD_STEPS,
+    STEP_WINDOW,
+    GcSpans,
+    Snapshot,
+    SpanRecorder,
+    capturing,
+    profiler,
+)
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
 from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
@@ -264,7 +273,9 @@ class Monitor:
         self._result: MonitorResult | None = None
         self._pending: PyTree = None
         self._has_pending = False
-        self._ids = tuple(self.recorder.name_id(n) for n in ("data_wait", "dispatch", "sync"))
+        self._data_wait_id, self._dispatch_id, self._sync_id = (
+            self.recorder.name_id(n) for n in ("data_wait", "dispatch", "sync"))
+        self._profiling: Callable[[], bool] | None = None
         self._at = 0
         """The step the loop is at: the last one dispatched (or being dispatched)."""
         self.step_index = 0
@@ -291,11 +302,15 @@ class Monitor:
             self._locator = locator
         if self._save_to is not None:
             self._start_saving(self._save_to)
+        self._profiling = self._annotations()
         self.recorder.start()
 
-    def _capturing(self) -> bool:
-        """Whether spans must also be profiler annotations now."""
-        return self._annotate and capturing()
+    def _annotations(self) -> Callable[[], bool] | None:
+        """What tells whether spans must also be profiler annotations now (None: never)."""
+        if not self._annotate:
+            return None
+        prof = profiler()
+        return prof.enabled if prof is not None else capturing
 
     def batches(self, iterable: Iterable[B]) -> Iterator[B]:
         """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
@@ -303,10 +318,11 @@ class Monitor:
         it = iter(iterable)
         rec = self.recorder
         clock = self.clock
-        data_wait = self._ids[0]
+        data_wait = self._data_wait_id
         log = rec._spans.append
+        enabled = self._profiling
         while True:
-            if self._capturing():
+            if enabled is not None and enabled():
                 with rec.span("data_wait"):
                     try:
                         batch = next(it)
@@ -335,15 +351,18 @@ class Monitor:
         rec = self.recorder
         clock = self.clock
         watcher = self._watcher
-        if watcher is not None and watcher.name is None:
-            watcher.name = _function_name(fn)
-        before = watcher.compiles if watcher is not None else 0
+        before = 0
+        if watcher is not None:
+            if watcher.name is None:
+                watcher.name = _function_name(fn)
+            before = watcher.compiles
         self._at = self.step_index
-        capture = self._capturing()
+        enabled = self._profiling
+        capture = enabled is not None and enabled()
         if capture:
             with rec.span("dispatch", step_num=self.step_index):
                 out = fn(*args, **kwargs)
-        else:
+        else:  # the span, inline
             depth = rec._depth
             rec._depth = depth + 1
             t0 = clock()
@@ -352,7 +371,7 @@ class Monitor:
             finally:
                 t1 = clock()
                 rec._depth = depth
-                rec._spans.append((self._ids[1], t0, t1, depth))
+                rec._spans.append((self._dispatch_id, t0, t1, depth))
         if watcher is not None and watcher.compiles != before:
             rec.tag("compile")
         loss = self._loss(out)
@@ -369,8 +388,11 @@ class Monitor:
                 finally:
                     t1 = clock()
                     rec._depth = depth
-                    rec._spans.append((self._ids[2], t0, t1, depth))
-            rec.mark(value)
+                    rec._spans.append((self._sync_id, t0, t1, depth))
+            marks = rec._marks  # rec.mark(value), inline
+            marks.append((clock(), math.nan if value is None else value, len(rec._spans)))
+            if len(marks) >= FOLD_STEPS:
+                rec.fold()
             saver = self._saver
             if saver is not None:
                 now = clock()
