@@ -674,7 +674,9 @@ class ChunkEncoder:
         self._cache: dict[tuple[str, int], tuple[bytes, bytes]] = {}
         self._used: dict[tuple[str, int], tuple[bytes, bytes]] = {}
         self.compressed_bytes = 0
-        """Bytes compressed so far (what caching saves shows against the arrays' sizes)."""
+        """Bytes compressed so far."""
+        self.column_bytes = 0
+        """Bytes of the columns encoded so far (compressed now or reused)."""
 
     def table_json(self, table: StepTable[Any]) -> dict[str, Any]:
         """``table.to_json()``, with the cache."""
@@ -695,6 +697,7 @@ class ChunkEncoder:
         arr = np.ascontiguousarray(a)
         raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
         size = arr.dtype.itemsize
+        self.column_bytes += len(raw)
         body = []
         for chunk, start, stop in pieces:
             data = raw[start * size:stop * size]
