@@ -19,6 +19,8 @@ from pipecheck.records.base import FORMAT_VERSION
 from pipecheck.records.monitor import MonitorResult
 from tests.conftest import REPO
 
+from .doc_examples import skeleton_problems
+
 LOOP = REPO / "tests" / "data" / "durable_loop.py"
 STEPS = 80
 EVERY_S = 0.05
@@ -141,3 +143,18 @@ def test_sigkill_leaves_the_last_periodic_write(tmp_path: pathlib.Path) -> None:
         assert 0 < record.total_steps <= printed
         remove_stale_temporaries(str(out))
         assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_the_documented_example_keeps_the_crashed_run(tmp_path: pathlib.Path) -> None:
+    """examples/monitor_ended_early.py (docs/monitor.md): the NaN guard raises at step 30;
+    the record holds steps 0-29 and `pipecheck plot` says first that the run ended early."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "monitor_ended_early.py")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[2].startswith("pipecheck: this run ended early at step 30 "
+                               "(FloatingPointError: loss is nan at step 30)")
+    check_record(tmp_path / "crashed_run.json", "exception", 30, 30)
+    assert (tmp_path / "crashed_run.png").stat().st_size > 0
+    assert skeleton_problems("monitor-ended-early", proc.stdout) == []  # docs/monitor.md
