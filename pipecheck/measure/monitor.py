@@ -39,6 +39,7 @@ import contextlib
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -603,6 +604,8 @@ class Monitor:
         host); with ``json_per_host=True`` every process also writes its own record to
         ``path`` with ``.process-I`` before the extension."""
         result = self.finish()
+        if self._save_to is not None and os.path.abspath(path) == os.path.abspath(self._save_to):
+            force = True  # the file this Monitor has been writing: replaced by the same record
         if self._session is not None and self._json_per_host:
             own = dataclasses.replace(result, hosts=tuple(
                 h for h in result.hosts if h.process_id == self._session.process_id))
