@@ -30,6 +30,11 @@ compilations of the step function are recorded too.
 The record (``MonitorResult``) is the same kind of versioned JSON the commands write:
 ``steps`` (one StepRecord per step), the steady-state ``step_time``, ``sync_sites`` and a
 ``breakdown`` of the wall time. ``plot``, ``compare --real`` and ``diff`` read it.
+
+With ``Monitor(save_to=PATH)`` the record is kept on disk while the loop runs
+(``run_saver``): written every ``save_every_s`` seconds by a helper thread and at the end,
+and, marked ``incomplete``, when an exception leaves the loop, on SIGTERM/SIGINT, or when
+the process exits without ``finish``; see docs/monitor.md.
 """
 
 from __future__ import annotations
@@ -481,7 +486,7 @@ class Monitor:
             self._env = collect_env()
         return self._env
 
-    def end_early(self, end: RunEnd) -> None:
+    def _end_early(self, end: RunEnd) -> None:
         """Write the record marked ``incomplete`` (how the run ended, at which step) now,
         once: the steps whose loss was observed, up to this moment."""
         if self._result is not None or self._end is not None or not self._started:
@@ -498,16 +503,16 @@ class Monitor:
         saver.write_now((state, end))
 
     def _on_signal(self, signum: int) -> None:
-        self.end_early(RunEnd("signal", signal.Signals(signum).name, self._at))
+        self._end_early(RunEnd("signal", signal.Signals(signum).name, self._at))
 
     def _excepthook(self, exc_type: type[BaseException], exc: BaseException,
                     tb: TracebackType | None) -> None:
-        self.end_early(RunEnd("exception", one_line(exc), self._at))
+        self._end_early(RunEnd("exception", one_line(exc), self._at))
         previous = self._previous_excepthook or sys.__excepthook__
         previous(exc_type, exc, tb)
 
     def _at_exit(self) -> None:
-        self.end_early(RunEnd("exit", "the process exited before Monitor.finish()", self._at))
+        self._end_early(RunEnd("exit", "the process exited before Monitor.finish()", self._at))
 
     def _stop_saving(self) -> None:
         if self._signals is not None:
@@ -538,7 +543,7 @@ class Monitor:
                 self._has_pending = False
                 self._pending = None
         except BaseException as e:
-            self.end_early(RunEnd("exception", one_line(e), self._at))
+            self._end_early(RunEnd("exception", one_line(e), self._at))
             self._stop_saving()
             raise
         finally:
@@ -646,7 +651,7 @@ class Monitor:
         # the user's exception goes on unchanged (this returns None); the record first
         try:
             if exc is not None:
-                self.end_early(RunEnd("exception", one_line(exc), self._at))
+                self._end_early(RunEnd("exception", one_line(exc), self._at))
         finally:
             self._stack.close()
             self._stop_saving()

@@ -6,11 +6,15 @@ span (data wait, dispatch, sync, checkpoint, ...) and every instant tag
 (compile, checkpoint, ...) is charged to the interval in which it ends, so the
 spans of a step add up to (at most) its time and ``other`` is the rest.
 
-The recorder folds each finished interval into a :class:`StepRecord` as soon
-as its closing mark arrives, so raw spans never pile up. Memory stays bounded
-on runs of any length: the first step and the most recent ``step_window``
-StepRecords are kept, running totals (:class:`StepTotals`) cover every step,
-and a bounded window of raw spans, marks and tags is kept for trace export.
+Recording is cheap (it runs several times a step): a span or a mark is one tuple
+appended to a list, with no object or dict per span or step. Every ``FOLD_STEPS``
+marks, or when anything reads the steps, the log is folded at once into per-step
+columns (a ``StepTable``: ``fold_intervals``, numpy over the whole batch). Memory
+stays bounded on runs of any length: the first step and the most recent
+``step_window`` steps are kept, running totals (:class:`StepTotals`) cover every
+step, and a bounded window of raw spans, marks and tags is kept for trace export.
+``snapshot`` hands out the kept steps as immutable arrays, which another thread
+may read (``Monitor(save_to=...)``'s writer).
 
 Spans are also JAX profiler annotations (``TraceAnnotation``, and
 ``StepTraceAnnotation`` for a step's dispatch) while a profiler is capturing,

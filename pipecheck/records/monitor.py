@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
+from pipecheck.errors import ResultFormatError
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import (
     Anomaly,
@@ -44,6 +45,11 @@ class RunEnd(Record):
     step: int
     """The step the loop was at (the last one it started): the record holds the steps
     before it whose loss was observed."""
+
+    def __post_init__(self) -> None:
+        if self.reason not in RUN_END_REASONS:
+            raise ResultFormatError(f"incomplete.reason is {self.reason!r}; expected one of "
+                                    f"{', '.join(RUN_END_REASONS)}")
 
 
 RUN_END_REASONS = ("exception", "signal", "exit", "running")

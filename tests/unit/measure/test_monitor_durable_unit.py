@@ -183,27 +183,42 @@ def test_a_finished_run_is_written_complete_and_matches_save(tmp_path: pathlib.P
     assert json.loads(out.read_text())["steps"]["n"] == 300
 
 
-def test_a_failing_disk_warns_once_and_the_loop_goes_on(
-        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("failure", ["disk full", "directory gone"])
+def test_a_failing_write_warns_once_and_the_loop_goes_on(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, failure: str) -> None:
     clock = FakeClock()
-    out = tmp_path / "run.json"
+    directory = tmp_path / "runs"
+    directory.mkdir()
+    out = directory / "run.json"
     real_fsync = os.fsync
 
     def disk_full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "fsync", disk_full)
     mon = quiet_monitor(out, clock, every=0.01)
+    if failure == "disk full":
+        monkeypatch.setattr(os, "fsync", disk_full)
+    else:
+        directory.rmdir()
+        directory.write_text("a file where the directory was")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fake_loop(mon, clock, 200)
         assert mon._saver is not None
         mon._saver.close()  # every periodic write has been tried
         failed = [w for w in seen if "could not write the run's record" in str(w.message)]
-    assert len(failed) == 1 and "No space left on device" in str(failed[0].message)
-    assert not out.exists() and not [p for p in tmp_path.iterdir()]  # no temporary file
-    monkeypatch.setattr(os, "fsync", real_fsync)
-    assert mon.finish().total_steps == 200
+    assert len(failed) == 1, [str(w.message) for w in seen]
+    assert ("No space left on device" if failure == "disk full" else "is a file") in str(
+        failed[0].message)
+    assert [p.name for p in tmp_path.rglob("*") if p.name.endswith(".tmp")] == []
+    if failure == "disk full":
+        assert not out.exists()
+        monkeypatch.setattr(os, "fsync", real_fsync)
+    else:
+        directory.unlink()
+        directory.mkdir()
+    assert mon.finish().total_steps == 200  # the loop went on; the end is written
+    assert store.load(out, expect=MonitorResult).total_steps == 200
 
 
 def test_stale_temporaries_of_a_killed_write_are_removed(tmp_path: pathlib.Path) -> None:
