@@ -103,6 +103,9 @@ B = TypeVar("B")
 RUNNING_MESSAGE = "written while the run was going; it ended before its next write or goes on"
 """What a periodic write says of the run (a process killed by SIGKILL leaves this file)."""
 
+TAGGING_SPANS = frozenset({"checkpoint", "eval", "gc"})
+"""Spans that also tag their step: work that does not happen every step."""
+
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
 
@@ -413,8 +416,9 @@ class Monitor:
     def span(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Time a block as span ``name`` (``checkpoint``, ``eval``, ``log``, or your own);
         ``checkpoint``, ``eval`` and ``gc`` also tag the step (it leaves the steady state)."""
-        self.start()
-        if name in ("checkpoint", "eval", "gc"):
+        if not self._started:
+            self.start()
+        if name in TAGGING_SPANS:
             self.recorder.tag(name)
         return self.recorder.span(name)
 

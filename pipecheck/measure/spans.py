@@ -186,7 +186,7 @@ class Snapshot:
 class SpanRecorder:
     """Records spans, instant tags and step marks; folds them into per-step columns.
 
-    Recording costs a few list/array appends (no object per span or step): spans, marks
+    Recording costs a few list appends (no object per span or step): spans, marks
     and tags go to a flat log, and every ``FOLD_STEPS`` marks (or when read) the log is
     folded at once into a ``StepTable`` of the steps it closed (``close_interval``'s rule,
     vectorized; intervals with nested, detached or clipped spans go through
@@ -395,7 +395,12 @@ class SpanRecorder:
         if self._first_step is None:
             self._first_step = table[:1]
         self._totals.add_table(table)
-        self._batches.append(table)
+        if self._batches and len(self._batches[-1]) < FOLD_STEPS:
+            # a small fold (a snapshot taken soon after the last): kept with the one before,
+            # so a window is always a few tables, however often it is read
+            self._batches[-1] = concat([self._batches[-1], table])
+        else:
+            self._batches.append(table)
         self._kept_rows += len(table)
         while self._kept_rows - len(self._batches[0]) >= self.step_window:
             self._kept_rows -= len(self._batches.pop(0))
