@@ -263,11 +263,29 @@ def save_costs(steps: int, short_s: float, rounds: int) -> None:
         result = build_result(state, {"benchmark": True}, {})
         text = mon._encode(result)
         build = time.perf_counter() - t0
+        # the next write, 300 steps later (a 100 ms step at the default interval): only the
+        # step columns' new pieces are compressed
+        for x in mon.batches(range(300)):
+            mon.step(null_step, 0, x)
+        before = mon._encoder.compressed_bytes, mon._encoder.column_bytes
+        again = build_result(mon._capture(), {"benchmark": True}, {})
+        t0 = time.perf_counter()
+        mon._encoder.table_json(again.steps)
+        encode_next = time.perf_counter() - t0
+        fresh = Monitor(env={"benchmark": True})._encoder
+        t0 = time.perf_counter()
+        fresh.table_json(again.steps)
+        encode_full = time.perf_counter() - t0
+        new = mon._encoder.compressed_bytes - before[0]
+        seen = mon._encoder.column_bytes - before[1]
         mon.finish()
         per_write = capture + build
         print(f"  one write of a full window ({len(result.steps):,} steps): capture on the loop's "
               f"thread {1e3 * capture:.1f} ms, build + encode {1e3 * build:.0f} ms "
               f"({len(text) / 2**20:.1f} MB)")
+        print(f"  the next write, 300 steps later: {new / 2**10:.0f} KB of the step columns' "
+              f"{seen / 2**10:.0f} KB compressed again; encoding {1e3 * encode_next:.1f} ms "
+              f"(all of the steps from scratch: {1e3 * encode_full:.1f} ms)")
         print(f"  = {100 * per_write / SAVE_EVERY_S:.3f}% of the wall time at the default "
               f"interval ({SAVE_EVERY_S:g} s), at most one write per interval")
         print("  memory (RSS) along the default-interval loop, MB: "

@@ -252,6 +252,9 @@ class Monitor:
             if not save_every_s > 0:
                 raise MonitorError(f"Monitor(save_every_s=...) must be > 0 seconds, got "
                                    f"{save_every_s!r}")
+            if os.path.exists(save_to) and not force and not os.path.isdir(save_to):
+                raise MonitorError(f"Monitor(save_to={save_to!r}): the file exists; pass "
+                                   "force=True to replace it, or choose another path")
             store.check_writable(save_to, force)  # before the run, not at its end
         self.recorder = SpanRecorder(clock, step_window=step_window, annotate=annotate)
         self.clock = clock

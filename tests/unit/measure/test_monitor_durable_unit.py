@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from pipecheck.cli import cli
+from pipecheck.errors import MonitorError, OutputPathError
 from pipecheck.measure import monitor as monitor_mod
 from pipecheck.measure.monitor import Monitor
 from pipecheck.measure.run_saver import SignalChain, remove_stale_temporaries
@@ -240,3 +241,16 @@ def test_without_save_to_nothing_is_installed() -> None:
     assert signal.getsignal(signal.SIGTERM) is before and mon._saver is None
     assert mon.finish().incomplete is None
     assert monitor_mod.RUNNING_MESSAGE
+
+
+def test_save_to_refuses_an_existing_file_and_a_bad_interval_before_the_run(
+        tmp_path: pathlib.Path) -> None:
+    out = tmp_path / "run.json"
+    out.write_text("{}")
+    with pytest.raises(MonitorError, match="the file exists; pass force=True"):
+        Monitor(save_to=str(out))
+    with pytest.raises(MonitorError, match="save_every_s=...\\) must be > 0"):
+        Monitor(save_to=str(tmp_path / "new.json"), save_every_s=0)
+    with pytest.raises(OutputPathError, match="is a file"):
+        Monitor(save_to=str(out / "x.json"))
+    assert out.read_text() == "{}"
