@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 
 def bare_loop(dataset: Any, workers: int, threads: int, batches: int, batch_size: int) -> float:
-    from pipecheck.measure.pipeline import build_iter_dataset
+    from pipecheck.data.grain_pipeline import build_iter_dataset
 
     it = iter(build_iter_dataset(dataset, workers, threads))
     try:
@@ -47,7 +47,7 @@ def tfds_benchmark(dataset: Any, workers: int, threads: int, batches: int,
     """tfds's figure (examples/s without the first) and the same run counted correctly."""
     from tensorflow_datasets.core.utils.benchmark import raw_benchmark
 
-    from pipecheck.measure.pipeline import build_iter_dataset
+    from pipecheck.data.grain_pipeline import build_iter_dataset
 
     it = iter(build_iter_dataset(dataset, workers, threads))
     try:
@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
 
+    from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
     from pipecheck.measure.dataloader import loader_parts
-    from pipecheck.measure.pipeline import ensure_absl_flags_parsed
     from pipecheck.workloads import resolve
 
     ensure_absl_flags_parsed()

@@ -47,7 +47,7 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 MEMORY_LIMIT_KIB = 2_000_000
-"""The limit the issue sets for import and diff of million-step logs (``ulimit -v``)."""
+"""The memory import and diff of million-step logs must stay under (``ulimit -v``)."""
 
 
 def _child(argv: list[str]) -> None:

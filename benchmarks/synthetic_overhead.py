@@ -17,7 +17,7 @@ import itertools
 import statistics
 import time
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder

@@ -24,9 +24,9 @@ import psutil
 
 from pipecheck.analysis.findings import loader_time
 from pipecheck.analysis.tuner import Trial, choose, tune
+from pipecheck.data.grain_pipeline import build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for
-from pipecheck.measure.pipeline import build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 

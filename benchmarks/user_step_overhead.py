@@ -23,7 +23,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.user_code import GuardedStep
 from pipecheck.workloads.step_styles import UserStep
 

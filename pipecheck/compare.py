@@ -27,8 +27,8 @@ from pipecheck.measure.target import DEFAULT_TARGET_STEPS, target_again, target_
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
-from pipecheck.report.format import ms
 from pipecheck.tuned_config import config_settings, usable_cores
+from pipecheck.units import ms
 from pipecheck.workloads import build_workload
 
 

@@ -1,7 +1,8 @@
-"""One error family for everything a user can get wrong.
+"""The errors a user can get wrong: ``PipecheckError`` and its children, each with its exit
+code.
 
-The CLI maps these to a one-line message and an exit code in one place
-(``pipecheck.cli.main``); library code raises them and never prints.
+``pipecheck.cli.main`` turns them into a one-line message and that exit code; library code
+raises them and never prints.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ import traceback
 from typing import TYPE_CHECKING, Callable, ParamSpec, TypeVar
 
 from pipecheck.errors import PipecheckError, PipelineError, UserCodeError, one_line
-from pipecheck.report.format import short_path
 from pipecheck.step_types import Batch, BatchSpec, PyTree, TrainStep
+from pipecheck.units import short_path
 
 if TYPE_CHECKING:  # pragma: no cover
     import jax

@@ -34,8 +34,8 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from pipecheck.analysis.steady_state import steady_state
-from pipecheck.measure.spans import StepTotals
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
+from pipecheck.records.events import StepTotals
 from pipecheck.records.kinds import SPAN_NAMES
 
 CATEGORIES = ("compile", "data wait", "compute", "sync stall", "checkpoint", "eval", "gc")

@@ -20,18 +20,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import maxtext, stats
+from pipecheck import stats
+from pipecheck.analysis import maxtext
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
-from pipecheck.records.base import FORMAT_VERSION, check_version
+from pipecheck.records.base import check_version
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable, StepTableBuilder, column_of
-from pipecheck.report.format import ms, p_value
+from pipecheck.records.steps import StepTable, column_of
+from pipecheck.units import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
 
@@ -58,26 +59,9 @@ def _final_loss(steps: Sequence[StepRecord]) -> float | None:
     return float(losses[finite[-1]]) if finite.size else None
 
 
-def _steps_of(raw: list[Any] | Mapping[str, Any], origin: str) -> StepTable[StepRecord]:
+def _steps_of(raw: Mapping[str, Any], origin: str) -> StepTable[StepRecord]:
     """The ``steps`` of any run kind: only the fields every kind shares are read."""
-    if isinstance(raw, Mapping):
-        return StepTable.from_json(StepRecord, raw, f"{origin}: steps")
-    builder = StepTableBuilder(StepRecord)
-    for i, d in enumerate(raw):
-        try:
-            loss = d.get("loss")
-            builder.append(
-                step=int(d["step"]),
-                time_s=float(d["time_s"]),
-                tags=tuple(str(t) for t in (d.get("tags") or ())),
-                spans={str(k): float(v) for k, v in (d.get("spans") or {}).items()},
-                loss=None if loss is None else float(loss),
-            )
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise ResultFormatError(
-                f"{origin}: steps[{i}] is not a step record ({e.__class__.__name__}: {e})"
-            ) from None
-    return builder.build()
+    return StepTable.from_json(StepRecord, raw, f"{origin}: steps")
 
 
 def _number(value: object) -> float | None:
@@ -131,7 +115,6 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
     check_version(data, origin)
-    data = {**data, "format_version": FORMAT_VERSION}
     kind = str(data["kind"])
     if kind == ImportedRun.KIND:
         try:
@@ -140,8 +123,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
             raise ResultFormatError(f"{origin}: {e}") from None
         return summary_from_imported(imported, origin)
     raw_steps = data.get("steps")
-    if not isinstance(raw_steps, (list, Mapping)) or not raw_steps or (
-            isinstance(raw_steps, Mapping) and not raw_steps.get("n")):
+    if not isinstance(raw_steps, Mapping) or not raw_steps.get("n"):
         raise ResultFormatError(
             f"{origin} holds a {kind!r} result without per-step times ('steps'); "
             "diff compares training runs (synthetic, compare, monitor, imported)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 
 DRIFT_TOLERANCE = 0.15
 """T before and T after the real-data run differing by more than 15% is reported as drift."""

@@ -24,7 +24,7 @@ from pipecheck.records.kinds import (
     INPUT_BOUND,
     LATENCY_BOUND,
 )
-from pipecheck.report.format import ms, short_location
+from pipecheck.units import ms, short_location
 
 
 def user_sync_share(sites: Sequence[SyncSite], n_steps: int, real_median_s: float) -> float:
@@ -147,7 +147,7 @@ def loader_findings(settings: Sequence[LoaderSetting], chosen: LoaderSetting,
 
 def loader_time(setting: LoaderSetting) -> float:
     """D at a setting (seconds per steady batch), as stored with it."""
-    return setting.loader_time.value if setting.loader_time is not None else float("nan")
+    return setting.loader_time.value
 
 
 def _knobs(setting: LoaderSetting) -> str:

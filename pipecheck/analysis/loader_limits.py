@@ -31,7 +31,7 @@ from typing import Literal, Sequence
 
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import LoaderSetting, Resources
-from pipecheck.report.format import ms  # the one way milliseconds print
+from pipecheck.units import ms
 
 MAIN_PROCESS_BOUND_SHARE = 0.8
 """The training process on the CPU for 80% of the time a batch takes leaves the workers'

@@ -10,7 +10,7 @@ time of the last header before it; a bare step line, the time of the next one (t
 interval needs a time it was written by, not after).
 
 The steady state is every logged step except the first (it includes compilation) and the
-steps ``anomalies.flag_outliers`` finds far from the others (the one rule every run uses).
+steps ``anomalies.flag_outliers`` finds far from the others (as for every run).
 Each anomaly gets a likely cause by **timestamp overlap** with what ran in the background
 (``explain_anomalies``): an orbax async checkpoint save in flight (from its ``Background
 save thread started`` line to its ``Background save thread done. Time taken: Xs`` line, or
@@ -41,7 +41,8 @@ from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, intervals, stats
+from pipecheck import stats
+from pipecheck.analysis import anomalies, intervals
 from pipecheck.errors import LogFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution

@@ -1,4 +1,4 @@
-"""What counts as the steady state: the one warm-up rule for steps and for loader batches.
+"""What counts as the steady state: the warm-up rule for steps and for loader batches.
 
 A step is kept out of the steady state when it is the first (trace and compile), or it
 carries a tag for work that does not happen every step (compile, checkpoint, eval, gc),
@@ -18,7 +18,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import anomalies, stats
+from pipecheck import stats
+from pipecheck.analysis import anomalies
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
 from pipecheck.records.steps import StepTable
 

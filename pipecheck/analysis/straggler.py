@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.records.common import Finding
 from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
 from pipecheck.records.kinds import FindingKind

@@ -1,14 +1,14 @@
 """The verdict: compute-bound, input-bound, forced-sync or inconclusive. A pure function.
 
-Inputs are three step-time estimates, each a median with a confidence interval
-(block bootstrap of the raw samples):
+Inputs are three estimates, each a statistic of raw samples with its confidence interval
+(block bootstrap of the samples):
 
-- T, the target step time (compute alone, ``synthetic``), measured before and
+- T, the target step time (compute alone, ``synthetic``), a median, measured before and
   after the real-data run so that a drift of the machine's speed cannot pass
   for a slowdown;
 - D, the loader's time per batch at the chosen worker setting (``dataloader``): the
   *mean* batch time, the inverse of its throughput, since workers deliver in bursts;
-- R, the real-data step time.
+- R, the real-data step time, a median.
 
 Decisions compare intervals, not single numbers, with the named margins below;
 a run whose numbers cannot separate the cases is ``inconclusive`` and says
@@ -31,7 +31,7 @@ from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is reco
     VERDICTS,
     VerdictKind,
 )
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 
 FORCED_SYNC_MARGIN = 0.20
 """R's lower bound must exceed the slower of T and D (upper bounds) by 20% to call forced-sync."""

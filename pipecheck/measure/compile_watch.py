@@ -9,13 +9,13 @@ compilation after the first into a finding that names the argument and the fix.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import threading
 from typing import Callable
 
 from pipecheck.records.common import Finding
+from pipecheck.records.events import CompileEvent
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 COMPILE_EVENTS = (
@@ -28,15 +28,6 @@ _EXPLAIN_LOGGER = "jax._src.interpreters.partial_eval"
 _lock = threading.Lock()
 _active: list[CompileWatcher] = []
 _listener_installed = False
-
-
-@dataclasses.dataclass(frozen=True)
-class CompileEvent:
-    event: str
-    fun_name: str
-    duration_s: float
-    at: float
-    """Clock reading when the event was reported (the watcher's clock)."""
 
 
 def _listener(event: str, duration_secs: float, **kwargs: object) -> None:

@@ -1,7 +1,7 @@
 """``pipecheck dataloader``: the Grain input pipeline alone, per worker/thread setting.
 
 For each (workers, threads) setting the workload's pipeline is built with
-``pipeline.build_iter_dataset`` and Grain's STAGE_TIMING tracking, then:
+``grain_pipeline.build_iter_dataset`` and Grain's STAGE_TIMING tracking, then:
 
 - the *first batch* (iterator creation, worker spawn, first read, device_put) is timed
   on its own;
@@ -30,20 +30,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.config import RunConfig
-from pipecheck.errors import ConfigError, PipelineError
-from pipecheck.measure.grain_dataloader import is_data_loader
-from pipecheck.measure.pipeline import (
-    DEFAULT_PER_WORKER_BUFFER,
-    PipelineStalled,
-    StallTimer,
+from pipecheck.data.grain_dataloader import is_data_loader
+from pipecheck.data.grain_pipeline import (
     build_iter_dataset,
     ensure_absl_flags_parsed,
     grain_stage_summary,
     new_shm_tag,
+)
+from pipecheck.errors import ConfigError, PipelineError
+from pipecheck.measure.pipeline import (
+    PipelineStalled,
+    StallTimer,
     release,
     stall_error,
     worker_pids,
@@ -52,8 +53,8 @@ from pipecheck.measure.resources import ResourceProbe, ResourceWindow
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
 from pipecheck.records.env import collect_env
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
-from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.tuned_config import usable_cores
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
@@ -224,12 +225,6 @@ def stages_from_summary(summary: ExecutionSummary) -> tuple[Stage, ...]:
             n=n,
         ))
     return tuple(out)
-
-
-def slowest_stage(stages: Sequence[Stage]) -> Stage | None:
-    """The stage the pipeline waits on most (highest wait ratio)."""
-    timed = [s for s in stages if s.n > 0]
-    return max(timed, key=lambda s: s.wait_ratio) if timed else None
 
 
 def collect_stages(

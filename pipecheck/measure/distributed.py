@@ -5,7 +5,7 @@
 - ``initialize``: joins the job with gloo collectives on CPU. A peer that never joins makes
   JAX abort every process with SIGABRT and a C++ stack (it does not raise): a watchdog
   thread reports it first, as one line, and exits. JAX's own timeouts are set past ours.
-- ``KeyValueStore``: the one place that touches JAX's private key-value store client.
+- ``KeyValueStore``: JAX's private key-value store client, wrapped.
 - ``Session``: the config check (every process must run the same command), a heartbeat
   that notices a peer that died or hung within the timeout, and the gather of each host's
   bounded ``HostSummary`` to process 0.

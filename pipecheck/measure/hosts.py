@@ -6,7 +6,6 @@ import socket
 from typing import Sequence, Union
 
 from pipecheck.analysis.straggler import summarize_host
-from pipecheck.measure.loader_search import with_loader_time
 from pipecheck.records.common import StepRecord
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
@@ -17,8 +16,7 @@ from pipecheck.records.synthetic import SyntheticResult
 
 def host_loader(setting: LoaderSetting) -> HostLoader:
     """D with its interval at one loader setting, as the verdict uses it."""
-    est = with_loader_time(setting).loader_time
-    assert est is not None
+    est = setting.loader_time
     return HostLoader(setting.workers, setting.threads, est.value, est.low, est.high,
                       setting.first_batch_s)
 

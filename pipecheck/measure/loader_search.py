@@ -13,7 +13,7 @@ import os
 import time
 from typing import Callable, Mapping, Sequence
 
-from pipecheck.analysis.steady_state import buffered_at_start, loader_estimate
+from pipecheck.analysis.steady_state import buffered_at_start
 from pipecheck.analysis.tuner import (
     MIN_GAIN,
     UNKNOWN_SCALING,
@@ -27,6 +27,7 @@ from pipecheck.analysis.tuner import (
     tune_grain,
 )
 from pipecheck.config import RunConfig
+from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
 from pipecheck.measure.resources import default_ram_budget_mb
@@ -34,9 +35,9 @@ from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
-from pipecheck.report.format import ms
-from pipecheck.step_types import Batch, InputPipeline
+from pipecheck.step_types import Batch
 from pipecheck.tuned_config import usable_cores
+from pipecheck.units import ms
 
 DEFAULT_BATCHES = 30
 """Batches timed per loader setting (more with many workers, see ``batches_for``)."""
@@ -72,21 +73,11 @@ def batches_for(workers: int, batches: int,
                                                                   read_prefetch))
 
 
-def with_loader_time(setting: LoaderSetting) -> LoaderSetting:
-    """The setting with D stored (files written before D was stored lack it)."""
-    if setting.loader_time is not None:
-        return setting
-    return dataclasses.replace(setting, loader_time=loader_estimate(
-        setting.batch_time.samples_s, setting.workers, setting.per_worker_buffer,
-        parallel=setting.settings.parallel_reads(), read_prefetch=setting.settings.prefetch))
-
-
 def loader_trial(setting: LoaderSetting) -> Trial:
     """A measured setting as the tuner's Trial: D (as the verdict counts it), start-up and
     measured memory."""
     r = setting.resources
-    est = with_loader_time(setting).loader_time
-    assert est is not None
+    est = setting.loader_time
     return Trial.of(setting.settings, est.value, first_batch_s=setting.first_batch_s,
                     worker_rss_mb=r.worker_rss_mb if r is not None else float("nan"),
                     main_rss_mb=r.main_rss_mb if r is not None else float("nan"))
@@ -123,7 +114,7 @@ def read_loader(path: str, config: Mapping[str, object], target_s: float,
     if not result.results:
         raise ResultFormatError(f"{path} holds no loader settings; re-run pipecheck dataloader "
                                 "with --workers")
-    settings = [with_loader_time(s) for s in result.results]
+    settings = result.results
     tuning = outcome([loader_trial(s) for s in settings], target_s, usable_cores(), "from-file",
                      f"settings read from {path}", run_steps)
     return _choice(settings, tuning, input_warnings(path, result.env, result.config, config))

@@ -15,22 +15,14 @@ Everything that touches time is injected (``recorder.clock``, ``read_loss``,
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from pipecheck.analysis import anomalies
 from pipecheck.errors import PipelineError
-from pipecheck.measure.compile_watch import CompileEvent
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.common import StepRecord
-from pipecheck.step_types import Batch, PyTree
-
-
-class StepHook(Protocol):
-    """Host work a loop runs for step ``step`` after the previous step's loss was observed
-    (checkpoint, eval, logging). Its cost is charged to step ``step``."""
-
-    def __call__(self, step: int, state: PyTree, metrics: PyTree,
-                 recorder: SpanRecorder) -> None: ...
+from pipecheck.records.events import CompileEvent
+from pipecheck.step_types import Batch, PyTree, StepHook
 
 
 def read_scalar(x: PyTree) -> float:

@@ -59,7 +59,7 @@ from pipecheck.analysis.steady_state import with_anomalies
 from pipecheck.analysis.straggler import analyze
 from pipecheck.errors import MonitorError, PipecheckError
 from pipecheck.measure import distributed
-from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
+from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.hosts import host_summary
 from pipecheck.measure.loop import read_scalar
 from pipecheck.measure.run_saver import (
@@ -88,13 +88,14 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.env import collect_env
+from pipecheck.records.events import CompileEvent
 from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
 from pipecheck.records.steps import ChunkEncoder, StepTable
-from pipecheck.report.format import short_location
 from pipecheck.report.hosts import format_hosts
 from pipecheck.report.monitor import format_monitor
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.step_types import PyTree
+from pipecheck.units import short_location
 
 P = ParamSpec("P")
 R = TypeVar("R")

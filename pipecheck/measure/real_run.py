@@ -14,7 +14,8 @@ from typing import Callable, Mapping
 
 from pipecheck.analysis.steady_state import tag_warmup, warmup_steps, with_anomalies
 from pipecheck.config import RunConfig
-from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
+from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.dataloader import LoaderParts
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
 from pipecheck.measure.pipeline import open_batches
@@ -24,9 +25,9 @@ from pipecheck.records import store
 from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import input_warnings
+from pipecheck.records.events import CompileEvent
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.records.monitor import MonitorResult
-from pipecheck.step_types import InputPipeline
 from pipecheck.workloads.base import Workload
 
 DEFAULT_STEPS = 60

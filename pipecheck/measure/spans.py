@@ -32,11 +32,12 @@ import math
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 
 from pipecheck.records.common import StepRecord
+from pipecheck.records.events import Span, StepTotals
 from pipecheck.records.steps import StepTable, _Tags, concat
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -60,66 +61,6 @@ GC_TAG_GENERATION = 2
 
 TRAIN_STEP_ANNOTATION = "train"
 """Name of the ``jax.profiler.StepTraceAnnotation`` around each step's dispatch."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Span:
-    name: str
-    start: float
-    end: float
-    depth: int = 0
-
-    @property
-    def duration(self) -> float:
-        return self.end - self.start
-
-
-@dataclasses.dataclass
-class StepTotals:
-    """Running sums over every step of a run (the StepRecords themselves may be dropped)."""
-
-    steps: int = 0
-    wall_s: float = 0.0
-    spans: dict[str, float] = dataclasses.field(default_factory=dict)
-    tag_counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    compile_dispatch_s: float = 0.0
-    """Dispatch time of the steps tagged ``compile`` (where tracing and compiling happen)."""
-
-    def add(self, record: StepRecord) -> None:
-        self.steps += 1
-        self.wall_s += record.time_s
-        for name, seconds in record.spans.items():
-            self.spans[name] = self.spans.get(name, 0.0) + seconds
-        for t in record.tags:
-            self.tag_counts[t] = self.tag_counts.get(t, 0) + 1
-        if "compile" in record.tags:
-            self.compile_dispatch_s += record.spans.get("dispatch", 0.0)
-
-    def add_table(self, table: StepTable[StepRecord]) -> None:
-        """Add every step of ``table`` (the same sums as ``add`` row by row)."""
-        self.steps += len(table)
-        self.wall_s += float(table.column("time_s").sum())
-        for name, col in table.map_columns("spans").items():
-            present = col[~np.isnan(col)]
-            if present.size:
-                self.spans[name] = self.spans.get(name, 0.0) + float(present.sum())
-        for tags in table.tagged().values():
-            for t in tags:
-                self.tag_counts[t] = self.tag_counts.get(t, 0) + 1
-        compiled = table.tag_mask("compile")
-        dispatch = table.map_columns("spans").get("dispatch")
-        if compiled.any() and dispatch is not None:
-            self.compile_dispatch_s += float(np.nansum(dispatch[compiled]))
-
-    def copy(self) -> StepTotals:
-        return dataclasses.replace(self, spans=dict(self.spans), tag_counts=dict(self.tag_counts))
-
-    @classmethod
-    def of(cls, records: Iterable[StepRecord]) -> StepTotals:
-        totals = cls()
-        for r in records:
-            totals.add(r)
-        return totals
 
 
 class _Profiler:

@@ -12,14 +12,15 @@ import itertools
 import time
 from typing import Callable, Sequence
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.steady_state import steady_mask, with_anomalies
 from pipecheck.config import RunConfig
-from pipecheck.measure.compile_watch import CompileEvent, CompileWatcher
+from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
 from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
+from pipecheck.records.events import CompileEvent
 from pipecheck.records.steps import StepTable, column_of
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.step_types import Batch, PyTree

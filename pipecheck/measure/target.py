@@ -16,7 +16,7 @@ from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.records import store
 from pipecheck.records.env import input_warnings
 from pipecheck.records.synthetic import SyntheticResult
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 from pipecheck.workloads.base import Workload
 
 DEFAULT_TARGET_STEPS = 30

@@ -25,32 +25,9 @@ from pipecheck.records.steps import (
 )
 
 FORMAT_VERSION = 4
-"""Bumped whenever a field changes meaning, shape or is removed; loaders refuse unknown
-versions. Version 4 stores raw samples and per-step rates (``FloatColumn`` fields:
-``samples_s``, a diff's rate series) as encoded arrays, as ``steps`` stores its columns
-(versions 1-3 wrote JSON lists). Version 3 names compare's host seconds per span
-``host_spans`` (versions 1 and 2 called it ``breakdown``, the name of the Monitor's
-wall-time table, another shape). Version 2 stores per-step data by column
-(``records.steps``); version 1 wrote a list of per-step objects. All are still read."""
-
-READABLE_VERSIONS = (1, 2, 3, 4)
-"""Every version this pipecheck reads: older files stay readable after an upgrade."""
-
-RENAMED_IN_3 = {"compare": {"breakdown": "host_spans"}}
-"""Fields renamed in version 3, by record kind: old name -> new name."""
-
-
-def upgrade(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An older file's fields under today's names (the version is checked before).
-    Version 4 changed only how ``FloatColumn`` fields are stored; the reader takes both
-    forms (``float_column_from_json``), so files before it need no change here."""
-    out = dict(data)
-    if isinstance(out.get("format_version"), int) and out["format_version"] < 3:
-        for old, new in RENAMED_IN_3.get(str(out.get("kind")), {}).items():
-            if old in out:
-                out[new] = out.pop(old)
-    out["format_version"] = FORMAT_VERSION
-    return out
+"""The version of the record format this pipecheck writes and reads, bumped whenever a
+field changes meaning, shape or is removed; a file of any other version is refused
+(docs/json-format.md keeps the history)."""
 
 
 T = TypeVar("T")
@@ -93,11 +70,10 @@ def _convert_in(tp: Any, value: Any, where: str = "value") -> Any:
 def check_version(data: Mapping[str, Any], origin: str) -> None:
     """Refuse a record whose ``format_version`` this pipecheck cannot read."""
     version = data.get("format_version")
-    if version not in READABLE_VERSIONS or isinstance(version, bool):
-        readable = ", ".join(map(str, READABLE_VERSIONS))
+    if version != FORMAT_VERSION or isinstance(version, bool):
         raise ResultFormatError(
-            f"{origin} has format_version {version!r}; this pipecheck reads versions "
-            f"{readable} (re-run the measurement with this version, or upgrade pipecheck)"
+            f"{origin} has format_version {version!r}; this pipecheck reads version "
+            f"{FORMAT_VERSION} (re-run the measurement with this version, or upgrade pipecheck)"
         )
 
 

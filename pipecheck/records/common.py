@@ -10,7 +10,7 @@ from typing import ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.records.base import Record
 from pipecheck.records.kinds import FindingKind
 from pipecheck.records.steps import FloatColumn

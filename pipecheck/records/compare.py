@@ -32,10 +32,10 @@ class Tuning(Record):
     headroom: float
     """The goal was D <= headroom x target_s."""
     settings_tried: int
-    stop: StopKind | None = None
-    """Why the search ended (None in files written before it was stored)."""
-    chosen: GrainSettings | None = None
-    """The chosen setting of all four knobs (None in files written before it was stored)."""
+    stop: StopKind
+    """Why the search ended."""
+    chosen: GrainSettings
+    """The chosen setting of all four knobs."""
     run_steps: int = 0
     """The run length start-up was weighed against (0: not weighed)."""
     ram_budget_mb: float | None = None
@@ -78,8 +78,7 @@ class CompareResult(Record):
     recommendation: str
     tuning: Tuning
     host_spans: Mapping[str, float]
-    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...);
-    ``breakdown`` in files before format_version 3."""
+    """Real-data steady state: seconds per step in each host span (data_wait, dispatch, ...)."""
     compile: CompileInfo
     sources: Mapping[str, str]
     """Where T, D and R came from: "measured" or the file they were read from."""
@@ -94,7 +93,7 @@ class CompareResult(Record):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
-    estimates: Estimates | None = None
-    """None in files written before the estimates were stored."""
+    estimates: Estimates = dataclasses.field(kw_only=True)
+    """T, D and R with their intervals, as the verdict was decided on them."""
     format_version: int = FORMAT_VERSION
     kind: str = "compare"

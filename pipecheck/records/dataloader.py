@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
@@ -30,6 +30,12 @@ class Stage(Record):
     """Processing time per element produced by this stage."""
     n: int
     """Elements this stage produced (examples or batches)."""
+
+
+def slowest_stage(stages: Sequence[Stage]) -> Stage | None:
+    """The stage the pipeline waits on most (highest wait ratio)."""
+    timed = [s for s in stages if s.n > 0]
+    return max(timed, key=lambda s: s.wait_ratio) if timed else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,7 +91,8 @@ class Resources(Record):
 
 @dataclasses.dataclass(frozen=True)
 class LoaderSetting(Record):
-    """The pipeline measured with one (workers, threads) setting."""
+    """The pipeline measured at one setting of Grain's four knobs (workers, threads,
+    per-worker buffer, read prefetch)."""
 
     workers: int
     threads: int
@@ -99,14 +106,13 @@ class LoaderSetting(Record):
     stages_complete: bool = True
     """False when the workers' stage reports did not cover every batch in time."""
     warnings: tuple[str, ...] = ()
-    loader_time: Estimate | None = None
+    loader_time: Estimate = dataclasses.field(kw_only=True)
     """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
-    with its interval: the loader time the verdict uses. None in files written before it
-    was stored (compare then computes it from ``batch_time``)."""
+    with its interval: the loader time the verdict uses."""
     per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
     """MultiprocessingOptions.per_worker_buffer_size."""
     prefetch: int = 0
-    """ReadOptions.prefetch_buffer_size (0 in older records: ``default_prefetch(threads)``)."""
+    """ReadOptions.prefetch_buffer_size (0: ``default_prefetch(threads)``)."""
     resources: Resources | None = None
 
     @property
@@ -138,6 +144,6 @@ class DataloaderResult(Record):
     limit_findings: tuple[Finding, ...] = ()
     """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
     then memory), judged when measured against the cores this process may use and
-    ``ram_budget_mb``. Empty in files written before it was stored."""
+    ``ram_budget_mb``."""
     format_version: int = FORMAT_VERSION
     kind: str = KIND

@@ -1,7 +1,8 @@
-"""The closed sets of names a record may carry: verdicts and finding kinds.
+"""The closed sets of names a record may carry: verdicts, how a pipeline scales, why a
+worker search stopped, host span names and finding kinds.
 
-They are ``Literal`` types so that mypy checks every place that makes or reads one, and
-plain strings in JSON so that the record format does not change."""
+They are ``Literal`` types, so mypy checks every place that makes or reads one; in JSON
+they are plain strings."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 ``StepTable`` holds the steps of a run (``StepRecord`` or ``LogStep`` rows, any frozen
 dataclass that sets ``COLUMNAR = True``) as one array per field and behaves like the
-tuple of rows it replaces: ``len``, indexing, slicing and iteration yield row objects,
+tuple of those rows: ``len``, indexing, slicing and iteration yield row objects,
 built on demand, and it compares equal to a tuple of the same rows. Code that works on
 whole runs reads the arrays instead (``column``, ``tag_mask``).
 
@@ -15,8 +15,7 @@ How each field of the row type is stored follows its type hint:
 - anything else: a plain list.
 
 On disk (``to_json``) each array is its little-endian bytes, zlib-compressed and
-base64-encoded: ``{"dtype": "float64", "zlib_base64": "..."}``. ``from_json`` also reads
-format version 1's list of per-step objects.
+base64-encoded: ``{"dtype": "float64", "zlib_base64": "..."}``.
 """
 
 from __future__ import annotations
@@ -333,8 +332,8 @@ class StepTable(Sequence[R], Generic[R]):
 
     def to_json(self, encode: Callable[[str, np.ndarray], dict[str, str]] | None = None
                 ) -> dict[str, Any]:
-        """The columnar JSON form (format version 2). ``encode(name, per-step array)``
-        encodes the per-step columns (default: ``encode_array``)."""
+        """The columnar JSON form. ``encode(name, per-step array)`` encodes the per-step
+        columns (default: ``encode_array``)."""
         enc = encode or (lambda _, a: encode_array(a))
         cols: dict[str, Any] = {}
         for f in schema(self.row_type):
@@ -353,12 +352,11 @@ class StepTable(Sequence[R], Generic[R]):
 
     @classmethod
     def from_json(cls, row_type: type[R], data: Any, origin: str = "steps") -> StepTable[R]:
-        """Read the columnar form, or version 1's list of per-step objects."""
-        if isinstance(data, list):
-            return cls._from_object_list(row_type, data, origin)
+        """Read the columnar form (or ``[]``: a record without steps writes an empty list)."""
+        if isinstance(data, list) and not data:
+            return StepTableBuilder(row_type).build()
         if not isinstance(data, Mapping) or set(data) != {"n", "columns"}:
-            raise ResultFormatError(f"{origin} is neither a list of steps nor "
-                                    "{'n': ..., 'columns': {...}}")
+            raise ResultFormatError(f"{origin} is not {{'n': ..., 'columns': {{...}}}}")
         n, raw = data["n"], data["columns"]
         if not isinstance(n, int) or n < 0 or not isinstance(raw, Mapping):
             raise ResultFormatError(f"{origin}: 'n' must be a count and 'columns' an object")
@@ -401,24 +399,6 @@ class StepTable(Sequence[R], Generic[R]):
             raise ResultFormatError(f"{origin}: malformed column ({e.__class__.__name__}: "
                                     f"{e})") from None
         return cls(row_type, n, columns, tags, maps, lists)
-
-    @classmethod
-    def _from_object_list(cls, row_type: type[R], data: list[Any], origin: str) -> StepTable[R]:
-        builder = StepTableBuilder(row_type)
-        names = {f.name for f in schema(row_type)}
-        for i, d in enumerate(data):
-            if not isinstance(d, Mapping):
-                raise ResultFormatError(f"{origin}[{i}] is not a step object")
-            unknown = set(d) - names
-            if unknown:
-                raise ResultFormatError(f"unexpected field {sorted(unknown)[0]!r} in "
-                                        f"{origin}[{i}]")
-            try:
-                builder.append(**d)
-            except (TypeError, ValueError) as e:
-                raise ResultFormatError(f"{origin}[{i}] is not a step record "
-                                        f"({e.__class__.__name__}: {e})") from None
-        return builder.build()
 
 
 def _put_int(col: array.array[int], v: Any) -> None:
@@ -546,8 +526,7 @@ COLUMN = _Column()
 
 FloatColumn = Annotated[tuple[float, ...], COLUMN]
 """Up to one number per step (raw samples, per-step rates): a tuple of floats in memory,
-one encoded array (``encode_array``) on disk, NaN for an absent value. Format versions
-1 to 3 wrote a JSON list (null for NaN); ``float_column_from_json`` still reads it."""
+one encoded array (``encode_array``) on disk, NaN for an absent value."""
 
 
 def is_float_column(tp: Any) -> bool:
@@ -561,13 +540,7 @@ def float_column_to_json(values: Sequence[float]) -> dict[str, str]:
 
 
 def float_column_from_json(value: Any, origin: str) -> tuple[float, ...]:
-    """The inverse of ``float_column_to_json``; also reads versions 1-3's list of numbers
-    (null for a non-finite one)."""
-    if isinstance(value, list):
-        try:
-            return tuple(math.nan if v is None else float(v) for v in value)
-        except (TypeError, ValueError):
-            raise ResultFormatError(f"{origin} must be a list of numbers") from None
+    """The inverse of ``float_column_to_json``."""
     arr = decode_array(value, origin)
     return tuple(arr.astype(np.float64, copy=False).tolist())
 

@@ -37,7 +37,6 @@ from pipecheck.records.base import (
     check_version,
     from_dict,
     to_dict,
-    upgrade,
 )
 
 
@@ -50,8 +49,6 @@ def load_dict(data: Mapping[str, Any], origin: str = "input") -> Record:
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
     check_version(data, origin)
-    # an older file is read into today's record: saved again, it is written as today's
-    data = upgrade(data)
     kind = data["kind"]
     if not isinstance(kind, str):
         raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")

@@ -8,7 +8,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from pipecheck.records.common import Anomaly
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 
 MAX_LISTED_ANOMALIES = 12
 """Rows per run in the text report; the JSON record holds every anomaly."""

@@ -13,34 +13,32 @@ from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.report.anomalies import anomalies_text
-from pipecheck.report.format import findings_text, ms, warnings_text
+from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.units import ms
 
 
-def _ci(e: Estimate | None) -> str:
-    if e is None or e.n < 2:
+def _ci(e: Estimate) -> str:
+    if e.n < 2:
         return "-"
     return f"{ms(e.low)} .. {ms(e.high)}"
 
 
 def _evidence(r: CompareResult) -> list[Sequence[object]]:
-    est = r.estimates
-    t, d, real = (est.target, est.loader, est.real) if est else (None, None, None)
+    t, d, real = r.estimates.target, r.estimates.loader, r.estimates.real
     return [
         ["target step T (compute alone)", "median", ms(r.target.summary.median), _ci(t),
          r.target.summary.n,
          r.sources.get("target", "")],
         [f"loader D ({r.chosen_workers} workers, {r.chosen_threads} threads)", "mean",
-         ms(r.loader_step_s), _ci(d), d.n if d else 0, r.sources.get("loader", "")],
+         ms(r.loader_step_s), _ci(d), d.n, r.sources.get("loader", "")],
         ["real-data step R", "median", ms(r.real.summary.median), _ci(real), r.real.summary.n,
          r.sources.get("real", "")],
     ]
 
 
 def _is_chosen(r: CompareResult, s: LoaderSetting) -> bool:
-    """The setting the search chose: all four knobs when the record has them."""
-    if r.tuning.chosen is not None:
-        return bool(s.settings == r.tuning.chosen)
-    return (s.workers, s.threads) == (r.chosen_workers, r.chosen_threads)
+    """The setting the search chose (all four knobs)."""
+    return bool(s.settings == r.tuning.chosen)
 
 
 def _buffers_vary(r: CompareResult) -> bool:
@@ -52,7 +50,7 @@ def _tried(r: CompareResult, goal: float) -> list[Sequence[object]]:
     buffers = _buffers_vary(r)
     for s in r.loader:
         mark = "<- chosen" if _is_chosen(r, s) else ""
-        d = s.loader_time.value if s.loader_time is not None else float("nan")
+        d = s.loader_time.value
         knobs = [s.workers, s.threads] + ([s.per_worker_buffer if s.workers else "-",
                                            s.settings.prefetch] if buffers else [])
         rows.append([*knobs, ms(s.first_batch_s), ms(d), ms(s.batch_time.summary.median),

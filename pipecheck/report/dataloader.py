@@ -8,10 +8,10 @@ from typing import Sequence
 from tabulate import tabulate
 
 from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
-from pipecheck.measure.dataloader import slowest_stage
 from pipecheck.records.common import Finding
-from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
-from pipecheck.report.format import findings_text, ms, rate, warnings_text
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
+from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.units import ms, rate
 
 MAX_STAGE_NAME = 60
 
@@ -35,10 +35,8 @@ def _slowest(setting: LoaderSetting) -> str:
 
 
 def _loader_time(setting: LoaderSetting) -> list[str]:
-    """D, the loader time compare's verdict uses, and its interval ('-' when not stored)."""
+    """D, the loader time compare's verdict uses, and its interval."""
     d = setting.loader_time
-    if d is None:
-        return ["-", "-"]
     return [ms(d.value), f"{ms(d.low)} .. {ms(d.high)}" if d.n >= 2 else "-"]
 
 
@@ -77,7 +75,7 @@ def cost_rows(results: Sequence[LoaderSetting], findings: Sequence[Finding]
             continue
         rows.append([
             r.workers, r.threads, r.per_worker_buffer if r.workers else "-",
-            r.settings.prefetch, ms(r.loader_time.value if r.loader_time else None),
+            r.settings.prefetch, ms(r.loader_time.value),
             _seconds(r.first_batch_s),
             _share(main_share(r)), _share(cpu_per_worker(res)),
             _mb(res.worker_rss_mb) if r.workers else "-", _mb(res.main_rss_mb),

@@ -12,8 +12,9 @@ from tabulate import tabulate
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.report.anomalies import anomalies_table
-from pipecheck.report.format import ms, nbytes, p_value, warnings_text
+from pipecheck.report.format import warnings_text
 from pipecheck.report.monitor import ended_early
+from pipecheck.units import ms, nbytes, p_value
 
 
 def _num(v: float, signed: bool = False) -> str:

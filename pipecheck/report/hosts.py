@@ -8,7 +8,8 @@ from tabulate import tabulate
 
 from pipecheck.records.common import Finding
 from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
-from pipecheck.report.format import findings_text, ms
+from pipecheck.report.format import findings_text
+from pipecheck.units import ms
 
 MAX_ROWS = 16
 """Hosts listed one per row; past this, the slowest ones and the median host only."""

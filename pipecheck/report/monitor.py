@@ -12,10 +12,9 @@ from pipecheck.report.format import (
     distribution_rows,
     findings_text,
     format_breakdown,
-    ms,
-    short_location,
     warnings_text,
 )
+from pipecheck.units import ms, short_location
 
 
 def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str | None:

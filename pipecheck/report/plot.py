@@ -31,8 +31,8 @@ from pipecheck.records.base import Record
 from pipecheck.records.common import Anomaly, StepRecord
 from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
-from pipecheck.report.format import ms
 from pipecheck.report.monitor import ended_early
+from pipecheck.units import ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.axes import Axes

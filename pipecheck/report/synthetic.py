@@ -13,11 +13,9 @@ from pipecheck.report.format import (
     distribution_rows,
     findings_text,
     format_breakdown,
-    ms,
-    nbytes,
-    rate,
     warnings_text,
 )
+from pipecheck.units import ms, nbytes, rate
 
 
 def format_synthetic(result: SyntheticResult) -> str:

@@ -26,12 +26,11 @@ import dataclasses
 import gzip
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
-from pipecheck.measure.compile_watch import CompileEvent
-from pipecheck.measure.spans import Span, SpanRecorder
 from pipecheck.records.common import StepRecord
 from pipecheck.records.dataloader import DataloaderResult
+from pipecheck.records.events import CompileEvent, Span
 from pipecheck.records.kinds import DATA_SPANS
 from pipecheck.records.store import write_text_atomic
 
@@ -69,6 +68,29 @@ class Timeline:
     compiles: tuple[CompileSlice, ...] = ()
 
 
+class RecordedRun(Protocol):
+    """What a trace is drawn from: a recorder's retained spans, marks and tags, and its steps
+    (``measure.spans.SpanRecorder`` is one)."""
+
+    @property
+    def raw_spans(self) -> Iterable[Span]: ...
+
+    @property
+    def raw_marks(self) -> Iterable[float]: ...
+
+    @property
+    def raw_tags(self) -> Iterable[tuple[str, float]]: ...
+
+    @property
+    def start_time(self) -> float | None: ...
+
+    @property
+    def marks_total(self) -> int: ...
+
+    @property
+    def steps(self) -> Sequence[StepRecord]: ...
+
+
 def compile_slices(events: Iterable[CompileEvent]) -> tuple[CompileSlice, ...]:
     """CompileSlices from ``compile_watch.CompileEvent`` objects (event, fun_name, ...)."""
     return tuple(
@@ -77,7 +99,7 @@ def compile_slices(events: Iterable[CompileEvent]) -> tuple[CompileSlice, ...]:
     )
 
 
-def timeline_of(recorder: SpanRecorder, compile_events: Iterable[CompileEvent] = (),
+def timeline_of(recorder: RecordedRun, compile_events: Iterable[CompileEvent] = (),
                 steps: Iterable[StepRecord] | None = None) -> Timeline:
     """The recorder's retained spans, marks and tags (plus compile events) as a Timeline.
     ``steps``: the record's steps, whose tags (anomalies included) label the step slices;
@@ -236,14 +258,14 @@ def write_trace(path: str | os.PathLike[str], trace: Mapping[str, Any],
 
 def write_recorder_trace(
     path: str | os.PathLike[str],
-    recorder: SpanRecorder,
+    recorder: RecordedRun,
     compile_events: Sequence[CompileEvent] = (),
     process_name: str = "pipecheck",
     force: bool = False,
     steps: Iterable[StepRecord] | None = None,
 ) -> None:
-    """The one call a command needs for ``--trace PATH`` (``steps``: the record's steps, for
-    their tags)."""
+    """Write the recorder's Chrome trace for ``--trace PATH`` (``steps``: the record's
+    steps, for their tags)."""
     write_trace(path, chrome_trace(timeline_of(recorder, compile_events, steps), process_name),
                 force)
 

@@ -18,8 +18,8 @@ from pipecheck.config import (
     RunConfig,
     parse_set_option,
 )
+from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError
-from pipecheck.step_types import InputPipeline
 from pipecheck.workloads import calibrated, demo, user
 from pipecheck.workloads.base import Workload
 

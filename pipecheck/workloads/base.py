@@ -6,8 +6,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from pipecheck.config import RunConfig
-from pipecheck.measure.loop import StepHook
-from pipecheck.step_types import Batch, BatchSpec, InputPipeline, PyTree, TrainStep
+from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.step_types import Batch, BatchSpec, PyTree, StepHook, TrainStep
 
 if TYPE_CHECKING:  # pragma: no cover
     import jax

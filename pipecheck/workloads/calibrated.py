@@ -25,10 +25,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
-from pipecheck.measure.loop import StepHook
-from pipecheck.measure.pipeline import MainProcessMap
-from pipecheck.measure.spans import SpanRecorder
-from pipecheck.step_types import Batch, InputPipeline, PyTree
+from pipecheck.data.grain_pipeline import InputPipeline, MainProcessMap
+from pipecheck.step_types import Batch, HookRecorder, PyTree, StepHook
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import (
     batch_sharding,
@@ -125,7 +123,7 @@ def calibrate_iters(
 
 
 def log_current_loss(step: int, state: PyTree, metrics: PyTree,
-                     recorder: SpanRecorder) -> None:
+                     recorder: HookRecorder) -> None:
     """host_sync=every_step: the training loop logs the loss of the step it just dispatched."""
     with recorder.span("log"):
         loss = float(metrics["loss"])  # forced sync: waits for the step just dispatched
@@ -150,7 +148,7 @@ def blocking_hook(
     if every < 1:
         raise ValueError("every must be >= 1")
 
-    def hook(step: int, state: PyTree, metrics: PyTree, recorder: SpanRecorder) -> None:
+    def hook(step: int, state: PyTree, metrics: PyTree, recorder: HookRecorder) -> None:
         if step == 0 or step % every:
             return
         with recorder.span(kind):

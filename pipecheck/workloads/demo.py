@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from pipecheck.config import COMMON_KEYS, Key, RunConfig
+from pipecheck.data.grain_pipeline import BatchedExamples
 from pipecheck.data.sources import open_records
 from pipecheck.data.tokenizer import TokenizeAndPack
 from pipecheck.errors import ConfigError
-from pipecheck.measure.pipeline import BatchedExamples
 from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads.base import Workload, spec_of
 from pipecheck.workloads.devices import (

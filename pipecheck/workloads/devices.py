@@ -40,8 +40,8 @@ def ensure_device_count(n: int) -> None:
 
 
 def check_splits(size: int, parts: int, what: str, where: str) -> None:
-    """The one rule for batches: a leading dimension must split evenly over the data-parallel
-    devices (of every process)."""
+    """A batch's leading dimension must split evenly over the data-parallel devices (of
+    every process)."""
     if size % parts:
         raise ConfigError(f"{what} does not split over {where}; use a multiple of {parts}")
 

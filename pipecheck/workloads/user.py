@@ -26,8 +26,8 @@ import cloudpickle
 import numpy as np
 
 from pipecheck.config import Key, RunConfig
+from pipecheck.data.grain_pipeline import build_iter_dataset
 from pipecheck.errors import ConfigError
-from pipecheck.measure.pipeline import build_iter_dataset
 from pipecheck.step_types import PyTree
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
 from pipecheck.workloads.base import Workload, spec_of

@@ -18,8 +18,9 @@ import pytest
 import tensorflow_datasets as tfds
 
 from pipecheck.cli import main
+from pipecheck.data.grain_pipeline import build_iter_dataset
 from pipecheck.data.sources import open_records
-from pipecheck.measure.pipeline import build_iter_dataset, close_iterator
+from pipecheck.measure.pipeline import close_iterator
 
 CATALOG = "imdb_reviews"
 N_EXAMPLES = 24

@@ -1,5 +1,6 @@
-"""The package's shape, checked so it cannot regress: what `import pipecheck` and the CLI
-import, where imports inside functions are allowed, and how long a function may be."""
+"""The package's shape, checked so it cannot regress: which part of pipecheck may import
+which (the layers docs/architecture.md draws), what `import pipecheck` and the CLI import,
+where imports inside functions are allowed, and how long a function may be."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import ast
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 import pipecheck
 
@@ -28,6 +31,45 @@ LAZY_OWN_MODULES = {
     ("data/sources.py", "pipecheck.data.demo_text"): "demo_text imports tfds",
 }
 """pipecheck's own modules imported inside a function, and why."""
+
+ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
+    # The floor: pure building blocks.
+    "errors": frozenset(),
+    "progress": frozenset(),
+    "units": frozenset(),
+    "step_types": frozenset(),
+    "stats": frozenset({"progress"}),
+    "config": frozenset({"errors"}),
+    "records": frozenset({"errors", "stats"}),
+    # Where batches come from (sources, tokenizer, the Grain pipeline for a setting); the
+    # user's entry points run with their errors as one line.
+    "data": frozenset({"errors", "records"}),
+    "user_code": frozenset({"errors", "step_types", "units"}),
+    # Pure functions of what was measured. analysis/maxtext.py's file reading and
+    # analysis/diff.py's record sniffing are pending their move out of analysis/ (branch
+    # real-logs); they import nothing outside this row.
+    "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),
+    # Pure text renderers of records.
+    "report": frozenset({"analysis", "errors", "progress", "records", "units"}),
+    "tuned_config": frozenset({"config", "errors", "records"}),
+    "workloads": frozenset({"config", "data", "errors", "step_types", "user_code"}),
+    # What touches the clock or the machine (the Monitor renders its own report).
+    "measure": frozenset({"analysis", "config", "data", "errors", "records", "report", "stats",
+                          "step_types", "tuned_config", "units", "user_code", "workloads"}),
+    "compare": frozenset({"analysis", "config", "measure", "records", "tuned_config", "units",
+                          "workloads"}),
+    "cli": frozenset({"analysis", "compare", "config", "errors", "measure", "progress",
+                      "records", "report", "tuned_config", "workloads"}),
+    # `import pipecheck` (Monitor and grain_options, both imported lazily) and `python -m`.
+    "pipecheck": frozenset({"measure", "tuned_config"}),
+    "__main__": frozenset({"cli"}),
+}
+"""Which part of pipecheck (a sub-package, or a module at the top of the package;
+``pipecheck``: the package's ``__init__``) may import which others, at module level, in a
+function or under ``TYPE_CHECKING``. Every import must be allowed here and every allowance
+used, so this table, and docs/architecture.md drawn from it, is the house as built."""
+
+ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
 
 MAX_FUNCTION_LINES = 60
 """Longer functions are split, unless a ``# long: why`` comment just above says why not."""
@@ -51,6 +93,143 @@ def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
     base = node.module or ""
     # `from pipecheck.data import demo_text` imports the module pipecheck.data.demo_text
     return [f"{base}.{a.name}" if base == "pipecheck.data" else base for a in node.names]
+
+
+def _unit_of_file(name: str) -> str:
+    """The part of pipecheck a file (``cli/compare.py``, ``config.py``) belongs to."""
+    first = name.split("/")[0]
+    if first == "__init__.py":
+        return "pipecheck"
+    return first.removesuffix(".py")
+
+
+def _units() -> set[str]:
+    return {_unit_of_file(name) for name, _, _ in _modules()}
+
+
+def _own_imports(name: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, module) for every import of a pipecheck module in file ``name``, wherever it
+    is (module level, a function, a ``TYPE_CHECKING`` block); relative imports resolved."""
+    package = ["pipecheck", *name.removesuffix(".py").split("/")][:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            # `from pipecheck import stats` imports the module pipecheck.stats
+            out += ([(node.lineno, f"{base}.{a.name}") for a in node.names]
+                    if base == "pipecheck" else [(node.lineno, base)])
+    return sorted((line, m) for line, m in out if m == "pipecheck" or m.startswith("pipecheck."))
+
+
+def _unit_of_module(module: str, units: set[str]) -> str:
+    part = module.split(".")[1] if "." in module else "pipecheck"
+    return part if part in units else "pipecheck"  # a name of pipecheck/__init__.py
+
+
+def layering_problems(modules: list[tuple[str, ast.Module, list[str]]],
+                      allowed: dict[str, frozenset[str]]) -> list[str]:
+    """Imports between parts of pipecheck that ``allowed`` does not list, allowances no
+    import uses, and parts missing from the table."""
+    units = {_unit_of_file(name) for name, _, _ in modules} | set(allowed)
+    problems = [f"{u} is not in the table of allowed imports; place it"
+                for u in sorted(units - set(allowed))]
+    used: set[tuple[str, str]] = set()
+    for name, tree, _ in modules:
+        source = _unit_of_file(name)
+        for line, module in _own_imports(name, tree):
+            target = _unit_of_module(module, units)
+            if target == source:
+                continue
+            used.add((source, target))
+            if target not in allowed.get(source, frozenset()):
+                problems.append(f"{name}:{line} imports {module} ({source} -> {target} is "
+                                "not allowed)")
+    problems += [f"{s} -> {t} is allowed but nothing imports it; drop it from the table"
+                 for s in sorted(allowed) for t in sorted(allowed[s]) if (s, t) not in used]
+    return problems
+
+
+def layers(allowed: dict[str, frozenset[str]]) -> dict[str, int]:
+    """Each part's layer: 0 for what imports nothing of pipecheck, else one above the
+    highest it imports. Raises ValueError on a cycle (then there are no layers)."""
+    out: dict[str, int] = {}
+
+    def layer(unit: str, path: tuple[str, ...]) -> int:
+        if unit in path:
+            raise ValueError("import cycle: " + " -> ".join((*path[path.index(unit):], unit)))
+        if unit not in out:
+            below = [layer(u, (*path, unit)) for u in allowed.get(unit, ())]
+            out[unit] = 1 + max(below) if below else 0
+        return out[unit]
+
+    for unit in allowed:
+        layer(unit, ())
+    return out
+
+
+def drawing(allowed: dict[str, frozenset[str]]) -> str:
+    """The table as docs/architecture.md shows it: one line per part, top layer first."""
+    level = layers(allowed)
+    width = max(map(len, allowed))
+    lines = []
+    for unit in sorted(allowed, key=lambda u: (-level[u], u)):
+        below = ", ".join(sorted(allowed[unit])) or "(nothing of pipecheck)"
+        lines.append(f"{level[unit]}  {unit:<{width}}  -> {below}")
+    return "\n".join(lines)
+
+
+def _doc_drawing() -> str:
+    text = ARCHITECTURE_DOC.read_text()
+    start = text.index("<!-- layers:")
+    block = text[text.index("```", start) + 3:]
+    return block[block.index("\n") + 1:block.index("```")].rstrip("\n")
+
+
+def test_every_import_between_parts_of_pipecheck_is_in_the_table() -> None:
+    assert layering_problems(_modules(), ALLOWED_IMPORTS) == []
+
+
+def test_the_table_has_layers_and_no_part_imports_another_that_imports_it() -> None:
+    layers(ALLOWED_IMPORTS)  # raises on a cycle
+    mutual = [(a, b) for a in ALLOWED_IMPORTS for b in ALLOWED_IMPORTS[a]
+              if a in ALLOWED_IMPORTS.get(b, ())]
+    assert mutual == []
+    assert set(ALLOWED_IMPORTS) == _units()
+
+
+def test_architecture_doc_draws_the_checked_table() -> None:
+    assert _doc_drawing() == drawing(ALLOWED_IMPORTS)
+
+
+def test_the_layering_check_fails_on_an_upward_import() -> None:
+    """An import the table does not allow is reported wherever it hides (in a function,
+    under TYPE_CHECKING, relative), and a table with a cycle has no layers."""
+    upward = ast.parse("from typing import TYPE_CHECKING\n"
+                       "def f():\n    from pipecheck.measure import spans\n"
+                       "if TYPE_CHECKING:\n    import pipecheck.report.trace\n"
+                       "from ..analysis import stats\n")
+    modules = [*[m for m in _modules() if m[0] != "records/common.py"],
+               ("records/common.py", upward, [])]
+    problems = layering_problems(modules, ALLOWED_IMPORTS)
+    assert [p for p in problems if p.startswith("records/common.py")] == [
+        "records/common.py:3 imports pipecheck.measure (records -> measure is not allowed)",
+        "records/common.py:5 imports pipecheck.report.trace (records -> report is not allowed)",
+        "records/common.py:6 imports pipecheck.analysis (records -> analysis is not allowed)",
+    ]
+    unused = {**ALLOWED_IMPORTS, "units": frozenset({"errors"})}
+    assert "units -> errors is allowed but nothing imports it; drop it from the table" in \
+        layering_problems(_modules(), unused)
+    assert drawing(unused) != drawing(ALLOWED_IMPORTS)  # the doc's copy would be stale
+    unplaced = {u: a for u, a in ALLOWED_IMPORTS.items() if u != "units"}
+    assert "units is not in the table of allowed imports; place it" in \
+        layering_problems(_modules(), unplaced)
+    cyclic = {**ALLOWED_IMPORTS, "records": ALLOWED_IMPORTS["records"] | {"measure"}}
+    with pytest.raises(ValueError, match="import cycle: .*records -> measure -> .*records"):
+        layers(cyclic)
 
 
 def test_import_pipecheck_and_the_cli_import_no_heavy_library() -> None:
@@ -110,3 +289,7 @@ def test_the_checks_see_what_they_check() -> None:
     imports = [n for n in ast.walk(fn) if isinstance(n, ast.Import)]
     assert [m for n in imports for m in _imported(n)] == ["os"]
     assert "os" not in LAZY_LIBRARIES
+
+
+if __name__ == "__main__":  # the drawing for docs/architecture.md, after a change of the table
+    print(drawing(ALLOWED_IMPORTS))

@@ -18,6 +18,7 @@ from pipecheck.analysis.loader_limits import (
     main_share,
     worker_compute_share,
 )
+from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting, Resources
 
@@ -31,7 +32,8 @@ def setting(workers, main_cpu_s, worker_cpu_s, wall_s=1.0, batches=50, worker_rs
                   main_wait_s=main_wait_s)
     d = Distribution.of([wall_s / batches] * batches)
     return LoaderSetting(workers=workers, threads=1, first_batch_s=1.0, batch_time=d,
-                         batches_per_s=batches / wall_s, examples_per_s=0.0, resources=r)
+                         batches_per_s=batches / wall_s, examples_per_s=0.0, resources=r,
+                         loader_time=loader_estimate(d.samples_s, workers, 2))
 
 
 def test_consumer_busy_most_of_the_time_is_main_process_bound():

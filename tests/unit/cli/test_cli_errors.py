@@ -1,8 +1,13 @@
 """Bad input: one line on stderr, non-zero exit, no traceback (in-process, before JAX runs)."""
 
+import json
+
 import pytest
 
 from pipecheck.cli import main
+from pipecheck.records import store
+from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
+from pipecheck.records.synthetic import SyntheticResult
 
 
 def one_line_error(capsys, argv, code):
@@ -51,6 +56,19 @@ def test_entry_point_without_function(capsys, tmp_path):
                    f"  batch: {mod}:init\n")
     err = one_line_error(capsys, ["synthetic", "--config", str(cfg)], 2)
     assert "has no attribute 'step'" in err
+
+
+def test_a_pre_release_result_file_is_refused(capsys, tmp_path):
+    record = SyntheticResult(env={}, config={}, step_time=Distribution.of([0.05, 0.06]),
+                             compile=CompileInfo(1.2, 1.0, 1), throughput=Throughput(600.0),
+                             steps=(StepRecord(0, 1.2, ("compile",), {}, 3.5),
+                                    StepRecord(1, 0.05, (), {}, 3.4)))
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    store.save(record, new)
+    old.write_text(json.dumps({**record.to_dict(), "format_version": 3}))
+    err = one_line_error(capsys, ["diff", str(old), str(new)], 2)
+    assert err == (f"pipecheck: error: {old} has format_version 3; this pipecheck reads "
+                   "version 4 (re-run the measurement with this version, or upgrade pipecheck)")
 
 
 def test_existing_output_refused_before_running(capsys, tmp_path):

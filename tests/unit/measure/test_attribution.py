@@ -6,10 +6,11 @@ from typing import Any, Sequence
 
 import pytest
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 from pipecheck.analysis.steady_state import steady_state, step_anomalies
-from pipecheck.measure.loop import StepHook, run_lagged_sync_loop
+from pipecheck.measure.loop import run_lagged_sync_loop
 from pipecheck.measure.spans import SpanRecorder
+from pipecheck.step_types import StepHook
 from pipecheck.workloads.calibrated import blocking_hook
 from tests.fakes import SimDevice
 

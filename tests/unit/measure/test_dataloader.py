@@ -14,14 +14,13 @@ from pipecheck.measure.dataloader import (
     produced_batches,
     settings_grid,
     short_stage_name,
-    slowest_stage,
     stages_from_summary,
     throughput,
     time_batches,
 )
 from pipecheck.records import store
 from pipecheck.records.common import Distribution, Estimate
-from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.records.steps import decode_array
 
 

@@ -1,12 +1,16 @@
-"""compare's loader stage: how many batches to time, D for settings read from older files."""
+"""compare's loader stage: how many batches to time, the setting to save."""
 
 from __future__ import annotations
 
-import pytest
-
-from pipecheck.measure.loader_search import batches_for, best_setting, with_loader_time
+from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.measure.loader_search import batches_for, best_setting
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import (
+    DEFAULT_PER_WORKER_BUFFER,
+    GrainSettings,
+    default_prefetch,
+)
 
 
 def test_batches_cover_the_start_up_buffer():
@@ -14,24 +18,16 @@ def test_batches_cover_the_start_up_buffer():
     assert batches_for(8, 30) == 64  # 4 x 8 workers x 2 buffered
 
 
-def test_a_setting_without_a_stored_d_gets_it_from_its_batch_times():
-    samples = [0.0001] * 4 + [0.030] * 16
-    old = LoaderSetting(workers=2, threads=1, first_batch_s=1.0,
-                        batch_time=Distribution.of(samples), batches_per_s=0.0,
-                        examples_per_s=0.0)
-    assert old.loader_time is None
-    filled = with_loader_time(old)
-    assert filled.loader_time is not None and filled.loader_time.value == pytest.approx(0.030)
-    assert with_loader_time(filled) is filled
-
-
 def measured(workers: int, mean_ms: float, first_s: float = 1.0) -> LoaderSetting:
     """A setting as `pipecheck dataloader` measured it: steady batches of ``mean_ms``."""
     samples = [mean_ms / 1000.0] * 20
-    return with_loader_time(LoaderSetting(
+    knobs = GrainSettings(workers, DEFAULT_PER_WORKER_BUFFER, 1, default_prefetch(1))
+    return LoaderSetting(
         workers=workers, threads=1, first_batch_s=first_s,
         batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
-        examples_per_s=32000.0 / mean_ms))
+        examples_per_s=32000.0 / mean_ms,
+        loader_time=loader_estimate(samples, workers, knobs.per_worker_buffer,
+                                    parallel=knobs.parallel_reads(), read_prefetch=knobs.prefetch))
 
 
 def test_the_setting_saved_is_the_cheapest_near_the_fastest_not_the_first_or_last():

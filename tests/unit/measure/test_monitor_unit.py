@@ -159,9 +159,9 @@ def test_a_slow_step_of_host_work_is_flagged_explained_and_kept_out() -> None:
 
 
 def test_compile_events_are_charged_to_the_step_whose_interval_they_end_in() -> None:
-    from pipecheck.measure.compile_watch import CompileEvent
     from pipecheck.measure.loop import compiles_per_step
     from pipecheck.measure.spans import SpanRecorder
+    from pipecheck.records.events import CompileEvent
 
     dev = SimDevice(compute_s=C)
     rec = SpanRecorder(dev.clock, raw_window=3)  # keeps only the last 3 marks

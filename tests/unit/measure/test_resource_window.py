@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipecheck.analysis.loader_limits import MAIN_PROCESS_BOUND, limit_of, main_share
-from pipecheck.analysis.steady_state import steady_batch_start
+from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.measure.dataloader import time_batches
 from pipecheck.measure.resources import ResourceWindow
 from pipecheck.records.common import Distribution
@@ -82,7 +82,8 @@ def measured(window_at: int, n: int = 20) -> LoaderSetting:
     usage = window.close(n)
     return LoaderSetting(workers=2, threads=1, first_batch_s=timing.first_batch_s,
                          batch_time=Distribution.of(timing.samples), batches_per_s=0.0,
-                         examples_per_s=0.0, resources=usage)
+                         examples_per_s=0.0, resources=usage,
+                         loader_time=loader_estimate(timing.samples, 2, 2))
 
 
 def test_a_window_past_the_start_up_batches_reads_the_consumer_share_right():

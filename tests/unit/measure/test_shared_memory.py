@@ -6,6 +6,7 @@ from multiprocessing import shared_memory
 
 import pytest
 
+from pipecheck.data import grain_pipeline
 from pipecheck.measure import pipeline
 
 
@@ -25,11 +26,11 @@ def _exists(name: str) -> bool:
 
 
 def test_tagged_segments_are_reclaimed_and_others_are_left_alone(restore_names):
-    tag = pipeline.new_shm_tag()
+    tag = grain_pipeline.new_shm_tag()
     other = shared_memory.SharedMemory(create=True, size=64)  # another process's, untagged
     other_tag = shared_memory.SharedMemory(create=True, size=64)
     try:
-        pipeline.tag_shared_memory_names(tag)
+        grain_pipeline.tag_shared_memory_names(tag)
         ours = [shared_memory.SharedMemory(create=True, size=64) for _ in range(3)]
         for s in ours:
             assert s.name.startswith(f"psm_{tag}")
@@ -47,7 +48,7 @@ def test_tagged_segments_are_reclaimed_and_others_are_left_alone(restore_names):
 
 def test_worker_init_tags_then_runs_the_inner_init(restore_names):
     calls = []
-    init = pipeline.TagSharedMemory("pcdeadbeef_", lambda i, n: calls.append((i, n)))
+    init = grain_pipeline.TagSharedMemory("pcdeadbeef_", lambda i, n: calls.append((i, n)))
     init(1, 4)
     seg = shared_memory.SharedMemory(create=True, size=16)
     try:

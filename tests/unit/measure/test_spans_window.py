@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from pipecheck.measure import spans as spans_mod
-from pipecheck.measure.spans import GcSpans, Span, SpanRecorder, StepTotals, close_interval
+from pipecheck.measure.spans import GcSpans, SpanRecorder, close_interval
+from pipecheck.records.events import Span, StepTotals
 
 
 class FakeClock:

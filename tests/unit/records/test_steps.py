@@ -1,4 +1,4 @@
-"""Per-step data by column: the tuple API, the JSON form, format version 1 still read."""
+"""Per-step data by column: the tuple API and the JSON form."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 
 from pipecheck.errors import ResultFormatError
-from pipecheck.records import store
-from pipecheck.records.common import Distribution, StepRecord
-from pipecheck.records.imported import ImportedRun, LogStep
+from pipecheck.records.common import StepRecord
+from pipecheck.records.imported import LogStep
 from pipecheck.records.steps import StepTable, StepTableBuilder
-from pipecheck.records.synthetic import SyntheticResult
 
 ROWS = (
     StepRecord(0, 1.2, ("compile",), {"dispatch": 1.1, "other": 0.1}, 3.5),
@@ -78,54 +76,6 @@ def test_malformed_columns_are_one_line_errors():
     bad["columns"]["loss"]["dtype"] = "object"
     with pytest.raises(ResultFormatError, match="dtype 'object'"):
         StepTable.from_json(StepRecord, bad)
-
-
-V1_SYNTHETIC = {
-    "format_version": 1,
-    "kind": "synthetic",
-    "env": {"jax": "0.10.2", "backend": "cpu"},
-    "config": {"workload": "calibrated"},
-    "step_time": {"median_s": 0.055, "mean_s": 0.055, "p10_s": 0.051, "p90_s": 0.059,
-                  "p99_s": 0.06, "iqr_s": 0.005, "n": 3, "samples_s": [0.05, 0.06, 0.055]},
-    "compile": {"first_step_s": 1.2, "compile_s": 1.0, "train_step_compiles": 1,
-                "findings": []},
-    "throughput": {"examples_per_s": 600.0, "tokens_per_s": None},
-    "steps": [
-        {"step": 0, "time_s": 1.2, "tags": ["compile"], "spans": {"dispatch": 1.1,
-                                                                  "other": 0.1}, "loss": 3.5},
-        {"step": 1, "time_s": 0.05, "tags": [], "spans": {"sync": 0.05}, "loss": None},
-    ],
-}
-
-
-def test_a_version_1_file_is_read_and_saved_again_as_today(tmp_path):
-    p = tmp_path / "v1.json"
-    p.write_text(json.dumps(V1_SYNTHETIC))
-    r = store.load(p, expect=SyntheticResult)
-    assert r.steps == ROWS[:2]
-    assert r.format_version == store.FORMAT_VERSION
-    out = tmp_path / "v2.json"
-    store.save(r, out)
-    data = json.loads(out.read_text())
-    assert data["format_version"] == store.FORMAT_VERSION and data["steps"]["n"] == 2
-    assert store.load(out) == r
-
-
-def test_a_version_1_imported_record_is_read(tmp_path):
-    v1 = {"format_version": 1, "kind": "imported", "source": "run.log", "env": {},
-          "config": {}, "steps": [
-              {"step": 0, "time_s": 41.7, "tags": ["compile"], "loss": 10.8,
-               "tflops_per_s_per_device": 0.5, "tokens_per_s_per_device": 73.9,
-               "metrics": {"total_weights": 32768}, "line": 22},
-              {"step": 1, "time_s": 0.512, "tags": [], "loss": 10.7,
-               "tflops_per_s_per_device": 41.1, "tokens_per_s_per_device": 6021.4,
-               "metrics": {"total_weights": 32768}, "line": 23}],
-          "step_time": Distribution.of([0.512]).to_dict(), "mean_all_s": 21.1}
-    p = tmp_path / "imported_v1.json"
-    p.write_text(json.dumps(v1))
-    r = store.load(p, expect=ImportedRun)
-    assert isinstance(r.steps, StepTable)
-    assert r.steps[1] == LogStep(1, 0.512, (), 10.7, 41.1, 6021.4, {"total_weights": 32768.0}, 23)
 
 
 def test_a_million_step_record_stays_small():

@@ -35,7 +35,7 @@ def make_compare():
         recommendation="use 4 Grain workers",
         tuning=Tuning(meets_target=True, scaling="latency-bound", target_s=0.040,
                       stop_reason="4 workers meet the target with headroom", headroom=0.9,
-                      settings_tried=4, stop="met"),
+                      settings_tried=4, stop="met", chosen=loader[2].settings),
         host_spans={"data_wait": 0.001, "sync": 0.039, "other": 0.001},
         compile=CompileInfo(1.0, 0.9, 1), sources={"target": "measured", "loader": "measured",
                                                    "real": "measured"},
@@ -90,22 +90,3 @@ def test_compare_record_round_trips_with_its_estimates_and_tuning():
     assert back == r
     assert isinstance(back.tuning, Tuning) and back.tuning.stop == "met"
     assert back.estimates is not None and back.estimates.loader.statistic == "mean"
-
-
-def test_a_compare_file_written_before_estimates_were_stored_still_loads():
-    old = make_compare().to_dict()
-    old["format_version"] = 2  # host_spans was called breakdown
-    old["breakdown"] = old.pop("host_spans")
-    del old["estimates"]
-    del old["tuning"]["stop"]
-    for s in old["loader"]:
-        del s["loader_time"]
-    r = store.load_dict(old)
-    assert isinstance(r, CompareResult) and r.estimates is None
-    assert r.tuning.stop is None and r.tuning.meets_target is True
-    assert r.tuning.stop_reason == "4 workers meet the target with headroom"
-    assert all(s.loader_time is None for s in r.loader)
-    assert r.host_spans == {"data_wait": 0.001, "sync": 0.039, "other": 0.001}
-    assert r.format_version == store.FORMAT_VERSION
-    text = format_compare(r)  # renders what the file holds; no interval where none was stored
-    assert "loader D (4 workers, 1 threads)  mean         30.0 ms  -" in text

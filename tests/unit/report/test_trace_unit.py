@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pipecheck.measure.spans import Span, SpanRecorder
+from pipecheck.measure.spans import SpanRecorder
+from pipecheck.records.events import Span
 from pipecheck.report.trace import chrome_trace, timeline_of, validate_chrome_trace
 
 

@@ -7,7 +7,8 @@ import os
 
 import pipecheck.measure.loop as loop_module
 from pipecheck.records.common import Finding
-from pipecheck.report.format import findings_text, short_location, short_path
+from pipecheck.report.format import findings_text
+from pipecheck.units import short_location, short_path
 
 
 def test_a_file_under_the_working_directory_is_relative(tmp_path):

@@ -10,7 +10,7 @@ it). The DataLoader's own multiprocessing runs the workers.
 Grain's stage timing does not follow the DataLoader's internal wrappers (its execution
 summary stays empty), so DataLoader pipelines get no per-stage breakdown.
 
-The loader's private attributes are read in this one place (checked with grain 0.2.18).
+Reads the loader's private attributes (checked with grain 0.2.18).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pure statistics over raw samples.
+"""Pure statistics over raw samples (order statistics, bootstrap intervals, rank test).
 
 Everything here is a function of its inputs: no clocks, no globals. The
 headline of a distribution is its median; a single stalled sample must not
@@ -32,9 +32,9 @@ BOOTSTRAP_SEED = 0
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """Order statistics of a set of raw samples (seconds or any unit): the one type that
-    holds them. Records store it under the names ``named`` gives (``median_s``, ...), and
-    ``records.common.Distribution`` derives it from the raw samples it keeps."""
+    """Order statistics of a set of raw samples (seconds or any unit). Records store it
+    under the names ``named`` gives (``median_s``, ...), and ``records.common.Distribution``
+    derives it from the raw samples it keeps."""
 
     median: float
     mean: float

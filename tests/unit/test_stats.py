@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from pipecheck.analysis import stats
+from pipecheck import stats
 
 
 def test_summary_of_known_samples():

@@ -8,8 +8,8 @@ import itertools
 import grain
 import numpy as np
 
-from pipecheck.measure.grain_dataloader import is_data_loader, with_settings
-from pipecheck.measure.pipeline import build_iter_dataset
+from pipecheck.data.grain_dataloader import is_data_loader, with_settings
+from pipecheck.data.grain_pipeline import build_iter_dataset
 
 
 class Source:
