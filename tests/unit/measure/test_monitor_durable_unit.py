@@ -9,6 +9,7 @@ import os
 import pathlib
 import random
 import signal
+import sys
 import warnings
 
 import numpy as np
@@ -254,3 +255,24 @@ def test_save_to_refuses_an_existing_file_and_a_bad_interval_before_the_run(
     with pytest.raises(OutputPathError, match="is a file"):
         Monitor(save_to=str(out / "x.json"))
     assert out.read_text() == "{}"
+
+
+def test_an_exception_escaping_a_loop_without_with_is_saved_by_the_excepthook(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``with``, an exception that ends the script reaches ``sys.excepthook``: the
+    Monitor writes the record first, then the hook that was there prints the traceback."""
+    printed: list[str] = []
+    monkeypatch.setattr(sys, "excepthook", lambda t, e, tb: printed.append(f"{t.__name__}: {e}"))
+    clock = FakeClock()
+    out = tmp_path / "run.json"
+    mon = quiet_monitor(out, clock)
+    try:
+        fake_loop(mon, clock, 50, raise_at=7)
+    except ValueError as e:
+        sys.excepthook(type(e), e, e.__traceback__)  # what the interpreter does at the top
+    assert printed == ["ValueError: loss is nan\nat step 7"]
+    record = store.load(out, expect=MonitorResult)
+    assert record.incomplete == RunEnd("exception", "ValueError: loss is nan", 7)
+    assert record.total_steps == 7
+    mon._stop_saving()
+    assert sys.excepthook != mon._excepthook  # the hook before it is back
