@@ -133,6 +133,9 @@ def test_sigkill_leaves_the_last_periodic_write(tmp_path: pathlib.Path) -> None:
             printed += 1
             if printed == 200:
                 break
+        deadline = time.monotonic() + 30
+        while not out.exists() and time.monotonic() < deadline:  # the first write landed
+            time.sleep(0.01)
         time.sleep(rng.uniform(0.0, 0.5))
         proc.kill()
         rest, _ = proc.communicate(timeout=30)
