@@ -308,12 +308,14 @@ def main() -> None:
     if a.host_json:
         print(json.dumps(host_costs()))
         return
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start")
     step_ms = end_to_end(a.rounds, a.steps)
     print_host(host_costs(), step_ms)
     if a.baseline:
         before_after(a.baseline, a.baseline_rounds)
     if a.save_steps:
         save_costs(a.save_steps, a.short_interval, a.save_rounds)
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 
 if __name__ == "__main__":
