@@ -403,15 +403,14 @@ class Monitor:
                     rec._depth = depth
                     rec._spans.append((self._sync_id, t0, t1, depth))
             marks = rec._marks  # rec.mark(value), inline
-            marks.append((clock(), math.nan if value is None else value, len(rec._spans)))
+            now = clock()
+            marks.append((now, math.nan if value is None else value, len(rec._spans)))
             if len(marks) >= FOLD_STEPS:
                 rec.fold()
             saver = self._saver
-            if saver is not None:
-                now = clock()
-                if now >= saver.next_at:
-                    saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE,
-                                                          self._at)), now)
+            if saver is not None and now >= saver.next_at:  # the mark's clock reading
+                saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),
+                             now)
         self._pending = loss
         self._has_pending = True
         self.step_index += 1
