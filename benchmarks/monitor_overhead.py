@@ -247,7 +247,7 @@ def save_costs(steps: int, short_s: float, rounds: int) -> None:
             wall = statistics.median(walls[label])
             n = statistics.median(w for w, _ in writes[label])
             writer = statistics.median(s for _, s in writes[label])
-            print(f"  {'save_every_s=%g' % every:26s} {wall:7.2f} s  "
+            print(f"  {f'save_every_s={every:g}':26s} {wall:7.2f} s  "
                   f"(x{wall / none:.4f}; {n:.0f} writes, {writer:.2f} s on the writer)")
         print(f"  step columns compressed over the short interval's writes: "
               f"{compressed[0] / 2**20:.1f} MB of the {compressed[1] / 2**20:.1f} MB written "

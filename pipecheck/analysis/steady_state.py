@@ -53,9 +53,17 @@ def with_anomalies(
 ) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
     """The steps of a measured run with their anomaly tags, and the anomalies."""
     found = step_anomalies(steps, compiles)
+    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
+
+
+def table_with_anomalies(
+    steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> tuple[StepTable[StepRecord], tuple[Anomaly, ...]]:
+    """``with_anomalies`` of steps by column, kept by column (no row objects)."""
+    found = step_anomalies(steps, compiles)
     tagged = anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)
-    # a StepTable stays one (a Monitor's window of steps is never turned into objects)
-    return (tagged if isinstance(tagged, StepTable) else tuple(tagged)), tuple(found)
+    assert isinstance(tagged, StepTable)
+    return tagged, tuple(found)
 
 
 def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:

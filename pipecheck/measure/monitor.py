@@ -51,11 +51,21 @@ import time
 import traceback
 import warnings
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator, Mapping, ParamSpec, Sequence, TypeVar
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    ParamSpec,
+    Sequence,
+    TypeVar,
+    cast,
+)
 
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
-from pipecheck.analysis.steady_state import with_anomalies
+from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.analysis.straggler import analyze
 from pipecheck.errors import MonitorError, PipecheckError
 from pipecheck.measure import distributed
@@ -476,7 +486,7 @@ class Monitor:
         the run stands) built into one."""
         if isinstance(item, MonitorResult):
             return item
-        state, end = item  # type: ignore[misc]
+        state, end = cast("tuple[RunState, RunEnd]", item)
         return build_result(state, self._environment(), self.config, end)
 
     def _encode(self, result: MonitorResult) -> str:
@@ -695,7 +705,7 @@ def build_result(
                                  for e in state.compile_events),
                                 marks, snap.marks_total - len(marks)) \
         if state.compile_events else {}
-    steps, anomalies = with_anomalies(snap.steps, compiles)
+    steps, anomalies = table_with_anomalies(snap.steps, compiles)
     step_time, warnings = steady_distribution(steps)
     wall = snap.totals.wall_s
     sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)

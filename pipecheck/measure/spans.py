@@ -96,7 +96,7 @@ def capturing() -> bool:
     return prof is not None and prof.enabled()
 
 
-def _rows(items: list[tuple[float, ...]], width: int) -> np.ndarray:
+def _rows(items: Sequence[tuple[float, ...]], width: int) -> np.ndarray:
     """A list of equal-length tuples as a (len, width) float array."""
     flat = np.fromiter(itertools.chain.from_iterable(items), np.float64, len(items) * width)
     return flat.reshape(-1, width)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
@@ -68,9 +68,10 @@ class MonitorResult(Record):
     step_time: Distribution
     """Steady state: steps after the first, none tagged compile/checkpoint/eval/gc."""
     first_step_s: float
-    steps: tuple[StepRecord, ...]
+    steps: Sequence[StepRecord]
     """The first step and the most recent ``step_window`` steps (all of them unless the
-    run was longer than the window)."""
+    run was longer than the window): a ``StepTable`` (by column; its rows are
+    StepRecords)."""
     sync_sites: tuple[SyncSiteRecord, ...]
     breakdown: Breakdown
     """Over every step of the run, dropped ones included."""

@@ -9,7 +9,6 @@ before the end: it never sends its summary).
 """
 
 import os
-
 import sys
 import time
 

@@ -129,7 +129,7 @@ def test_sigkill_leaves_the_last_periodic_write(tmp_path: pathlib.Path) -> None:
         proc = start(out, "none", 0, steps=20_000, every=0.01)
         assert proc.stdout is not None
         printed = 0
-        for line in proc.stdout:
+        for _ in proc.stdout:
             printed += 1
             if printed == 200:
                 break
