@@ -77,9 +77,6 @@ class PeriodicWriter(Generic[S]):
         self.write_s = 0.0
         """Seconds spent building, encoding and writing (every write)."""
 
-    def due(self, now: float) -> bool:
-        return now >= self.next_at
-
     def submit(self, state: S, now: float) -> None:
         """Hand a state to the writer thread (a newer one replaces one not written yet)."""
         self.next_at = now + self.every_s

@@ -277,10 +277,6 @@ class SpanRecorder:
         """Record a span timed elsewhere (e.g. a garbage collection)."""
         self._spans.append((self.name_id(span.name), span.start, span.end, span.depth))
 
-    def log_span(self, name_id: int, start: float, end: float, depth: int) -> None:
-        """Record a span timed by the caller (``name_id`` from ``name_id``)."""
-        self._spans.append((name_id, start, end, depth))
-
     def tag(self, name: str) -> None:
         """Tag the current interval (e.g. ``compile``, ``checkpoint``) at this instant."""
         t = self.clock()
