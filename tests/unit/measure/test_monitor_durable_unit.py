@@ -276,3 +276,19 @@ def test_an_exception_escaping_a_loop_without_with_is_saved_by_the_excepthook(
     assert record.total_steps == 7
     mon._stop_saving()
     assert sys.excepthook != mon._excepthook  # the hook before it is back
+
+
+def test_a_process_exiting_without_finish_writes_the_record_at_exit(
+        tmp_path: pathlib.Path) -> None:
+    clock = FakeClock()
+    out = tmp_path / "run.json"
+    mon = quiet_monitor(out, clock)
+    fake_loop(mon, clock, 9)
+    mon._at_exit()  # what atexit runs when the script ends without finish()
+    record = store.load(out, expect=MonitorResult)
+    assert record.incomplete == RunEnd("exit", "the process exited before Monitor.finish()", 8)
+    assert record.total_steps == 8
+    assert ended_early(record.incomplete, 8) == (
+        "pipecheck: this run ended early at step 8 (the process exited before "
+        "Monitor.finish()); the record holds the 8 steps completed before it")
+    mon._stop_saving()
