@@ -111,6 +111,8 @@ EXAMPLES = {
         show_command=False),
     "monitor-loop": Example(
         "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
+    "monitor-ended-early": Example(
+        "monitor.md", ("examples/monitor_ended_early.py",), script=True, show_command=False),
     "monitor-nnx-generation": Example(
         "monitor.md", ("examples/nnx_generation_loop.py", "nnx_run.json"), script=True,
         show_command=False),

@@ -29,6 +29,7 @@ from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
+from pipecheck.records.monitor import RunEnd
 from pipecheck.records.steps import StepTable, column_of
 from pipecheck.units import ms, p_value
 
@@ -158,6 +159,8 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
         memory_compiled_bytes=_number(throughput.get("peak_memory_bytes")),
         anomalies=tuple(anomalies),
         warnings=run_warnings,
+        incomplete=_run_end(data, origin),
+        total_steps=data["total_steps"] if isinstance(data.get("total_steps"), int) else None,
     )
 
 
@@ -180,6 +183,17 @@ def imported_final_loss(run: ImportedRun) -> float | None:
                                  or bad_from > int(run.steps.column("step")[finite[-1]])):
         return math.nan
     return float(losses[finite[-1]]) if finite.size else None
+
+
+def _run_end(data: Mapping[str, Any], origin: str) -> RunEnd | None:
+    """How a Monitor run that did not finish ended (its ``incomplete``), or None."""
+    raw = data.get("incomplete")
+    if raw is None:
+        return None
+    try:
+        return RunEnd.from_dict(raw)
+    except ResultFormatError as e:
+        raise ResultFormatError(f"{origin}: incomplete: {e}") from None
 
 
 def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSummary:

@@ -21,6 +21,7 @@ import numpy as np
 from pipecheck import stats
 from pipecheck.analysis import anomalies
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
+from pipecheck.records.steps import StepTable
 
 STEADY_STATE_EXCLUDED_TAGS = ("compile", "checkpoint", "eval", "gc", "drain", "warmup")
 """Steps carrying any of these tags are reported apart from the steady state."""
@@ -53,6 +54,16 @@ def with_anomalies(
     """The steps of a measured run with their anomaly tags, and the anomalies."""
     found = step_anomalies(steps, compiles)
     return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
+
+
+def table_with_anomalies(
+    steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+) -> tuple[StepTable[StepRecord], tuple[Anomaly, ...]]:
+    """``with_anomalies`` of steps by column, kept by column (no row objects)."""
+    found = step_anomalies(steps, compiles)
+    tagged = anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)
+    assert isinstance(tagged, StepTable)
+    return tagged, tuple(found)
 
 
 def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:

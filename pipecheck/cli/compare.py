@@ -18,8 +18,11 @@ from pipecheck.cli.options import (
     output_options,
     wrote_trace,
 )
-from pipecheck.measure.distributed import DistributedOptions
+from pipecheck.measure.distributed import DistributedOptions, Session
+from pipecheck.records import store
+from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
+from pipecheck.report.monitor import ended_early
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.tuned_config import save_config
 
@@ -36,6 +39,7 @@ def _refuse_what_files_replace(given: Sequence[tuple[str, object, str | None]]) 
                                "writes its trace with mon.write_trace(PATH)")
 
 
+# long: each option passed on once (the command's steps are helpers of this module)
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
 @click.option("--steps", type=click.IntRange(min=5), default=None,
@@ -125,6 +129,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
         run = compare_mod.compare_run(cfg, opts, progress=progress)
+    _say_if_ended_early(real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=(run.result.chosen_workers, run.result.chosen_threads))
     chosen = run.result.tuning.chosen
@@ -139,3 +144,13 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
+
+
+def _say_if_ended_early(real_file: str | None, session: Session | None) -> None:
+    """A Monitor run that did not finish: say so first (at which step, and why)."""
+    if not real_file or (session is not None and not session.is_reporter):
+        return
+    real = store.load(real_file, expect=MonitorResult)
+    early = ended_early(real.incomplete, real.total_steps, real_file)
+    if early:
+        click.echo(early)

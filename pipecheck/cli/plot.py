@@ -37,6 +37,8 @@ def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
     (pip install 'pipecheck[plot]'). See docs/timeline.md.
     """
     shown = plot_run(run_json, output, _parse_window(window), force, TerminalProgress())
+    if shown.ended_early:
+        click.echo(shown.ended_early)
     if shown.window is not None:
         lower = f"Gantt of steps {shown.window[0]}-{shown.window[1]}"
     elif shown.lower == "anomalies":

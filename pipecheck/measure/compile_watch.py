@@ -154,6 +154,9 @@ class CompileWatcher:
         self.events: list[CompileEvent] = []
         self.other_events: list[CompileEvent] = []
         self.explanations: list[str] = []
+        self.compiles = 0
+        """Backend compilations of the watched function so far (a counter: a loop reads it
+        every step)."""
         self._handler = _ExplainHandler(self)
         self._saved_explain: bool | None = None
         self._saved_propagate = True
@@ -185,18 +188,18 @@ class CompileWatcher:
 
     def _on_event(self, event: str, fun_name: str, duration: float) -> None:
         ev = CompileEvent(event, fun_name, float(duration), self.clock())
-        (self.events if _matches(fun_name, self.name) else self.other_events).append(ev)
+        if _matches(fun_name, self.name):
+            self.events.append(ev)
+            if event == BACKEND_COMPILE_EVENT:
+                self.compiles += 1
+        else:
+            self.other_events.append(ev)
 
     def _on_explanation(self, message: str) -> None:
         if self.name is None:
             return
         if f"for {self.name} defined at" in message or f" {self.name} id=" in message:
             self.explanations.append(message)
-
-    @property
-    def compiles(self) -> int:
-        """Backend compilations of the watched function so far."""
-        return sum(1 for e in self.events if e.event == BACKEND_COMPILE_EVENT)
 
     @property
     def compile_s(self) -> float:

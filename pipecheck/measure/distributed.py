@@ -391,12 +391,23 @@ class Session:
         return self.kv.get("reporter", self.timeout_s) or "process 0's host"
 
     def gather(self, summary: HostSummary) -> list[HostSummary] | None:
-        """Every host's summary on process 0 (sorted by process id); None elsewhere."""
+        """Every host's summary on process 0 (sorted by process id); None elsewhere. A host
+        that sent nothing within the timeout is a DistributedError."""
+        hosts, missing = self.gather_available(summary)
+        if missing:
+            raise DistributedError(missing_hosts_message(missing, self.timeout_s)
+                                   + "; see its log, or raise --distributed-timeout")
+        return hosts
+
+    def gather_available(self, summary: HostSummary
+                         ) -> tuple[list[HostSummary] | None, list[int]]:
+        """On process 0: the summaries of the hosts that answered within the timeout (sorted
+        by process id) and the ids of those that did not; elsewhere (None, [])."""
         _rounds["gather"] += 1
         directory = f"gather/{_rounds['gather']}"
         self.kv.set(f"{directory}/{self.process_id}", json.dumps(summary.to_dict()))
         if not self.is_reporter:
-            return None
+            return None, []
         deadline = time.monotonic() + self.timeout_s
         out = [summary]
         missing = []
@@ -406,12 +417,7 @@ class Session:
                 missing.append(p)
             else:
                 out.append(HostSummary.from_dict(json.loads(raw)))
-        if missing:
-            raise DistributedError(
-                f"process {', '.join(str(p) for p in missing)} sent no result within "
-                f"{self.timeout_s:g} s of process 0 (it died, hung, or runs much slower); "
-                "see its log, or raise --distributed-timeout")
-        return sorted(out, key=lambda h: h.process_id)
+        return sorted(out, key=lambda h: h.process_id), missing
 
     def finish(self) -> None:
         """Say this process is done; the others wait until process 0 has reported."""
@@ -456,6 +462,12 @@ def hard_exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def missing_hosts_message(missing: Sequence[int], timeout_s: float) -> str:
+    """One line naming the processes that sent no result to process 0."""
+    return (f"process {', '.join(str(p) for p in missing)} sent no result within "
+            f"{timeout_s:g} s of process 0 (it died, hung, or runs much slower)")
 
 
 def per_host_path(path: str, process_id: int) -> str:

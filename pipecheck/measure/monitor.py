@@ -30,33 +30,77 @@ compilations of the step function are recorded too.
 The record (``MonitorResult``) is the same kind of versioned JSON the commands write:
 ``steps`` (one StepRecord per step), the steady-state ``step_time``, ``sync_sites`` and a
 ``breakdown`` of the wall time. ``plot``, ``compare --real`` and ``diff`` read it.
+
+With ``Monitor(save_to=PATH)`` the record is kept on disk while the loop runs
+(``run_saver``): written every ``save_every_s`` seconds by a helper thread and at the end,
+and, marked ``incomplete``, when an exception leaves the loop, on SIGTERM/SIGINT, or when
+the process exits without ``finish``; see docs/monitor.md.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import json
+import math
+import os
+import signal
+import sys
 import time
-from typing import Any, Callable, Iterable, Iterator, Mapping, ParamSpec, Sequence, TypeVar
+import traceback
+import warnings
+from types import TracebackType
+from typing import (
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    ParamSpec,
+    Sequence,
+    TypeVar,
+    cast,
+)
 
+from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
-from pipecheck.analysis.steady_state import with_anomalies
+from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.analysis.straggler import analyze
-from pipecheck.errors import MonitorError
+from pipecheck.errors import MonitorError, PipecheckError
 from pipecheck.measure import distributed
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.hosts import host_summary
-from pipecheck.measure.loop import compiles_per_step, read_scalar
-from pipecheck.measure.spans import STEP_WINDOW, GcSpans, SpanRecorder
+from pipecheck.measure.loop import read_scalar
+from pipecheck.measure.run_saver import (
+    SAVE_EVERY_S,
+    PeriodicWriter,
+    SignalChain,
+    remove_stale_temporaries,
+)
+from pipecheck.measure.spans import (
+    FOLD_STEPS,
+    STEP_WINDOW,
+    GcSpans,
+    Snapshot,
+    SpanRecorder,
+    capturing,
+    profiler,
+)
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
 from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
+from pipecheck.records.base import to_dict
 from pipecheck.records.common import (
     CompileInfo,
     Finding,
+    StepRecord,
+    SyncSite,
 )
 from pipecheck.records.env import collect_env
-from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
+from pipecheck.records.events import CompileEvent
+from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
+from pipecheck.records.steps import ChunkEncoder, StepTable
 from pipecheck.report.hosts import format_hosts
 from pipecheck.report.monitor import format_monitor
 from pipecheck.report.trace import write_recorder_trace
@@ -66,6 +110,12 @@ from pipecheck.units import short_location
 P = ParamSpec("P")
 R = TypeVar("R")
 B = TypeVar("B")
+
+RUNNING_MESSAGE = "written while the run was going; it ended before its next write or goes on"
+"""What a periodic write says of the run (a process killed by SIGKILL leaves this file)."""
+
+TAGGING_SPANS = frozenset({"checkpoint", "eval", "gc"})
+"""Spans that also tag their step: work that does not happen every step."""
 
 FORCED_SYNC_MIN_SHARE = 0.02
 """A user sync site costing at least this share of the wall time becomes a finding."""
@@ -82,6 +132,8 @@ def default_loss(out: PyTree) -> PyTree:
     ``(state, x)`` with a scalar ``x``, or a scalar."""
     if isinstance(out, tuple) and len(out) == 2:
         metrics = out[1]
+        if type(metrics) is dict and "loss" in metrics:  # the common case, without the ABC
+            return metrics["loss"]
         if isinstance(metrics, Mapping) and "loss" in metrics:
             return metrics["loss"]
         if getattr(metrics, "shape", None) == ():
@@ -117,6 +169,29 @@ class _LoopSyncLocator(SyncLocator):
         return found
 
 
+@dataclasses.dataclass(frozen=True)
+class RunState:
+    """What a Monitor record is built from, captured on the loop's thread at one moment (the
+    recorder's arrays are immutable; the rest is copied), so that any thread can build it."""
+
+    snapshot: Snapshot
+    sites: tuple[SyncSite, ...]
+    outside_spans_s: float
+    located: bool
+    compile_events: tuple[CompileEvent, ...]
+    watched: str | None
+    """The step function's name, when compilations were watched and a step was taken."""
+    compile_s: float
+    train_step_compiles: int
+    compile_findings: tuple[Finding, ...]
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: ``ValueError: loss is nan`` (its message's first line)."""
+    lines = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
 class Monitor:
     """Time a training loop you wrote: data wait, dispatch, lagged sync, your spans.
 
@@ -138,6 +213,13 @@ class Monitor:
     step_window:
         StepRecords kept in memory and in the record (plus the first step); the breakdown
         and totals cover every step.
+    save_to, save_every_s, force:
+        Keep the record on disk while the run goes (see docs/monitor.md): written to
+        ``save_to`` atomically every ``save_every_s`` seconds by a helper thread, and at the
+        end; a run that ends early (an exception, SIGTERM, SIGINT) writes it marked
+        ``incomplete``. ``force`` lets it replace an existing file. In a multi-process run
+        each process writes ``save_to`` with ``.process-I`` before the extension, and
+        process 0 writes ``save_to`` with every host at the end.
     clock, read_loss, env:
         Injectable for tests: the clock, the lagged sync (``float``), and the environment
         stored in the record (default: collected from JAX at ``finish``).
@@ -147,6 +229,7 @@ class Monitor:
         waiting at most ``distributed_timeout_s`` for the others; see docs/multihost.md.
     """
 
+    # long: one line per option, each stored as given
     def __init__(
         self,
         config: object = None,
@@ -158,6 +241,9 @@ class Monitor:
         watch_gc: bool = True,
         annotate: bool = True,
         step_window: int = STEP_WINDOW,
+        save_to: str | None = None,
+        save_every_s: float = SAVE_EVERY_S,
+        force: bool = False,
         clock: Callable[[], float] = time.perf_counter,
         read_loss: Callable[[PyTree], float] = read_scalar,
         env: Mapping[str, object] | None = None,
@@ -173,6 +259,14 @@ class Monitor:
             self.config = dict(config)
         else:
             raise MonitorError(f"Monitor(config=...) takes a mapping, got {type(config).__name__}")
+        if save_to is not None:
+            if not save_every_s > 0:
+                raise MonitorError(f"Monitor(save_every_s=...) must be > 0 seconds, got "
+                                   f"{save_every_s!r}")
+            if os.path.exists(save_to) and not force and not os.path.isdir(save_to):
+                raise MonitorError(f"Monitor(save_to={save_to!r}): the file exists; pass "
+                                   "force=True to replace it, or choose another path")
+            store.check_writable(save_to, force)  # before the run, not at its end
         self.recorder = SpanRecorder(clock, step_window=step_window, annotate=annotate)
         self.clock = clock
         self._loss = loss
@@ -181,10 +275,19 @@ class Monitor:
         self._interval = sync_interval_s
         self._watch_compiles = watch_compiles
         self._watch_gc = watch_gc
+        self._annotate = annotate
         self._env = env
         self._gather = gather
         self._distributed_timeout_s = distributed_timeout_s
         self._json_per_host = json_per_host
+        self._save_to = save_to
+        self._save_every_s = save_every_s
+        self._force = force
+        self._saver: PeriodicWriter[object] | None = None
+        self._signals: SignalChain | None = None
+        self._previous_excepthook: Any = None
+        self._encoder = ChunkEncoder()
+        self._end: RunEnd | None = None
         self._session: distributed.Session | None = None
         self._stack = contextlib.ExitStack()
         self._locator: _LoopSyncLocator | None = None
@@ -193,6 +296,11 @@ class Monitor:
         self._result: MonitorResult | None = None
         self._pending: PyTree = None
         self._has_pending = False
+        self._data_wait_id, self._dispatch_id, self._sync_id = (
+            self.recorder.name_id(n) for n in ("data_wait", "dispatch", "sync"))
+        self._profiling: Callable[[], bool] | None = None
+        self._at = 0
+        """The step the loop is at: the last one dispatched (or being dispatched)."""
         self.step_index = 0
         """The number of steps dispatched so far (the index of the next one)."""
 
@@ -215,39 +323,104 @@ class Monitor:
             locator = _LoopSyncLocator(self.recorder, self._interval, self.clock)
             self._stack.enter_context(locator)
             self._locator = locator
+        if self._save_to is not None:
+            self._start_saving(self._save_to)
+        self._profiling = self._annotations()
         self.recorder.start()
+
+    def _annotations(self) -> Callable[[], bool] | None:
+        """What tells whether spans must also be profiler annotations now (None: never)."""
+        if not self._annotate:
+            return None
+        prof = profiler()
+        return prof.enabled if prof is not None else capturing
 
     def batches(self, iterable: Iterable[B]) -> Iterator[B]:
         """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
         self.start()
         it = iter(iterable)
-        span = self.recorder.span
+        rec = self.recorder
+        clock = self.clock
+        data_wait = self._data_wait_id
+        log = rec._spans.append
+        enabled = self._profiling
         while True:
-            with span("data_wait"):
+            if enabled is not None and enabled():
+                with rec.span("data_wait"):
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        return
+            else:  # the span, inline: this runs every step
+                depth = rec._depth
+                rec._depth = depth + 1
+                t0 = clock()
                 try:
                     batch = next(it)
                 except StopIteration:
                     return
+                finally:
+                    t1 = clock()
+                    rec._depth = depth
+                    log((data_wait, t0, t1, depth))
             yield batch
 
+    # long: the loop's hot path, inline in one function (a call costs ~0.1 µs a step)
     def step(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
         """Call (dispatch) ``fn(*args, **kwargs)``, then wait for the *previous* step's loss
         and close its interval. Returns ``fn``'s output unchanged."""
-        self.start()
+        if not self._started:
+            self.start()
         rec = self.recorder
+        clock = self.clock
         watcher = self._watcher
-        if watcher is not None and watcher.name is None:
-            watcher.name = _function_name(fn)
-        before = watcher.compiles if watcher is not None else 0
-        with rec.span("dispatch", step_num=self.step_index):
-            out = fn(*args, **kwargs)
+        before = 0
+        if watcher is not None:
+            if watcher.name is None:
+                watcher.name = _function_name(fn)
+            before = watcher.compiles
+        self._at = self.step_index
+        enabled = self._profiling
+        capture = enabled is not None and enabled()
+        if capture:
+            with rec.span("dispatch", step_num=self.step_index):
+                out = fn(*args, **kwargs)
+        else:  # the span, inline
+            depth = rec._depth
+            rec._depth = depth + 1
+            t0 = clock()
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                t1 = clock()
+                rec._depth = depth
+                rec._spans.append((self._dispatch_id, t0, t1, depth))
         if watcher is not None and watcher.compiles != before:
             rec.tag("compile")
         loss = self._loss(out)
         if self._has_pending:
-            with rec.span("sync"):
-                value = self._read_loss(self._pending)
-            rec.mark(value)
+            if capture:
+                with rec.span("sync"):
+                    value = self._read_loss(self._pending)
+            else:
+                depth = rec._depth
+                rec._depth = depth + 1
+                t0 = clock()
+                try:
+                    value = self._read_loss(self._pending)
+                finally:
+                    t1 = clock()
+                    rec._depth = depth
+                    rec._spans.append((self._sync_id, t0, t1, depth))
+            marks = rec._marks  # rec.mark(value), inline
+            now = clock()
+            marks.append((now, math.nan if value is None else value, len(rec._spans)))
+            if len(marks) >= FOLD_STEPS:
+                rec.fold()
+            saver = self._saver
+            if saver is not None and now >= saver.next_at:  # the mark's clock reading
+                saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),
+                             now)
         self._pending = loss
         self._has_pending = True
         self.step_index += 1
@@ -256,8 +429,9 @@ class Monitor:
     def span(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Time a block as span ``name`` (``checkpoint``, ``eval``, ``log``, or your own);
         ``checkpoint``, ``eval`` and ``gc`` also tag the step (it leaves the steady state)."""
-        self.start()
-        if name in ("checkpoint", "eval", "gc"):
+        if not self._started:
+            self.start()
+        if name in TAGGING_SPANS:
             self.recorder.tag(name)
         return self.recorder.span(name)
 
@@ -266,10 +440,113 @@ class Monitor:
         self.start()
         self.recorder.tag(name)
 
+    # -- keeping the record on disk ----------------------------------------------
+    def _start_saving(self, path: str) -> None:
+        if self._multi_process():
+            # lazy: JAX imported where used, so `import pipecheck` stays light
+            import jax
+
+            path = distributed.per_host_path(path, jax.process_index())
+        remove_stale_temporaries(path)
+        self._saver = PeriodicWriter(path, self._build_saved, self._encode,
+                                     self._save_every_s, self.clock)
+        self._signals = SignalChain(self._on_signal).install()
+        self._previous_excepthook = sys.excepthook
+        sys.excepthook = self._excepthook
+        atexit.register(self._at_exit)
+
+    @staticmethod
+    def _multi_process() -> bool:
+        if not distributed.is_initialized():
+            return False
+        # lazy: JAX imported where used, so `import pipecheck` stays light
+        import jax
+
+        return jax.process_count() > 1
+
+    def _capture(self, fold: bool = True) -> RunState:
+        """The state a record is built from, now (on the loop's thread)."""
+        locator, watcher = self._locator, self._watcher
+        watched = watcher is not None and watcher.name is not None
+        return RunState(
+            snapshot=self.recorder.snapshot(fold),
+            sites=tuple(locator.sites()) if locator is not None else (),
+            outside_spans_s=locator.outside_spans_s if locator is not None else 0.0,
+            located=locator is not None,
+            compile_events=(tuple([*watcher.events, *watcher.other_events])
+                            if watcher is not None else ()),
+            watched=watcher.name if watched and watcher is not None else None,
+            compile_s=watcher.compile_s if watcher is not None else 0.0,
+            train_step_compiles=watcher.compiles if watcher is not None else 0,
+            compile_findings=tuple(watcher.findings()) if watched and watcher else (),
+        )
+
+    def _build_saved(self, item: object) -> MonitorResult:
+        """What the writer writes: a finished record as it is, or a captured state (with how
+        the run stands) built into one."""
+        if isinstance(item, MonitorResult):
+            return item
+        state, end = cast("tuple[RunState, RunEnd]", item)
+        return build_result(state, self._environment(), self.config, end)
+
+    def _encode(self, result: MonitorResult) -> str:
+        """``store.record_to_json``, with the steps' columns compressed only where new."""
+        steps = result.steps
+        table = steps if isinstance(steps, StepTable) else StepTable.from_rows(
+            StepRecord, steps)
+        data = to_dict(dataclasses.replace(result, steps=()))
+        data["steps"] = self._encoder.table_json(table)
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+
+    def _environment(self) -> Mapping[str, object]:
+        if self._env is None:
+            self._env = collect_env()
+        return self._env
+
+    def _end_early(self, end: RunEnd) -> None:
+        """Write the record marked ``incomplete`` (how the run ended, at which step) now,
+        once: the steps whose loss was observed, up to this moment."""
+        if self._result is not None or self._end is not None or not self._started:
+            return
+        self._end = end
+        saver = self._saver
+        if saver is None:
+            return
+        state = self._capture(fold=not self.recorder._folding)
+        if not len(state.snapshot.steps):
+            print(f"pipecheck: the run ended ({end.message}) before its first step "
+                  f"completed; nothing written to {saver.path}", file=sys.stderr)
+            return
+        saver.write_now((state, end))
+
+    def _on_signal(self, signum: int) -> None:
+        self._end_early(RunEnd("signal", signal.Signals(signum).name, self._at))
+
+    def _excepthook(self, exc_type: type[BaseException], exc: BaseException,
+                    tb: TracebackType | None) -> None:
+        self._end_early(RunEnd("exception", one_line(exc), self._at))
+        previous = self._previous_excepthook or sys.__excepthook__
+        previous(exc_type, exc, tb)
+
+    def _at_exit(self) -> None:
+        self._end_early(RunEnd("exit", "the process exited before Monitor.finish()", self._at))
+
+    def _stop_saving(self) -> None:
+        if self._signals is not None:
+            self._signals.uninstall()
+            self._signals = None
+        if self._previous_excepthook is not None:
+            if sys.excepthook == self._excepthook:
+                sys.excepthook = self._previous_excepthook
+            self._previous_excepthook = None
+            atexit.unregister(self._at_exit)
+        if self._saver is not None:
+            self._saver.close()
+
     # -- the result ------------------------------------------------------------
     def finish(self) -> MonitorResult:
         """Wait for the last step's loss, stop the watchers, and build the record
-        (idempotent)."""
+        (idempotent). With ``save_to``, the record is written there."""
         if self._result is not None:
             return self._result
         if not self._started:
@@ -282,40 +559,59 @@ class Monitor:
                 self.recorder.mark(value)
                 self._has_pending = False
                 self._pending = None
+        except BaseException as e:
+            self._end_early(RunEnd("exception", one_line(e), self._at))
+            self._stop_saving()
+            raise
         finally:
             self._stack.close()
-        if self.recorder.step_count == 0:
-            raise MonitorError("the Monitor recorded no steps (call mon.step(...) in the loop)")
-        if self._env is None:
-            self._env = collect_env()
-        self._result = build_result(
-            self.recorder, self._env, self.config, self._locator, self._watcher)
-        if self._gather:
-            self._result = self._gather_hosts(self._result)
+        try:
+            if self.recorder.step_count == 0:
+                raise MonitorError(
+                    "the Monitor recorded no steps (call mon.step(...) in the loop)")
+            result = build_result(self._capture(), self._environment(), self.config)
+            self._result = result
+            if self._saver is not None:
+                self._saver.write_now(result)
+            if self._gather:
+                self._result = self._gather_hosts(result)
+                if self._saver is not None and self._session is not None \
+                        and self._session.is_reporter and self._save_to is not None:
+                    self._write_gathered(self._save_to)
+        finally:
+            self._stop_saving()
         return self._result
+
+    def _write_gathered(self, path: str) -> None:
+        """Process 0's record with every host, once all answered (or the wait ran out)."""
+        assert self._result is not None
+        try:
+            store.write_text_atomic(path, self._encode(self._result), force=True, fsync=True)
+        except (OSError, PipecheckError) as e:
+            warnings.warn(f"pipecheck: could not write the hosts' record to {path} ({e})",
+                          RuntimeWarning, stacklevel=3)
 
     def _gather_hosts(self, result: MonitorResult) -> MonitorResult:
         """In a multi-process run (``jax.distributed`` initialized by the script), every
         process sends its bounded summary to process 0, whose record gets ``hosts`` and
-        ``straggler``; the others keep their own record."""
-        if not distributed.is_initialized():
-            return result
-        # lazy: JAX imported where used, so `import pipecheck` stays light
-        import jax
-
-        if jax.process_count() < 2:
+        ``straggler``; the others keep their own record. A host that sent nothing within
+        the timeout is named in process 0's warnings."""
+        if not self._multi_process():
             return result
         session = distributed.Session(self._distributed_timeout_s)
         self._session = session
         own = host_summary(session.process_id, result, session.hostname)
-        hosts = session.gather(own)
+        hosts, missing = session.gather_available(own)
         if hosts is None:
             session.finish()
             return dataclasses.replace(result, hosts=(own,))
         analysis = analyze(hosts)
         session.finish()
+        notes = tuple(distributed.missing_hosts_message(missing, session.timeout_s)
+                      for _ in missing[:1])
         return dataclasses.replace(result, hosts=tuple(hosts), straggler=analysis.straggler,
-                                   host_findings=analysis.findings)
+                                   host_findings=analysis.findings,
+                                   warnings=(*result.warnings, *notes))
 
     @property
     def is_reporter(self) -> bool:
@@ -330,6 +626,8 @@ class Monitor:
         host); with ``json_per_host=True`` every process also writes its own record to
         ``path`` with ``.process-I`` before the extension."""
         result = self.finish()
+        if self._save_to is not None and os.path.abspath(path) == os.path.abspath(self._save_to):
+            force = True  # the file this Monitor has been writing: replaced by the same record
         if self._session is not None and self._json_per_host:
             own = dataclasses.replace(result, hosts=tuple(
                 h for h in result.hosts if h.process_id == self._session.process_id))
@@ -362,11 +660,18 @@ class Monitor:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.finish()
-        else:
+            return
+        # the user's exception goes on unchanged (this returns None); the record first
+        try:
+            if exc is not None:
+                self._end_early(RunEnd("exception", one_line(exc), self._at))
+        finally:
             self._stack.close()
+            self._stop_saving()
 
 
 def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
@@ -387,50 +692,54 @@ def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
 
 
 def build_result(
-    recorder: SpanRecorder,
+    state: RunState,
     env: Mapping[str, object],
     config: Mapping[str, object],
-    locator: _LoopSyncLocator | None,
-    watcher: CompileWatcher | None,
+    incomplete: RunEnd | None = None,
 ) -> MonitorResult:
-    """Pure but for its inputs: the MonitorResult of a finished recorder."""
-    compiles = {}
-    if watcher is not None:
-        compiles = compiles_per_step(recorder, [*watcher.events, *watcher.other_events])
-    steps, anomalies = with_anomalies(recorder.steps, compiles)
+    """Pure: the MonitorResult of a captured state (``incomplete``: how the run ended, when
+    it did not finish)."""
+    snap = state.snapshot
+    marks = snap.marks.tolist()
+    compiles = compiles_by_step(((e.fun_name, e.at, e.duration_s)
+                                 for e in state.compile_events),
+                                marks, snap.marks_total - len(marks)) \
+        if state.compile_events else {}
+    steps, anomalies = table_with_anomalies(snap.steps, compiles)
     step_time, warnings = steady_distribution(steps)
-    wall = recorder.totals.wall_s
-    sites = tuple(SyncSiteRecord.of(s, wall) for s in locator.sites()) if locator else ()
+    wall = snap.totals.wall_s
+    sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)
     compile_info = None
     compile_s = None
-    if watcher is not None and watcher.name is not None:
-        compile_s = watcher.compile_s
-        compile_info = CompileInfo(first_step_s=steps[0].time_s, compile_s=compile_s,
-                                   train_step_compiles=watcher.compiles,
-                                   findings=tuple(watcher.findings()))
-    forced = locator.outside_spans_s if locator else 0.0
-    table = breakdown(recorder.totals, compile_s, forced)
+    first_step_s = float(steps[0].time_s)
+    if state.watched is not None:
+        compile_s = state.compile_s
+        compile_info = CompileInfo(first_step_s=first_step_s, compile_s=compile_s,
+                                   train_step_compiles=state.train_step_compiles,
+                                   findings=state.compile_findings)
+    table = breakdown(snap.totals, compile_s, state.outside_spans_s)
     findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites)]
-    if recorder.dropped_steps:
+    if snap.dropped_steps:
         warnings.append(
-            f"{recorder.dropped_steps} of {recorder.step_count} steps are not kept as records "
-            f"(step_window={recorder.recent_steps.maxlen}); the step-time distribution "
+            f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
+            f"(step_window={snap.step_window}); the step-time distribution "
             "covers the kept steps, the breakdown covers all")
-    if locator is None:
+    if not state.located:
         warnings.append("the sync locator was off: forced syncs in the loop are not located")
     return MonitorResult(
         env=dict(env),
         config=dict(config),
         step_time=step_time,
-        first_step_s=steps[0].time_s,
-        steps=tuple(steps),
+        first_step_s=first_step_s,
+        steps=steps,
         sync_sites=sites,
         breakdown=table,
         wall_s=wall,
-        total_steps=recorder.step_count,
-        dropped_steps=recorder.dropped_steps,
+        total_steps=snap.step_count,
+        dropped_steps=snap.dropped_steps,
         compile=compile_info,
         anomalies=anomalies,
         findings=tuple(findings),
         warnings=tuple(warnings),
+        incomplete=incomplete,
     )

@@ -6,11 +6,15 @@ span (data wait, dispatch, sync, checkpoint, ...) and every instant tag
 (compile, checkpoint, ...) is charged to the interval in which it ends, so the
 spans of a step add up to (at most) its time and ``other`` is the rest.
 
-The recorder folds each finished interval into a :class:`StepRecord` as soon
-as its closing mark arrives, so raw spans never pile up. Memory stays bounded
-on runs of any length: the first step and the most recent ``step_window``
-StepRecords are kept, running totals (:class:`StepTotals`) cover every step,
-and a bounded window of raw spans, marks and tags is kept for trace export.
+Recording is cheap (it runs several times a step): a span or a mark is one tuple
+appended to a list, with no object or dict per span or step. Every ``FOLD_STEPS``
+marks, or when anything reads the steps, the log is folded at once into per-step
+columns (a ``StepTable``: ``fold_intervals``, numpy over the whole batch). Memory
+stays bounded on runs of any length: the first step and the most recent
+``step_window`` steps are kept, running totals (:class:`StepTotals`) cover every
+step, and a bounded window of raw spans, marks and tags is kept for trace export.
+``snapshot`` hands out the kept steps as immutable arrays, which another thread
+may read (``Monitor(save_to=...)``'s writer).
 
 Spans are also JAX profiler annotations (``TraceAnnotation``, and
 ``StepTraceAnnotation`` for a step's dispatch) while a profiler is capturing,
@@ -21,14 +25,20 @@ one cheap check per span.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import gc
+import itertools
+import math
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
 
 from pipecheck.records.common import StepRecord
 from pipecheck.records.events import Span, StepTotals
+from pipecheck.records.steps import StepTable, _Tags, concat
 
 if TYPE_CHECKING:  # pragma: no cover
     import jax
@@ -80,8 +90,48 @@ def profiler() -> _Profiler | None:
     return _profiler
 
 
+def capturing() -> bool:
+    """Whether a JAX profiler is capturing now (then spans are also annotations)."""
+    prof = _profiler if _profiler is not None else profiler()
+    return prof is not None and prof.enabled()
+
+
+def _rows(items: Sequence[tuple[float, ...]], width: int) -> np.ndarray:
+    """A list of equal-length tuples as a (len, width) float array."""
+    flat = np.fromiter(itertools.chain.from_iterable(items), np.float64, len(items) * width)
+    return flat.reshape(-1, width)
+
+
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The recorder's state at one moment, sharing its immutable arrays: what a record is
+    built from, on the loop's thread or any other."""
+
+    steps: StepTable[StepRecord]
+    """The first step and the most recent ``step_window`` steps."""
+    totals: StepTotals
+    step_window: int
+    marks: np.ndarray
+    """The most recent marks (up to the raw window), the last one closing the last step."""
+    marks_total: int
+
+    @property
+    def step_count(self) -> int:
+        return self.totals.steps
+
+    @property
+    def dropped_steps(self) -> int:
+        return self.step_count - len(self.steps)
+
+
 class SpanRecorder:
-    """Records spans, instant tags and step marks; builds one StepRecord per interval."""
+    """Records spans, instant tags and step marks; folds them into per-step columns.
+
+    Recording costs a few list appends (no object per span or step): spans, marks
+    and tags go to a flat log, and every ``FOLD_STEPS`` marks (or when read) the log is
+    folded at once into a ``StepTable`` of the steps it closed (``close_interval``'s rule,
+    vectorized; intervals with nested, detached or clipped spans go through
+    ``close_interval`` itself)."""
 
     def __init__(
         self,
@@ -94,32 +144,67 @@ class SpanRecorder:
             raise ValueError("step_window and raw_window must be >= 1")
         self.clock = clock
         self.annotate = annotate
-        self.totals = StepTotals()
-        self.first_step: StepRecord | None = None
-        self.recent_steps: collections.deque[StepRecord] = collections.deque(maxlen=step_window)
-        self.raw_spans: collections.deque[Span] = collections.deque(maxlen=raw_window)
-        self.raw_marks: collections.deque[float] = collections.deque(maxlen=raw_window)
-        self.raw_tags: collections.deque[tuple[str, float]] = collections.deque(maxlen=raw_window)
-        self.marks_total = 0
+        self.step_window = step_window
+        self.raw_window = raw_window
         self.start_time: float | None = None
-        self._last_mark: float | None = None
-        self._pending_spans: list[Span] = []
-        self._pending_tags: list[tuple[str, float]] = []
+        self._names: list[str] = []
+        self._name_ids: dict[str, int] = {}
+        self._contexts: dict[str, _SpanContext] = {}
+        self._spans: list[tuple[float, float, float, float]] = []
+        """The spans not folded yet: a (name id, start, end, depth) tuple each (a tuple
+        appended to a list is the cheapest record Python has, ~50 ns, and one append is
+        atomic: a signal handler never sees half a span). The list object stays the same for
+        the recorder's life, so the loop may hold its ``append``."""
+        self._marks: list[tuple[float, float, float]] = []
+        """The marks not folded yet: (clock, loss or NaN, spans logged before it)."""
+        self._tags: list[tuple[str, float, int]] = []
+        """(name, clock, marks before it): the tags not folded yet."""
+        self.raw_tags: collections.deque[tuple[str, float]] = collections.deque(maxlen=raw_window)
         self._depth = 0
+        self._folded_marks = 0
+        """Marks folded so far (the start mark included)."""
+        self._last_folded_mark = math.nan
+        self._totals = StepTotals()
+        self._batches: list[StepTable[StepRecord]] = []
+        self._kept_rows = 0
+        self._first_step: StepTable[StepRecord] | None = None
+        self._raw_spans = np.zeros((0, 4))
+        self._raw_marks = np.zeros(0)
+        self._folding = False
 
     # -- reading ---------------------------------------------------------------
+    def name_id(self, name: str) -> int:
+        """The number a span name is logged as."""
+        i = self._name_ids.get(name)
+        if i is None:
+            i = self._name_ids[name] = len(self._names)
+            self._names.append(name)
+        return i
+
+    @property
+    def marks_total(self) -> int:
+        """Marks taken so far, the start included."""
+        return self._folded_marks + len(self._marks)
+
     @property
     def step_count(self) -> int:
         """Steps closed so far (all of them, kept or not)."""
-        return self.totals.steps
+        return max(0, self.marks_total - 1)
 
     @property
-    def steps(self) -> list[StepRecord]:
-        """The kept StepRecords in order: the first step, then the most recent window."""
-        out = list(self.recent_steps)
-        if self.first_step is not None and (not out or out[0].step != 0):
-            out.insert(0, self.first_step)
-        return out
+    def totals(self) -> StepTotals:
+        self.fold()
+        return self._totals
+
+    @property
+    def steps(self) -> StepTable[StepRecord]:
+        """The kept steps in order: the first step, then the most recent window."""
+        return self.snapshot().steps
+
+    @property
+    def first_step(self) -> StepRecord | None:
+        self.fold()
+        return None if self._first_step is None else self._first_step[0]
 
     @property
     def dropped_steps(self) -> int:
@@ -131,14 +216,45 @@ class SpanRecorder:
         """How many spans are open now."""
         return self._depth
 
+    @property
+    def raw_spans(self) -> list[Span]:
+        """The most recent spans (up to ``raw_window``), for trace export."""
+        self.fold()
+        rows = np.concatenate([self._raw_spans, self._unfolded_spans()])[-self.raw_window:]
+        names = self._names
+        return [Span(names[int(i)], s, e, int(d)) for i, s, e, d in rows.tolist()]
+
+    @property
+    def raw_marks(self) -> tuple[float, ...]:
+        """The most recent marks (up to ``raw_window``), the start mark included."""
+        self.fold()
+        return tuple(self._raw_marks.tolist())
+
+    def _unfolded_spans(self) -> np.ndarray:
+        return _rows(self._spans[:], 4)
+
+    def snapshot(self, fold: bool = True) -> Snapshot:
+        """The steps closed so far (folded first unless ``fold`` is False: then the steps of
+        the log not folded yet are left out) and the totals, as immutable values."""
+        if fold:
+            self.fold()
+        if self._batches:
+            kept = concat(self._batches)
+            if len(kept) > self.step_window:
+                kept = kept[len(kept) - self.step_window:]
+            if self._first_step is not None and kept.column("step")[0] != 0:
+                kept = concat([self._first_step, kept])
+        else:
+            kept = StepTable.from_rows(StepRecord, [])
+        return Snapshot(kept, self._totals.copy(), self.step_window, self._raw_marks,
+                        self._folded_marks)
+
     # -- recording -------------------------------------------------------------
     def start(self) -> float:
         """Open the first interval (before step 0 is fetched or dispatched)."""
         t = self.clock()
         self.start_time = t
-        self._last_mark = t
-        self.raw_marks.append(t)
-        self.marks_total += 1
+        self._marks.append((t, math.nan, len(self._spans)))
         return t
 
     def span(self, name: str, step_num: int | None = None) -> _SpanContext:
@@ -148,72 +264,198 @@ class SpanRecorder:
         While a JAX profiler captures, the body is also a ``TraceAnnotation(name)``, or a
         ``StepTraceAnnotation("train", step_num=...)`` when ``step_num`` is given.
         """
-        return _SpanContext(self, name, step_num)
+        ctx = self._contexts.get(name)
+        if ctx is None or ctx.depth >= 0:  # a new name, or one already open
+            ctx = _SpanContext(self, name, step_num)
+            if name not in self._contexts:
+                self._contexts[name] = ctx
+        elif step_num is not None or ctx.step_num is not None:
+            ctx.step_num = step_num
+        return ctx
 
     def add_span(self, span: Span) -> None:
         """Record a span timed elsewhere (e.g. a garbage collection)."""
-        self._pending_spans.append(span)
-        self.raw_spans.append(span)
+        self._spans.append((self.name_id(span.name), span.start, span.end, span.depth))
 
     def tag(self, name: str) -> None:
         """Tag the current interval (e.g. ``compile``, ``checkpoint``) at this instant."""
-        item = (name, self.clock())
-        self._pending_tags.append(item)
-        self.raw_tags.append(item)
-
-    def mark(self, loss: float | None = None) -> StepRecord:
-        """Close the current interval: the loss of the step it belongs to was just observed."""
-        if self._last_mark is None:
-            raise RuntimeError("SpanRecorder.start() must be called before mark()")
         t = self.clock()
-        spans, tags = self._pending_spans, self._pending_tags
-        self._pending_spans = []
-        self._pending_tags = []
-        record = close_interval(self.step_count, self._last_mark, t, spans, tags, loss)
-        if self.first_step is None:
-            self.first_step = record
-        self.recent_steps.append(record)
-        self.totals.add(record)
-        self._last_mark = t
-        self.raw_marks.append(t)
-        self.marks_total += 1
-        return record
+        self._tags.append((name, t, self.marks_total))
+        self.raw_tags.append((name, t))
+
+    def mark(self, loss: float | None = None) -> None:
+        """Close the current interval: the loss of the step it belongs to was just observed."""
+        if self.start_time is None:
+            raise RuntimeError("SpanRecorder.start() must be called before mark()")
+        marks = self._marks
+        marks.append((self.clock(), math.nan if loss is None else loss, len(self._spans)))
+        if len(marks) >= FOLD_STEPS and not self._folding:
+            self.fold()
+
+    def fold(self) -> None:
+        """Fold the closed intervals of the log into steps (see the class docstring)."""
+        if self._folding:
+            return
+        self._folding = True
+        try:
+            self._fold()
+        finally:
+            self._folding = False
+
+    def _fold(self) -> None:
+        n = len(self._marks)
+        if not n:
+            return
+        marks = _rows(self._marks[:n], 3)
+        new_marks = marks[:, 0]
+        first = math.isnan(self._last_folded_mark)
+        start = float(marks[0, 0]) if first else self._last_folded_mark
+        if first:  # the start mark opens the first interval
+            marks = marks[1:]
+        folded = 1 if first else self._folded_marks
+        cut = int(marks[-1, 2]) if len(marks) else 0
+        spans = _rows(self._spans[:cut], 4)
+        table = fold_intervals(folded - 1, start, marks, spans, self._tags[:], self._names) \
+            if len(marks) else None
+        # commit: spans a gc callback logged meanwhile are at the end, after the cut
+        del self._spans[:cut]
+        del self._marks[:n]
+        self._folded_marks = folded + len(marks)
+        self._last_folded_mark = float(marks[-1, 0]) if len(marks) else start
+        self._tags = [t for t in self._tags if t[2] >= self._folded_marks]
+        if table is not None:
+            self._add_steps(table)
+            self._raw_spans = np.concatenate([self._raw_spans, spans])[-self.raw_window:]
+        self._raw_marks = np.concatenate([self._raw_marks, new_marks])[-self.raw_window:]
+
+    def _add_steps(self, table: StepTable[StepRecord]) -> None:
+        if self._first_step is None:
+            self._first_step = table[:1]
+        self._totals.add_table(table)
+        if self._batches and len(self._batches[-1]) < FOLD_STEPS:
+            # a small fold (a snapshot taken soon after the last): kept with the one before,
+            # so a window is always a few tables, however often it is read
+            self._batches[-1] = concat([self._batches[-1], table])
+        else:
+            self._batches.append(table)
+        self._kept_rows += len(table)
+        while self._kept_rows - len(self._batches[0]) >= self.step_window:
+            self._kept_rows -= len(self._batches.pop(0))
+
+
+FOLD_STEPS = 2048
+"""Marks logged before the log is folded into steps: the fold's numpy work is shared by that
+many steps, and the log stays small (~100 KB)."""
 
 
 class _SpanContext:
-    """One timed span (a class, not a generator: this runs several times per step)."""
+    """One span: each name's is made once and used again (``SpanRecorder.span``), unless it
+    is open (a span nested in one of the same name gets its own)."""
 
-    __slots__ = ("rec", "name", "step_num", "t0", "depth", "annotation")
+    __slots__ = ("rec", "name", "name_id", "step_num", "t0", "depth", "annotation", "clock",
+                 "log")
 
     def __init__(self, rec: SpanRecorder, name: str, step_num: int | None) -> None:
         self.rec = rec
+        self.clock = rec.clock
+        self.log = rec._spans.append
         self.name = name
+        self.name_id = rec.name_id(name)
         self.step_num = step_num
+        self.depth = -1
+        """The depth it was opened at; -1 while closed."""
         self.annotation: jax.profiler.TraceAnnotation | None = None
 
     def __enter__(self) -> None:
         rec = self.rec
         if rec.annotate:
-            prof = profiler()
+            prof = _profiler if _profiler is not None else profiler()
             if prof is not None and prof.enabled():
                 self.annotation = (
                     prof.annotation(self.name) if self.step_num is None else
                     prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=self.step_num))
                 self.annotation.__enter__()
-        self.depth = rec._depth
-        rec._depth += 1
-        self.t0 = rec.clock()
+        self.depth = depth = rec._depth
+        rec._depth = depth + 1
+        self.t0 = self.clock()
 
-    def __exit__(self, *exc: object) -> None:
-        rec = self.rec
-        t1 = rec.clock()
-        rec._depth = self.depth
-        s = Span(self.name, self.t0, t1, self.depth)
-        rec._pending_spans.append(s)
-        rec.raw_spans.append(s)
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        t1 = self.clock()
+        depth = self.depth
+        self.rec._depth = depth
+        self.depth = -1
+        self.log((self.name_id, self.t0, t1, depth))
         if self.annotation is not None:
             self.annotation.__exit__(None, None, None)
             self.annotation = None
+
+
+# long: one vectorized pass, then the odd intervals and the tags, in the order of the rule
+def fold_intervals(
+    first_step: int,
+    start: float,
+    marks: np.ndarray,
+    spans: np.ndarray,
+    tags: list[tuple[str, float, int]],
+    names: Sequence[str],
+) -> StepTable[StepRecord]:
+    """Pure: the steps closed by ``marks`` (rows of clock, loss or NaN, spans before it),
+    the first numbered ``first_step`` and opened at ``start``, from the ``spans`` (rows of
+    name id, start, end, depth) and ``tags`` ((name, clock, marks before it)) logged in them.
+
+    Every step follows ``close_interval``; an interval whose spans are all at depth 0, not
+    detached and inside it is computed with numpy, the others by ``close_interval``."""
+    n = len(marks)
+    ends = marks[:, 0]
+    starts = np.concatenate([[start], ends[:-1]])
+    step_of = np.searchsorted(marks[:, 2], np.arange(len(spans)), side="right")
+    ids = spans[:, 0].astype(np.int64)
+    s0, s1, depth = spans[:, 1], spans[:, 2], spans[:, 3]
+    detached = np.isin(ids, [i for i, name in enumerate(names) if name in DETACHED_KINDS])
+    odd = (depth != 0) | detached | (s0 < starts[step_of]) | (s1 > ends[step_of])
+    complex_rows = np.unique(step_of[odd])
+    k = len(names)
+    flat = step_of * k + ids
+    sums = np.bincount(flat, weights=s1 - s0, minlength=n * k).reshape(n, k)
+    seen = np.bincount(flat, minlength=n * k).reshape(n, k) > 0
+    time_s = ends - starts
+    step_tags: dict[int, list[str]] = {}
+    first_mark = first_step + 1
+    for name, _, before in tags:
+        row = before - first_mark
+        if 0 <= row < n:
+            got = step_tags.setdefault(row, [])
+            if name not in got:
+                got.append(name)
+    columns = np.where(seen, sums, np.nan)
+    for row in complex_rows.tolist():
+        inside = step_of == row
+        record = close_interval(
+            first_step + row, float(starts[row]), float(ends[row]),
+            [Span(names[int(i)], a, b, int(d)) for i, a, b, d in spans[inside].tolist()],
+            [(t, 0.0) for t in step_tags.get(row, [])], None)
+        columns[row] = np.nan
+        for name, value in record.spans.items():
+            if name != "other":
+                columns[row, names.index(name)] = value
+    other = np.maximum(0.0, time_s - np.nansum(columns, axis=1))
+    maps = {names[j]: columns[:, j] for j in range(k) if seen[:, j].any()}
+    maps["other"] = other
+    tag_names: list[str] = []
+    tag_rows, tag_ids = [], []
+    for row in sorted(step_tags):
+        for t in step_tags[row]:
+            if t not in tag_names:
+                tag_names.append(t)
+            tag_rows.append(row)
+            tag_ids.append(tag_names.index(t))
+    return StepTable(
+        StepRecord, n,
+        {"step": np.arange(first_step, first_step + n, dtype=np.int64),
+         "time_s": time_s.astype(np.float64), "loss": marks[:, 1].copy()},
+        {"tags": _Tags(tuple(tag_names), np.asarray(tag_rows, np.int64),
+                       np.asarray(tag_ids, np.int32))},
+        {"spans": maps})
 
 
 def close_interval(

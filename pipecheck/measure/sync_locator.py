@@ -238,7 +238,8 @@ class SyncLocator:
     def sites(self) -> list[SyncSite]:
         """Sync sites, most expensive first."""
         out = []
-        for key, (seconds, n) in self._sites.items():
+        # a copy in one C call: the sampling thread may add a site meanwhile
+        for key, (seconds, n) in list(self._sites.items()):
             frame, internal = self._info[key]
             code = frame.expression or linecache.getline(frame.filename, frame.lineno).strip()
             out.append(SyncSite(

@@ -13,7 +13,7 @@ import time
 from typing import Callable, Sequence
 
 from pipecheck import stats
-from pipecheck.analysis.steady_state import steady_state, with_anomalies
+from pipecheck.analysis.steady_state import steady_mask, with_anomalies
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
@@ -21,6 +21,7 @@ from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
 from pipecheck.records.events import CompileEvent
+from pipecheck.records.steps import StepTable, column_of
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads import build_workload
@@ -82,11 +83,15 @@ def throughput_of(median_s: float, workload: Workload, analysis_flops: float | N
 
 def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list[str]]:
     """Steady-state step times and the quality warnings about them."""
-    steady = steady_state(steps)
-    step_time = Distribution.of([s.time_s for s in steady])
+    mask = steady_mask(steps)
+    step_time = Distribution.of(column_of(steps, "time_s")[mask].tolist())
     warnings = stats.quality_warnings(step_time.summary)
-    kept = {s.step for s in steady}
-    excluded = [s.step for s in steps[1:] if s.step not in kept and s.tags != ("drain",)]
+    tagged = steps.tagged() if isinstance(steps, StepTable) else {
+        i: s.tags for i, s in enumerate(steps) if s.tags}
+    out = ~mask
+    out[[i for i, tags in tagged.items() if tags == ("drain",)]] = False
+    out[:1] = False
+    excluded = column_of(steps, "step")[out].tolist()
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} step(s) kept out of the steady state (tagged or "

@@ -6,6 +6,7 @@ loadable by its ``kind`` (see ``store``)."""
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import functools
 import math
@@ -49,6 +50,9 @@ def _convert_in(tp: Any, value: Any, where: str = "value") -> Any:
         return from_dict(tp, value)
     if origin is StepTable:
         return StepTable.from_json(typing.get_args(tp)[0], value)
+    if origin is collections.abc.Sequence:  # steps by column, kept as a StepTable
+        (inner,) = typing.get_args(tp)
+        return StepTable.from_json(inner, value)
     if origin is tuple:
         args = typing.get_args(tp)
         inner = args[0] if args else Any

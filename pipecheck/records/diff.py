@@ -8,6 +8,7 @@ from typing import Any, ClassVar, Mapping
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.imported import Anomaly, ImportedRun, LevelShift, LogEvent, mean_inflation
+from pipecheck.records.monitor import RunEnd
 from pipecheck.records.steps import FloatColumn, StepTable
 
 DEFAULT_CONFIDENCE = 0.95
@@ -41,6 +42,10 @@ class RunSummary(Record):
     level_shifts: tuple[LevelShift, ...] = ()
     """Where the steady state changed level (``diff`` compares the last levels)."""
     warnings: tuple[str, ...] = ()
+    incomplete: RunEnd | None = None
+    """A Monitor run that did not finish: how it ended (see ``MonitorResult.incomplete``)."""
+    total_steps: int | None = None
+    """Steps the run completed (a Monitor record's ``total_steps``), when known."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):  # built from a tuple of StepRecord rows

@@ -8,7 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterable
 
+import numpy as np
+
 from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +49,26 @@ class StepTotals:
             self.tag_counts[t] = self.tag_counts.get(t, 0) + 1
         if "compile" in record.tags:
             self.compile_dispatch_s += record.spans.get("dispatch", 0.0)
+
+    def add_table(self, table: StepTable[StepRecord]) -> None:
+        """Add every step of ``table`` (the same sums as ``add`` row by row)."""
+        self.steps += len(table)
+        self.wall_s += float(table.column("time_s").sum())
+        spans = table.map_columns("spans")
+        for name, col in spans.items():
+            present = col[~np.isnan(col)]
+            if present.size:
+                self.spans[name] = self.spans.get(name, 0.0) + float(present.sum())
+        for tags in table.tagged().values():
+            for t in tags:
+                self.tag_counts[t] = self.tag_counts.get(t, 0) + 1
+        compiled = table.tag_mask("compile")
+        dispatch = spans.get("dispatch")
+        if compiled.any() and dispatch is not None:
+            self.compile_dispatch_s += float(np.nansum(dispatch[compiled]))
+
+    def copy(self) -> StepTotals:
+        return dataclasses.replace(self, spans=dict(self.spans), tag_counts=dict(self.tag_counts))
 
     @classmethod
     def of(cls, records: Iterable[StepRecord]) -> StepTotals:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
+from pipecheck.errors import ResultFormatError
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import (
     Anomaly,
@@ -31,6 +32,31 @@ class SyncSiteRecord(SyncSite):
                    site.internal, site.seconds / wall_s if wall_s > 0 else 0.0)
 
 
+@dataclasses.dataclass(frozen=True)
+class RunEnd(Record):
+    """Why a Monitor record holds less than a finished run: the run ended early, or the
+    file was written while it was still going (``Monitor(save_to=...)``)."""
+
+    reason: str
+    """One of ``RUN_END_REASONS``."""
+    message: str
+    """One line: the exception (``ValueError: loss is nan``), the signal (``SIGTERM``), or
+    what the writer knew."""
+    step: int
+    """The step the loop was at (the last one it started): the record holds the steps
+    before it whose loss was observed."""
+
+    def __post_init__(self) -> None:
+        if self.reason not in RUN_END_REASONS:
+            raise ResultFormatError(f"incomplete.reason is {self.reason!r}; expected one of "
+                                    f"{', '.join(RUN_END_REASONS)}")
+
+
+RUN_END_REASONS = ("exception", "signal", "exit", "running")
+"""How a run ends early: an exception left the loop, a signal ended the process, the process
+exited without ``finish()``, or (a periodic write) the run was still going when written."""
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class MonitorResult(Record):
@@ -42,9 +68,10 @@ class MonitorResult(Record):
     step_time: Distribution
     """Steady state: steps after the first, none tagged compile/checkpoint/eval/gc."""
     first_step_s: float
-    steps: tuple[StepRecord, ...]
+    steps: Sequence[StepRecord]
     """The first step and the most recent ``step_window`` steps (all of them unless the
-    run was longer than the window)."""
+    run was longer than the window): a ``StepTable`` (by column; its rows are
+    StepRecords)."""
     sync_sites: tuple[SyncSiteRecord, ...]
     breakdown: Breakdown
     """Over every step of the run, dropped ones included."""
@@ -62,6 +89,8 @@ class MonitorResult(Record):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
+    incomplete: RunEnd | None = None
+    """Set when the run did not finish: how it ended and at which step (None: it finished)."""
     format_version: int = FORMAT_VERSION
     kind: str = "monitor"
 

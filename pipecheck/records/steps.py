@@ -330,18 +330,22 @@ class StepTable(Sequence[R], Generic[R]):
 
     # --- JSON -------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        """The columnar JSON form."""
+    def to_json(self, encode: Callable[[str, np.ndarray], dict[str, str]] | None = None
+                ) -> dict[str, Any]:
+        """The columnar JSON form. ``encode(name, per-step array)`` encodes the per-step
+        columns (default: ``encode_array``)."""
+        enc = encode or (lambda _, a: encode_array(a))
         cols: dict[str, Any] = {}
         for f in schema(self.row_type):
             if f.kind in (_SCALAR, _OPTIONAL):
-                cols[f.name] = encode_array(self._columns[f.name])
+                cols[f.name] = enc(f.name, self._columns[f.name])
             elif f.kind == _TAGS:
                 t = self._tags[f.name]
                 cols[f.name] = {"names": list(t.names), "rows": encode_array(t.rows),
                                 "ids": encode_array(t.ids)}
             elif f.kind == _MAP:
-                cols[f.name] = {k: encode_array(c) for k, c in self._maps[f.name].items()}
+                cols[f.name] = {k: enc(f"{f.name}.{k}", c)
+                                for k, c in self._maps[f.name].items()}
             else:
                 cols[f.name] = list(self._lists[f.name])
         return {"n": self._n, "columns": cols}
@@ -575,3 +579,108 @@ def tag_mask_of(steps: Sequence[Any], tags: Sequence[str] | str) -> np.ndarray:
         return steps.tag_mask(tags)
     wanted = {tags} if isinstance(tags, str) else set(tags)
     return np.fromiter((any(t in wanted for t in s.tags) for s in steps), bool, len(steps))
+
+
+def concat(tables: Sequence[StepTable[R]]) -> StepTable[R]:
+    """The rows of ``tables`` one after the other (all of one row type), as one table; a
+    mapping key one table lacks is NaN (absent) in its rows."""
+    if not tables:
+        raise ValueError("concat needs at least one table")
+    if len(tables) == 1:
+        return tables[0]
+    first = tables[0]
+    sizes = [len(t) for t in tables]
+    n = sum(sizes)
+    columns = {k: np.concatenate([t._columns[k] for t in tables]) for k in first._columns}
+    tags: dict[str, _Tags] = {}
+    for name in first._tags:
+        names: list[str] = []
+        rows, ids = [], []
+        offset = 0
+        for t, size in zip(tables, sizes, strict=True):
+            part = t._tags[name]
+            for tag in part.names:
+                if tag not in names:
+                    names.append(tag)
+            if part.rows.size:
+                remap = np.asarray([names.index(x) for x in part.names], dtype=np.int32)
+                rows.append(part.rows + offset)
+                ids.append(remap[part.ids])
+            offset += size
+        tags[name] = (_Tags(tuple(names), np.concatenate(rows), np.concatenate(ids))
+                      if rows else _Tags(tuple(names)))
+    maps: dict[str, dict[str, np.ndarray]] = {}
+    for name in first._maps:
+        keys = list(dict.fromkeys(k for t in tables for k in t._maps[name]))
+        maps[name] = {k: np.concatenate([t._maps[name].get(k, np.full(size, math.nan))
+                                         for t, size in zip(tables, sizes, strict=True)])
+                      for k in keys}
+    lists = {k: [v for t in tables for v in t._lists[k]] for k in first._lists}
+    return StepTable(first.row_type, n, columns, tags, maps, lists)
+
+
+ENCODE_CHUNK = 1024
+"""Step numbers per piece a ``ChunkEncoder`` compresses and keeps (1024 steps: 8 KB a
+column)."""
+
+_ZLIB_HEADER = b"\x78\x01"
+_ZLIB_FINAL_BLOCK = b"\x03\x00"
+"""An empty last deflate block (fixed Huffman, end of block): ends a stream whose blocks were
+each flushed to a byte boundary."""
+
+
+def _deflate_piece(data: bytes) -> bytes:
+    """Raw deflate of ``data``, flushed so that it can be followed by any other piece."""
+    c = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, -15)
+    return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
+
+
+class ChunkEncoder:
+    """Encodes a StepTable as ``StepTable.to_json`` does (each array decodes with
+    ``decode_array``), compressing only what it has not compressed before: each column is
+    cut where the step number crosses a multiple of ``ENCODE_CHUNK``, every piece is
+    deflated on its own and concatenated into one zlib stream, and a piece whose bytes are
+    those it compressed for the same place last time is reused. Writing a growing (or
+    sliding) window of steps again costs the new pieces and the partial ones at its ends."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+        self._used: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+        self.compressed_bytes = 0
+        """Bytes compressed so far."""
+        self.column_bytes = 0
+        """Bytes of the columns encoded so far (compressed now or reused)."""
+
+    def table_json(self, table: StepTable[Any]) -> dict[str, Any]:
+        """``table.to_json()``, with the cache."""
+        n = len(table)
+        steps = table._columns.get("step")
+        numbers = steps if steps is not None else np.arange(n)
+        chunk = numbers // ENCODE_CHUNK
+        cuts = [0, *(np.flatnonzero(np.diff(chunk)) + 1).tolist(), n]
+        pieces = [(int(chunk[a]), a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+        self._used = {}
+        out = table.to_json(lambda name, a: self.encode(name, a, pieces))
+        self._cache = self._used
+        return out
+
+    def encode(self, name: str, a: np.ndarray, pieces: Sequence[tuple[int, int, int]]
+               ) -> dict[str, str]:
+        """One column (``encode_array``'s form) cut into ``pieces`` (chunk id, start, stop)."""
+        arr = np.ascontiguousarray(a)
+        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        size = arr.dtype.itemsize
+        self.column_bytes += len(raw)
+        body = []
+        for chunk, start, stop in pieces:
+            data = raw[start * size:stop * size]
+            key = (name, chunk)
+            hit = self._cache.get(key)
+            if hit is None or hit[0] != data:
+                hit = (data, _deflate_piece(data))
+                self.compressed_bytes += len(data)
+            self._used[key] = hit
+            body.append(hit[1])
+        stream = b"".join([_ZLIB_HEADER, *body, _ZLIB_FINAL_BLOCK,
+                           zlib.adler32(raw).to_bytes(4, "big")])
+        return {"dtype": arr.dtype.name, "zlib_base64": base64.b64encode(stream).decode("ascii")}

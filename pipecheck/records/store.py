@@ -123,8 +123,11 @@ def check_writable(path: str | os.PathLike[str] | None, force: bool) -> None:
     os.unlink(probe)
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bool) -> None:
-    """Write ``text`` to ``path`` atomically; never leaves a half-written file."""
+def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bool,
+                      fsync: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically; never leaves a half-written file. With
+    ``fsync``, the data and the rename reach the disk before it returns (a file that must
+    survive the machine going down, not only the process)."""
     check_writable(path, force)
     p = pathlib.Path(path)
     mode = "wb" if isinstance(text, bytes) else "w"
@@ -132,6 +135,9 @@ def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bo
     try:
         with os.fdopen(fd, mode) as f:
             f.write(text)
+            if fsync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, p)
     except BaseException:
         try:
@@ -139,6 +145,22 @@ def write_text_atomic(path: str | os.PathLike[str], text: str | bytes, force: bo
         except OSError:
             pass
         raise
+    if fsync:
+        _fsync_directory(p.parent)
+
+
+def _fsync_directory(directory: pathlib.Path) -> None:
+    """Make a rename in ``directory`` durable (where the platform allows it)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def save(record: Record, path: str | os.PathLike[str], force: bool = False) -> None:

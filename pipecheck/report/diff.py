@@ -13,6 +13,7 @@ from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.report.anomalies import anomalies_table
 from pipecheck.report.format import warnings_text
+from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms, nbytes, p_value
 
 
@@ -86,7 +87,11 @@ def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
 def format_diff(result: DiffResult) -> str:
     """The side-by-side report: sources, table, verdict, anomalies, warnings."""
     a, b = result.a, result.b
+    early = [line for label, run in (("A", a), ("B", b))
+             if (line := ended_early(run.incomplete, run.total_steps or len(run.steps),
+                                     f"{label} ({run.source})"))]
     parts = [
+        *early,
         "pipecheck diff: B compared with A (step times over the steady state)",
         f"A: {a.source} ({a.description})",
         f"B: {b.source} ({b.description})",

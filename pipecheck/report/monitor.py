@@ -6,7 +6,7 @@ from typing import Sequence
 
 from tabulate import tabulate
 
-from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -17,6 +17,20 @@ from pipecheck.report.format import (
 from pipecheck.units import ms, short_location
 
 
+def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str | None:
+    """The line a reader puts first when a Monitor record holds a run that did not finish:
+    at which step it ended and why (None for a finished run)."""
+    if end is None:
+        return None
+    where = f"{source}: " if source else ""
+    if end.reason == "running":
+        return (f"pipecheck: {where}this run ended early or is still going: the record was "
+                f"written at step {end.step}, while the run was going (no end was recorded: "
+                f"the process was killed, or goes on); it holds {total_steps} completed steps")
+    return (f"pipecheck: {where}this run ended early at step {end.step} ({end.message}); "
+            f"the record holds the {total_steps} steps completed before it")
+
+
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
     rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
@@ -25,7 +39,8 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
         rows += [["compile time (step function)", ms(result.compile.compile_s)],
                  ["step function compilations", result.compile.train_step_compiles]]
     rows += [["steps", result.total_steps]]
-    parts = ["pipecheck monitor: your training loop",
+    early = ended_early(result.incomplete, result.total_steps)
+    parts = [*([early] if early else []), "pipecheck monitor: your training loop",
              tabulate(rows, tablefmt="simple", disable_numparse=True), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:

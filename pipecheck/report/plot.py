@@ -31,6 +31,7 @@ from pipecheck.records.base import Record
 from pipecheck.records.common import Anomaly, StepRecord
 from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
+from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -363,7 +364,9 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
         store.write_text_atomic(out_path, png, force)
         task.advance()
     return PlotOutcome(window if lower == "gantt" else None, lower,
-                       banded=len(steps) > BAND_MIN_STEPS)
+                       banded=len(steps) > BAND_MIN_STEPS,
+                       ended_early=ended_early(getattr(record, "incomplete", None),
+                                               getattr(record, "total_steps", len(steps))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,3 +377,5 @@ class PlotOutcome:
     window: tuple[int, int] | None
     lower: str
     banded: bool
+    ended_early: str | None = None
+    """The line saying the run did not finish (a Monitor record marked incomplete)."""

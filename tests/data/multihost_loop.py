@@ -1,11 +1,14 @@
 """A user's multi-process training script under pipecheck.Monitor (copied outside the repo
 by the tests and run once per process, as on N hosts).
 
-usage: multihost_loop.py OUT.json PROCESS_ID NUM_PROCESSES PORT MODE
+usage: multihost_loop.py OUT.json PROCESS_ID NUM_PROCESSES PORT MODE [save [dead-1]]
 MODE: ``sync-stall`` (every host's data source stalls at the same local batch) or
-``slow-host`` (process 1 loads every batch slowly).
+``slow-host`` (process 1 loads every batch slowly). ``save``: Monitor(save_to=OUT.json) with
+a 5 s wait for the other hosts; ``dead-1``: process 1 dies after its loop (a host lost
+before the end: it never sends its summary).
 """
 
+import os
 import sys
 import time
 
@@ -65,8 +68,10 @@ def main() -> None:
           .to_iter_dataset(grain.ReadOptions(num_threads=0))
           .mp_prefetch(grain.MultiprocessingOptions(num_workers=1, per_worker_buffer_size=1)))
     w = jax.device_put(np.eye(64, dtype=np.float32), replicated)
+    save = "save" in sys.argv[6:]
     mon = Monitor(config={"script": "multihost_loop", "mode": mode},
-                  distributed_timeout_s=60)
+                  distributed_timeout_s=5 if save else 60,
+                  save_to=out if save else None, save_every_s=0.5)
     it = iter(ds)
     for step, local in enumerate(mon.batches(it)):
         batch = {k: jax.make_array_from_process_local_data(batch_sharding, v)
@@ -74,6 +79,9 @@ def main() -> None:
         w, metrics = mon.step(train_step, w, batch)
         if step + 1 >= STEPS:
             break
+    if pid == 1 and "dead-1" in sys.argv[6:]:
+        float(metrics["loss"])  # its part of the last all-reduce is done
+        os._exit(9)  # dies: no summary, no end written (its last periodic write stays)
     mon.save(out)
     del local, batch
     it.close()

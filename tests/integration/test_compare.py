@@ -6,6 +6,7 @@ verdicts, findings and orderings, never on absolute times.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -127,6 +128,20 @@ def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
     assert data["verdict"] == "forced-sync", data["verdict_reason"]
     (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
     assert sync["location"] == f"{USER_LOOP}:{line_of(USER_LOOP, '# FORCED-SYNC')}"
+    # the same run, as a preempted run's record: compare takes it and says so first
+    from pipecheck.records import store
+    from pipecheck.records.monitor import MonitorResult, RunEnd
+
+    record = store.load(run_json, expect=MonitorResult)
+    cut = tmp_path / "preempted.json"
+    store.save(dataclasses.replace(record, incomplete=RunEnd("signal", "SIGTERM", 40)), cut)
+    again, proc = compare(tmp_path, "--config", str(cfg), "--real", str(cut),
+                          "--synthetic", str(syn), "--workers", "0", "--threads", "0",
+                          name="cut")
+    assert proc.stdout.splitlines()[0] == (
+        f"pipecheck: {cut}: this run ended early at step 40 (SIGTERM); the record holds the "
+        f"{record.total_steps} steps completed before it")
+    assert again["verdict"] == "forced-sync"
 
 
 def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):

@@ -144,6 +144,36 @@ def test_monitor_in_a_two_process_user_script(tmp_path, mode):
         "pipecheck: process 1 of 2 done; process 0 reports every host")
 
 
+def test_monitor_save_to_keeps_each_host_and_names_a_dead_one(tmp_path):
+    """Monitor(save_to=run.json) on 2 processes, process 1 dying after its loop: each
+    process kept run.process-I.json while it ran; process 0 writes run.json once the wait
+    for the others ran out, with its own host and process 1 named as lost."""
+    script = tmp_path / "train.py"
+    shutil.copy(REPO / "tests" / "data" / "multihost_loop.py", script)
+    out = tmp_path / "run.json"
+    port = str(free_port())
+    argv = [[sys.executable, str(script), str(out), str(i), "2", port, "sync-stall", "save",
+             "dead-1"] for i in (0, 1)]
+    with launched(tmp_path, argv) as run:
+        lost = run.procs[1]
+        assert lost is not None and lost.wait(RUN_TIMEOUT_S) == 9, run.stderr(1)
+        deadline = time.monotonic() + 60
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert out.exists(), run.stderr(0)
+    record = json.loads(out.read_text())
+    assert record["incomplete"] is None and record["total_steps"] == 40
+    assert [h["process_id"] for h in record["hosts"]] == [0]
+    assert any(w.startswith("process 1 sent no result within 5 s of process 0")
+               for w in record["warnings"]), record["warnings"]
+    own = json.loads((tmp_path / "run.process-0.json").read_text())
+    assert own["incomplete"] is None and own["total_steps"] == 40
+    last = json.loads((tmp_path / "run.process-1.json").read_text())
+    assert last["incomplete"]["reason"] == "running"  # its last periodic write
+    assert 0 < last["total_steps"] <= 40
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
 def test_compare_on_two_hosts_follows_the_slowest_loader(tmp_path):
     """compare on 2 processes (a real all-reduce per step): the straggler is named, and the
     verdict's loader time D is the slowest host's, not process 0's own."""

@@ -90,15 +90,18 @@ def test_gc_spans_record_collections_and_tag_only_those_that_matter() -> None:
     watcher._callback("start", {"generation": 0})
     clock.tick(0.001)
     watcher._callback("stop", {"generation": 0})   # young and short: span, no tag
-    first = rec.mark()
+    rec.mark()
+    first = rec.steps[-1]
     assert first.spans["gc"] == pytest.approx(0.001) and first.tags == ()
     watcher._callback("start", {"generation": 0})
     clock.tick(0.006)
     watcher._callback("stop", {"generation": 0})   # long: tagged
-    assert rec.mark().tags == ("gc",)
+    rec.mark()
+    assert rec.steps[-1].tags == ("gc",)
     watcher._callback("start", {"generation": 2})
     watcher._callback("stop", {"generation": 2})   # oldest generation: tagged
-    assert rec.mark().tags == ("gc",)
+    rec.mark()
+    assert rec.steps[-1].tags == ("gc",)
 
 
 def test_gc_before_the_first_interval_is_not_charged_to_any_step() -> None:
@@ -114,7 +117,8 @@ def test_gc_before_the_first_interval_is_not_charged_to_any_step() -> None:
     rec.start()
     clock.tick(0.001)
     watcher._callback("stop", {"generation": 0})    # straddles start(): only its part after
-    first = rec.mark()
+    rec.mark()
+    first = rec.steps[-1]
     assert first.spans["gc"] == pytest.approx(0.001) and first.tags == ()
     assert min(s.start for s in rec.raw_spans) >= rec.start_time
 
@@ -126,7 +130,8 @@ def test_gc_spans_hook_into_real_collections() -> None:
         gc.collect()
     assert watcher._callback not in gc.callbacks
     assert watcher.collections >= 1
-    r = rec.mark()
+    rec.mark()
+    r = rec.steps[-1]
     assert "gc" in r.spans and r.tags == ("gc",)  # gc.collect() collects generation 2
 
 
