@@ -17,7 +17,7 @@ from typing import Sequence
 import click
 
 # Importing the command modules adds their commands to the group.
-from pipecheck.cli import compare, dataloader, diff, plot, synthetic  # noqa: F401
+from pipecheck.cli import compare, dataloader, diff, plot, report, synthetic  # noqa: F401
 from pipecheck.cli.group import cli
 from pipecheck.cli.hosts import ACTIVE
 from pipecheck.errors import PipecheckError, one_line

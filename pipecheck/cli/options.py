@@ -10,6 +10,7 @@ import click
 from pipecheck import config as config_mod
 from pipecheck.records import store
 from pipecheck.records.base import Record
+from pipecheck.report.page import write_page
 from pipecheck.tuned_config import machine_warning
 from pipecheck.workloads import resolve
 
@@ -32,10 +33,29 @@ def config_options(f: F) -> F:
     return f
 
 
+HTML_KEY = "pipecheck_html_path"
+"""Where ``--html`` is kept in the click context (read by ``check_outputs`` and
+``save_json``, so no command needs its own parameter for it)."""
+
+
+def _remember_html(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[HTML_KEY] = value
+
+
+def _html_path() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(HTML_KEY)
+
+
 def output_options(f: F) -> F:
-    """--json PATH and --force."""
+    """--json PATH, --html PATH and --force."""
+    f = click.option("--html", type=click.Path(dir_okay=False), expose_value=False,
+                     callback=_remember_html,
+                     help="Write the run's self-contained HTML page to this file at the "
+                          "end (as 'pipecheck report' does; see docs/report.md).")(f)
     f = click.option("--force", is_flag=True,
-                     help="Overwrite the --json (and --trace) output files if they exist.")(f)
+                     help="Overwrite the --json (and --trace, --html) output files if they "
+                          "exist.")(f)
     f = click.option("--json", "json_path", type=click.Path(dir_okay=False),
                      help="Write the versioned result record to this JSON file (atomically).")(f)
     return f
@@ -43,19 +63,24 @@ def output_options(f: F) -> F:
 
 def check_outputs(force: bool, *paths: str | None) -> None:
     """Before any measurement: every output path can be written, and no two are the same."""
+    paths = (*paths, _html_path())
     for path in paths:
         store.check_writable(path, force)
     given = [os.path.abspath(p) for p in paths if p]
     if len(set(given)) != len(given):
-        raise click.UsageError("two output options (--json, --trace, --save-config) name the "
-                               "same file; give them different paths")
+        raise click.UsageError("two output options (--json, --trace, --save-config, --html) "
+                               "name the same file; give them different paths")
 
 
 def save_json(record: Record, json_path: str | None, force: bool) -> None:
-    """Write the record when --json was given, and say so."""
+    """Write the record when --json was given, its page when --html was, and say so."""
     if json_path:
         store.save(record, json_path, force)
         click.echo(f"\nwrote {json_path}")
+    html_path = _html_path()
+    if html_path:
+        write_page([(os.path.basename(json_path or html_path), record)], html_path, force)
+        click.echo(f"wrote {html_path}")
 
 
 def wrote_trace(trace_path: str) -> None:

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tabulate import tabulate
-
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.units import ms
@@ -59,38 +58,57 @@ def _tried(r: CompareResult, goal: float) -> list[Sequence[object]]:
 
 
 def format_compare(r: CompareResult) -> str:
+    return render_text(compare_parts(r))
+
+
+def verdict_line(r: CompareResult) -> str:
+    return f"pipecheck compare: {r.verdict.upper()}"
+
+
+def recommendation_line(r: CompareResult) -> str:
+    return f"recommendation: {r.recommendation}"
+
+
+EVIDENCE_HEADERS = ["measurement", "statistic", "value", "95% CI", "n", "source"]
+
+
+def tried_table(r: CompareResult) -> Table:
+    """The loader settings tried, in the order tried, the chosen one marked."""
+    goal = r.tuning.target_s * r.tuning.headroom
+    return Table(_tried(r, goal), ["workers", "threads",
+                                   *(["buffer", "prefetch"] if _buffers_vary(r) else []),
+                                   "first batch", "mean/batch", "median", "p90",
+                                   "meets goal", ""])
+
+
+def compare_parts(r: CompareResult) -> list[Part]:
+    """The compare report as parts: verdict, evidence, settings tried, host time,
+    anomalies, findings, recommendation, warnings."""
     goal = r.tuning.target_s * r.tuning.headroom
     total = sum(r.host_spans.values())
     host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
             for name, v in r.host_spans.items() if v > 0]
-    parts = [
-        f"pipecheck compare: {r.verdict.upper()}",
+    parts: list[Part] = [
+        verdict_line(r),
         r.verdict_reason,
         "",
-        tabulate(_evidence(r), headers=["measurement", "statistic", "value", "95% CI", "n",
-                                        "source"],
-                 tablefmt="simple", disable_numparse=True),
+        Table(_evidence(r), EVIDENCE_HEADERS),
         "",
         f"loader settings tried (goal: D <= {ms(goal)}, {100 * r.tuning.headroom:.0f}% of T "
         "as measured before the search)",
         f"search: {r.tuning.stop_reason}",
-        tabulate(_tried(r, goal), headers=["workers", "threads",
-                                           *(["buffer", "prefetch"] if _buffers_vary(r) else []),
-                                           "first batch", "mean/batch", "median", "p90",
-                                           "meets goal", ""],
-                 tablefmt="simple", disable_numparse=True),
+        tried_table(r),
     ]
     if r.tuning.scaling != "unknown":
         parts.append(f"pipeline scaling: {r.tuning.scaling}")
     if host:
         parts += ["", "host time per real-data step (steady state):",
-                  tabulate(host, headers=["span", "per step", "share"], tablefmt="simple",
-                           disable_numparse=True)]
+                  Table(host, ["span", "per step", "share"])]
     if r.anomalies:
         parts += ["", "real-data " + anomalies_text(r.anomalies)]
     if r.findings:
         parts += ["", "findings:", findings_text(r.findings)]
-    parts += ["", f"recommendation: {r.recommendation}"]
+    parts += ["", recommendation_line(r)]
     if r.warnings:
         parts += ["", warnings_text(r.warnings)]
-    return "\n".join(parts)
+    return parts

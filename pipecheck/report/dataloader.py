@@ -10,6 +10,7 @@ from tabulate import tabulate
 from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.units import ms, rate
 
@@ -93,28 +94,36 @@ def cost_table(results: Sequence[LoaderSetting], findings: Sequence[Finding]) ->
                     disable_numparse=True)
 
 
-def stage_table(setting: LoaderSetting) -> str:
+def stage_parts(setting: LoaderSetting) -> Table:
     rows = [[_name(s), s.where, _pct(s.wait_ratio), ms(s.avg_s), s.n]
             for s in setting.stages if s.n > 0]
-    return tabulate(rows, headers=["stage", "where", "wait", "per element", "elements"],
-                    tablefmt="simple", disable_numparse=True)
+    return Table(rows, ["stage", "where", "wait", "per element", "elements"])
+
+
+def stage_table(setting: LoaderSetting) -> str:
+    return stage_parts(setting).text()
 
 
 def format_dataloader(result: DataloaderResult) -> str:
     """The table of settings, then each setting's stage breakdown, then warnings."""
+    return render_text(dataloader_parts(result))
+
+
+SETTING_HEADERS = ["workers", "threads", "first batch", "D/batch", "95% CI", "median", "p90",
+                   "p99", "batches/s", "examples/s", "tokens/s"]
+
+
+def dataloader_parts(result: DataloaderResult) -> list[Part]:
+    """The dataloader report as parts (``report.blocks``)."""
     cfg = result.config
     workload = cfg.get("workload")
     source = f", source {cfg['source']}" if "source" in cfg else ""
     put = "with device_put" if result.device_put else "without device_put"
-    lines = [
+    lines: list[Part] = [
         f"pipecheck dataloader: the input pipeline alone (workload {workload}{source}; "
         f"{result.batches} batches timed after the first, {put})",
         "",
-        tabulate(setting_rows(result.results),
-                 headers=["workers", "threads", "first batch", "D/batch", "95% CI", "median",
-                          "p90", "p99",
-                          "batches/s", "examples/s", "tokens/s"],
-                 tablefmt="simple", disable_numparse=True),
+        Table(setting_rows(result.results), SETTING_HEADERS),
         "D/batch: the loader time compare uses, the mean per batch (1 / throughput) without "
         "the batches workers buffered at start-up.",
     ]
@@ -126,7 +135,7 @@ def format_dataloader(result: DataloaderResult) -> str:
             "counts it; main process = its own time per batch as a share of D; CPU per "
             "worker as a share of one core; RSS = peak resident memory):",
             "",
-            cost_table(result.results, result.limit_findings),
+            Table(cost_rows(result.results, result.limit_findings), COST_HEADERS),
         ]
     if result.limit_findings:
         lines += ["", "Why more workers stop helping (or keep helping), per setting:",
@@ -139,9 +148,9 @@ def format_dataloader(result: DataloaderResult) -> str:
             continue
         partial = "" if r.stages_complete else " (partial)"
         lines += ["", f"workers={r.workers} threads={r.threads}: slowest stage "
-                      f"{_slowest(r)}{partial}", stage_table(r)]
+                      f"{_slowest(r)}{partial}", stage_parts(r)]
     warnings = [f"workers={r.workers} threads={r.threads}: {w}"
                 for r in result.results for w in r.warnings]
     if warnings:
         lines += ["", warnings_text(warnings)]
-    return "\n".join(lines)
+    return lines

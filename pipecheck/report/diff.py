@@ -7,11 +7,10 @@ import statistics
 from typing import Sequence
 
 import numpy as np
-from tabulate import tabulate
-
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.report.anomalies import anomalies_table
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import warnings_text
 from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms, nbytes, p_value
@@ -58,7 +57,14 @@ def significance_text(row: DiffRow) -> str:
     return f"{row.significance} ({p_value(row.p_value)})"
 
 
+DIFF_HEADERS = ["", "A", "B", "B-A", "change", "significance"]
+
+
 def diff_table(rows: Sequence[DiffRow]) -> str:
+    return diff_rows_table(rows).text()
+
+
+def diff_rows_table(rows: Sequence[DiffRow]) -> Table:
     table = []
     for r in rows:
         table.append([
@@ -69,8 +75,7 @@ def diff_table(rows: Sequence[DiffRow]) -> str:
             "-" if r.relative is None or not math.isfinite(r.relative) else f"{r.relative:+.1%}",
             significance_text(r),
         ])
-    return tabulate(table, headers=["", "A", "B", "B-A", "change", "significance"],
-                    tablefmt="simple", disable_numparse=True)
+    return Table(table, DIFF_HEADERS)
 
 
 def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
@@ -86,32 +91,35 @@ def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
 
 def format_diff(result: DiffResult) -> str:
     """The side-by-side report: sources, table, verdict, anomalies, warnings."""
+    return render_text(diff_parts(result))
+
+
+def diff_parts(result: DiffResult) -> list[Part]:
+    """The diff report as parts (``report.blocks``)."""
     a, b = result.a, result.b
     early = [line for label, run in (("A", a), ("B", b))
              if (line := ended_early(run.incomplete, run.total_steps or len(run.steps),
                                      f"{label} ({run.source})"))]
-    parts = [
+    parts: list[Part] = [
         *early,
         "pipecheck diff: B compared with A (step times over the steady state)",
         f"A: {a.source} ({a.description})",
         f"B: {b.source} ({b.description})",
         "",
-        diff_table(result.rows),
+        diff_rows_table(result.rows),
     ]
     if result.versions:
-        parts += ["", tabulate([[v.name, v.a or "-", v.b or "-",
-                                 "?" if v.a is None or v.b is None
-                                 else "same" if v.a == v.b else "DIFFERENT"]
-                                for v in result.versions],
-                               headers=["versions", "A", "B", ""], tablefmt="simple",
-                               disable_numparse=True)]
+        parts += ["", Table([[v.name, v.a or "-", v.b or "-",
+                              "?" if v.a is None or v.b is None
+                              else "same" if v.a == v.b else "DIFFERENT"]
+                             for v in result.versions], ["versions", "A", "B", ""])]
     parts += ["", result.verdict, "", inflation_line("A", a), inflation_line("B", b)]
     if a.anomalies or b.anomalies:
         parts += ["", "steps kept out of the steady state:",
                   anomalies_table([("A", a.anomalies), ("B", b.anomalies)])]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)
+    return parts
 
 
 def _gb(v: float | None) -> str:
@@ -141,6 +149,11 @@ def _final_loss(run: ImportedRun, losses: Sequence[float]) -> str:
 
 def format_imported(run: ImportedRun) -> str:
     """``pipecheck import``: what was read from the log and its steady state."""
+    return render_text(imported_parts(run))
+
+
+def imported_parts(run: ImportedRun) -> list[Part]:
+    """The import report as parts (``report.blocks``)."""
     d, mem = run.step_time.summary, run.memory
     steady = run.steady_mask
 
@@ -181,12 +194,12 @@ def format_imported(run: ImportedRun) -> str:
         ["jax / jaxlib", f"{run.env.get('jax', '-')} / {run.env.get('jaxlib', '-')}"],
         ["backend", run.env.get("backend", "-")],
     ]
-    parts = [f"pipecheck import: {run.source} (MaxText training log)",
-             tabulate(rows, tablefmt="simple", disable_numparse=True),
+    parts: list[Part] = [f"pipecheck import: {run.source} (MaxText training log)",
+                         Table(rows),
              "", inflation_line("steady state", run)]
     if run.anomalies:
         parts += ["", "steps kept out of the steady state:",
                   anomalies_table([("", run.anomalies)])]
     if run.warnings:
         parts += ["", warnings_text(run.warnings)]
-    return "\n".join(parts)
+    return parts

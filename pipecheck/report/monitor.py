@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tabulate import tabulate
-
 from pipecheck.records.monitor import MonitorResult, RunEnd
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -33,6 +32,11 @@ def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str |
 
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
+    return render_text(monitor_parts(result, max_sites))
+
+
+def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
+    """The Monitor report as parts (``report.blocks``)."""
     rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
     if result.compile is not None:
@@ -40,8 +44,8 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
                  ["step function compilations", result.compile.train_step_compiles]]
     rows += [["steps", result.total_steps]]
     early = ended_early(result.incomplete, result.total_steps)
-    parts = [*([early] if early else []), "pipecheck monitor: your training loop",
-             tabulate(rows, tablefmt="simple", disable_numparse=True), "",
+    parts: list[Part] = [*([early] if early else []),
+                         "pipecheck monitor: your training loop", Table(rows), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:
         site_rows = [[short_location(s.location), s.code[:50], f"{s.seconds:.3f} s",
@@ -49,12 +53,11 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
                       "pipecheck lagged sync (expected)" if s.internal else "your code"]
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",
-                  tabulate(site_rows, headers=["location", "code", "seconds", "share", ""],
-                           tablefmt="simple", disable_numparse=True)]
+                  Table(site_rows, ["location", "code", "seconds", "share", ""])]
     if result.anomalies:
         parts += ["", anomalies_text(result.anomalies)]
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)
+    return parts

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tabulate import tabulate
-
 from pipecheck.analysis.breakdown import breakdown_of_steps
 from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -20,6 +19,11 @@ from pipecheck.units import ms, nbytes, rate
 
 def format_synthetic(result: SyntheticResult) -> str:
     """The synthetic report: target step time, compile, throughput, findings, warnings."""
+    return render_text(synthetic_parts(result))
+
+
+def synthetic_parts(result: SyntheticResult) -> list[Part]:
+    """The synthetic report as parts (``report.blocks``)."""
     c, t = result.compile, result.throughput
     rows: list[Sequence[object]] = [["workload", result.config.get("workload")]]
     rows += distribution_rows(result.step_time, "target step time")
@@ -38,8 +42,8 @@ def format_synthetic(result: SyntheticResult) -> str:
     env = result.env
     rows.append(["devices", f"{env.get('device_count')} x {env.get('device_kind')} "
                             f"({env.get('backend')})"])
-    parts = ["pipecheck synthetic: target step time (compute alone)",
-             tabulate(rows, tablefmt="simple", disable_numparse=True)]
+    parts: list[Part] = ["pipecheck synthetic: target step time (compute alone)",
+                         Table(rows)]
     if result.steps:
         parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
     if result.anomalies:
@@ -48,4 +52,4 @@ def format_synthetic(result: SyntheticResult) -> str:
         parts += ["", "findings:", findings_text(c.findings)]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)
+    return parts

@@ -1,0 +1,409 @@
+"""The HTML page's charts: step times, host time per step, a Gantt of a window of steps,
+hosts, loader settings. Pure functions from record parts to SVG (``report/svg.py``).
+
+Long runs are binned as ``pipecheck plot`` bins them (``plot.binned_band``): the series
+of a run over ``plot.BAND_MIN_STEPS`` steps is drawn as a band per bin, the stacked host
+time as one bar per bin of consecutive steps (their mean); each chart says so under it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.records.common import Anomaly, Distribution, StepRecord
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.steps import StepTable, column_of
+from pipecheck.report import svg
+from pipecheck.report.plot import (
+    BAND_MIN_STEPS,
+    COLORS,
+    INTERVAL_ORDER,
+    binned_band,
+    default_window,
+    gantt_bars,
+)
+from pipecheck.units import ms
+
+MAX_MARKERS = 1500
+"""Tagged or anomalous steps drawn one by one (the slowest first): more would not be told
+apart on a chart ~900 pixels wide, and each costs ~150 bytes of page."""
+
+MAX_BARS = 600
+"""Bars of the stacked host-time chart; a longer run gets one bar per bin of steps (the
+bins' mean): 600 bars x 9 spans keeps the chart near 0.5 MB and quick to redraw."""
+
+MANY_MARKS = 100
+"""Above this many marked steps the markers are drawn smaller, so the line stays visible."""
+
+RUN_COLORS = ("#1f77b4", "#ff7f0e")
+"""Run A and run B in an overlay."""
+
+MARK_COLOR, GOAL_COLOR = "#d62728", "#9467bd"
+
+
+@dataclasses.dataclass(frozen=True)
+class Chart:
+    """A chart's SVG, its legend and the sentence under it (what was binned, how to read)."""
+
+    svg: str
+    legend: str = ""
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class SeriesRun:
+    """One run's steps in the step-time chart, with the steady state the record holds."""
+
+    label: str
+    steps: Sequence[StepRecord]
+    steady: Distribution
+    anomalies: Sequence[Anomaly] = ()
+
+
+def _tagged_index(steps: Sequence[StepRecord]) -> np.ndarray:
+    if isinstance(steps, StepTable):
+        return np.asarray(sorted(steps.tagged()), dtype=np.int64)
+    return np.asarray([i for i, s in enumerate(steps) if s.tags], dtype=np.int64)
+
+
+def _marks(run: SeriesRun, numbers: np.ndarray, times: np.ndarray
+           ) -> tuple[int, list[tuple[int, float, str]]]:
+    """How many steps are tagged or anomalous, and (step, ms, hover text) of the
+    ``MAX_MARKERS`` slowest of them."""
+    causes = {a.step: a for a in run.anomalies}
+    index = np.union1d(_tagged_index(run.steps),
+                       np.flatnonzero(np.isin(numbers, np.fromiter(causes, np.int64))))
+    shown = index[np.argsort(-times[index], kind="stable")][:MAX_MARKERS]
+    out = []
+    for i in shown.tolist():
+        step = int(numbers[i])
+        tags = getattr(run.steps[i], "tags", ())
+        text = f"{run.label}step {step}: {ms(times[i] / 1e3)}"
+        if tags:
+            text += f"; tags: {', '.join(tags)}"
+        if step in causes:
+            a = causes[step]
+            text += f"; likely cause: {a.cause} ({a.evidence})"
+        out.append((step, float(times[i]), text))
+    return int(index.size), out
+
+
+def _y_scale(runs: Sequence[tuple[np.ndarray, np.ndarray, SeriesRun]]) -> svg.Scale:
+    """Log when the slowest step is over 20x the fastest steady one (as ``plot`` does)."""
+    top = max(float(np.nanmax(t)) for _, t, _ in runs)
+    low = min(float(np.nanmin(t[t > 0])) if np.any(t > 0) else 1.0 for _, t, _ in runs)
+    steady_low = min(r.steady.summary.p10 * 1e3 for _, _, r in runs
+                     if r.steady.summary.n) if any(r.steady.summary.n for *_, r in runs) else low
+    log = top / max(min(low, steady_low), 1e-9) > 20
+    return svg.Scale(min(low, steady_low) * 0.8 if log else 0.0, top * 1.05,
+                     svg.HEIGHT - svg.BOTTOM, svg.TOP, log)
+
+
+def _series_body(run: SeriesRun, numbers: np.ndarray, times: np.ndarray, x: svg.Scale,
+                 y: svg.Scale, color: str) -> tuple[list[str], str]:
+    """The run's line (or binned band), its steady band and its marked steps."""
+    body: list[str] = []
+    note = ""
+    if numbers.size > BAND_MIN_STEPS:
+        tagged = np.zeros(numbers.size, dtype=bool)
+        tagged[_tagged_index(run.steps)] = True
+        keep = ~tagged & (numbers >= 1)
+        band = binned_band(numbers[keep], times[keep])
+        mid = x.many((band.first + band.last) / 2.0)
+        body.append(svg.polygon(mid, y.many(band.low), y.many(band.high), color, 0.15))
+        body.append(svg.polygon(mid, y.many(band.p10), y.many(band.p90), color, 0.35))
+        body.append(svg.polyline(mid, y.many(band.median), color))
+        note = (f"{run.label}{numbers.size:,} steps binned into {band.median.size} bins of "
+                f"~{math.ceil(keep.sum() / band.median.size):,} consecutive steps: light "
+                "band min-max, dark band p10-p90, line the median of each bin; every tagged "
+                "step is still drawn on its own.")
+    else:
+        body.append(svg.polyline(x.many(numbers.astype(float)), y.many(times), color))
+    s = run.steady.summary
+    if s.n:
+        y10, y90 = y(s.p10 * 1e3), y(s.p90 * 1e3)
+        body.append(svg.rect(svg.LEFT, y90, svg.WIDTH - svg.LEFT - svg.RIGHT, y10 - y90,
+                             color, f"{run.label}steady state p10-p90: {ms(s.p10)} - "
+                             f"{ms(s.p90)}", cls="band"))
+        ym = y(s.median * 1e3)
+        body.append(f'<line class="median" stroke="{color}" x1="{svg.LEFT}" '
+                    f'x2="{svg.WIDTH - svg.RIGHT}" y1="{ym:.1f}" y2="{ym:.1f}">'
+                    f"<title>{svg.esc(run.label)}steady-state median {ms(s.median)}</title>"
+                    "</line>")
+    count, marks = _marks(run, numbers, times)
+    radius = 4.0 if len(marks) <= MANY_MARKS else 2.0
+    for step, t, text in marks:
+        body.append(svg.marker(x(step), y(t), MARK_COLOR, text, radius=radius))
+    if count > len(marks):
+        note += (f" {run.label}The {len(marks)} slowest of {count:,} tagged or anomalous "
+                 "steps are marked.")
+    return body, note
+
+
+def step_series_chart(runs: Sequence[SeriesRun]) -> Chart:
+    """Step times over the run: a line per run (a band for long runs), the steady state
+    (p10-p90 band and median line, as the record holds them), and each tagged or anomalous
+    step marked, with its tags and likely cause on hover."""
+    data = [(column_of(r.steps, "step").astype(np.int64),
+             column_of(r.steps, "time_s") * 1e3, r) for r in runs]
+    lo = min(int(n.min()) for n, _, _ in data)
+    hi = max(int(n.max()) for n, _, _ in data)
+    x = svg.Scale(lo, max(hi, lo + 1), svg.LEFT, svg.WIDTH - svg.RIGHT)
+    y = _y_scale(data)
+    body = svg.frame(x, y, "step", "step time (ms)" + (", log scale" if y.log else ""))
+    notes = []
+    for (numbers, times, run), color in zip(data, RUN_COLORS, strict=False):
+        part, note = _series_body(run, numbers, times, x, y, color)
+        body += part
+        notes.append(note)
+    keys = [(r.label.rstrip(": ") or "step time", c) for r, c in zip(runs, RUN_COLORS, strict=False)]
+    keys += [("tagged or anomalous step (hover for the cause)", MARK_COLOR)]
+    notes.append("Shaded: the steady state's p10-p90; dashed: its median (the record's "
+                 "steady-state steps, in the run's colour).")
+    return Chart(svg.svg(body, "step times"), svg.legend(keys),
+                 " ".join(n for n in notes if n))
+
+
+def span_columns(steps: Sequence[StepRecord]) -> dict[str, np.ndarray]:
+    """Seconds per step in each span, and ``other`` (the step's time no span covers)."""
+    if isinstance(steps, StepTable):
+        cols = {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
+    else:
+        names = sorted({k for s in steps for k in (getattr(s, "spans", None) or {})})
+        cols = {k: np.asarray([(getattr(s, "spans", None) or {}).get(k, 0.0) for s in steps])
+                for k in names}
+    cols = {k: v for k, v in cols.items() if np.any(v > 0)}
+    if cols and "other" not in cols:
+        rest = column_of(steps, "time_s") - sum(cols.values())
+        cols["other"] = np.maximum(rest, 0.0)
+    order = [k for k in INTERVAL_ORDER if k in cols]
+    order += sorted(k for k in cols if k not in INTERVAL_ORDER and k != "other")
+    return {k: cols[k] for k in [*order, "other"] if k in cols}
+
+
+def _bin_means(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    counts = np.diff(np.append(starts, values.size))
+    return np.add.reduceat(values, starts) / counts
+
+
+# long: one chart: bins, the stacked bars with their hover text, the zoom controls
+def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
+    """Per step (or per bin of steps), the host time stacked by span; the range controls
+    under it move and zoom the window (``page.SCRIPT``)."""
+    cols = span_columns(steps)
+    if not cols:
+        return None
+    numbers = column_of(steps, "step").astype(np.int64)
+    n = numbers.size
+    bins = min(n, MAX_BARS)
+    starts = np.searchsorted((np.arange(n) * bins) // n, np.arange(bins))
+    means = {k: _bin_means(v, starts) * 1e3 for k, v in cols.items()}
+    firsts = numbers[starts]
+    lasts = numbers[np.append(starts[1:], n) - 1]
+    total = sum(means.values())
+    y = svg.Scale(0.0, float(np.max(total)) * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
+    plot_h = svg.HEIGHT - svg.BOTTOM - svg.TOP
+    inner: list[str] = []
+    bottom = np.zeros(bins)
+    for k, v in means.items():
+        color = COLORS.get(k, "#bcbd22")
+        for i in np.flatnonzero(v > 0).tolist():
+            top = bottom[i] + v[i]
+            inner.append(f'<rect x="{i}" y="{y(top) - svg.TOP:.2f}" width="0.9" '
+                         f'height="{(v[i]) / (y.hi - y.lo) * plot_h:.2f}" fill="{color}"/>')
+        bottom += v
+    for i in range(bins):
+        label = (f"step {firsts[i]}" if firsts[i] == lasts[i]
+                 else f"steps {firsts[i]}-{lasts[i]} (mean)")
+        parts = "; ".join(f"{k} {ms(means[k][i] / 1e3)}" for k in means if means[k][i] > 0)
+        inner.append(f'<rect class="hover" x="{i}" y="0" width="1" height="{plot_h}">'
+                     f"<title>{label}: {parts}</title></rect>")
+    x = svg.Scale(0, 1, svg.LEFT, svg.WIDTH - svg.RIGHT)
+    body = svg.frame(x, y, "", "host ms per step", xticks=False)
+    body.append(f'<svg class="zoomed" x="{svg.LEFT}" y="{svg.TOP}" '
+                f'width="{svg.WIDTH - svg.LEFT - svg.RIGHT}" height="{plot_h}" '
+                f'viewBox="0 0 {bins} {plot_h}" preserveAspectRatio="none" '
+                f'data-bins="{bins}" data-first="{",".join(map(str, firsts.tolist()))}" '
+                f'data-last="{",".join(map(str, lasts.tolist()))}">{"".join(inner)}</svg>')
+    body.append(f'<text class="window-label" x="{(svg.LEFT + svg.WIDTH - svg.RIGHT) / 2}" '
+                f'y="{svg.HEIGHT - 4}" text-anchor="middle">steps {firsts[0]}-{lasts[-1]}</text>')
+    controls = ('<div class="zoom-controls">window start <input type="range" class="from" '
+                f'min="0" max="{bins - 1}" value="0"> width <input type="range" class="width" '
+                f'min="1" max="{bins}" value="{bins}"></div>')
+    note = ("Each bar is one step." if bins == n else
+            f"{n:,} steps in {bins} bars: each bar is the mean of ~{math.ceil(n / bins):,} "
+            "consecutive steps.")
+    note += " Move and zoom the window with the sliders; hover a bar for its spans."
+    keys = [(k, COLORS.get(k, "#bcbd22")) for k in means]
+    return Chart(svg.svg(body, "host time per step", cls="chart stacked") + controls,
+                 svg.legend(keys), note)
+
+
+def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
+    """The spans of a window of steps (as ``pipecheck plot`` picks it), one lane per span,
+    laid out in loop order inside each step; steps kept out of the steady state in red."""
+    if not span_columns(steps):
+        return None
+    first, last = default_window(steps)
+    numbers = column_of(steps, "step")
+    rows = np.flatnonzero((numbers >= first) & (numbers <= last))
+    win = (list(steps.take(rows)) if isinstance(steps, StepTable)
+           else [steps[int(i)] for i in rows])
+    bars, intervals = gantt_bars(win)
+    kinds = list(dict.fromkeys(b[0] for b in sorted(bars, key=lambda b: _lane_order(b[0]))))
+    end = (intervals[-1][1] + intervals[-1][2]) * 1e3 if intervals else 1.0
+    x = svg.Scale(0.0, end, svg.LEFT + 60, svg.WIDTH - svg.RIGHT)
+    lane_h = max(14.0, min(28.0, 180.0 / max(len(kinds), 1)))
+    height = int(40 + lane_h * len(kinds) + 30)
+    body = []
+    for step, start, dur in intervals:
+        px = x(start * 1e3)
+        s = win[[i for i, w in enumerate(win) if w.step == step][0]]
+        color = MARK_COLOR if s.tags else "#333"
+        tip = f"step {step}: {ms(dur)}" + (f"; tags: {', '.join(s.tags)}" if s.tags else "")
+        body.append(f'<line class="step-edge" x1="{px:.1f}" x2="{px:.1f}" y1="28" '
+                    f'y2="{height - 26}"/><text x="{x((start + dur / 2) * 1e3):.1f}" y="20" '
+                    f'fill="{color}" text-anchor="middle">{step}<title>{svg.esc(tip)}</title>'
+                    "</text>")
+    for i, k in enumerate(kinds):
+        body.append(f'<text x="{svg.LEFT + 54}" y="{34 + lane_h * (i + 0.6):.1f}" '
+                    f'text-anchor="end">{svg.esc(k)}</text>')
+    for kind, start, dur in bars:
+        i = kinds.index(kind)
+        body.append(svg.rect(x(start * 1e3), 30 + lane_h * i, x(start * 1e3 + dur * 1e3)
+                             - x(start * 1e3), lane_h - 4, COLORS.get(kind, "#bcbd22"),
+                             f"{kind}: {ms(dur)}"))
+    body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
+                f'text-anchor="middle">{end:.1f} ms from the start of step {first} '
+                "(spans in loop order per step)</text>")
+    note = (f"Steps {first}-{last}: around the first checkpoint/eval/gc step, as pipecheck "
+            "plot picks it. Step numbers in red carry a tag (hover for it).")
+    return Chart(svg.svg(body, "gantt", height=height), "", note)
+
+
+def _lane_order(kind: str) -> int:
+    order = [*INTERVAL_ORDER, "other"]
+    return order.index(kind) if kind in order else len(order) - 1
+
+
+def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None) -> Chart | None:
+    """One lane per host: its loader time D (last setting) or median data wait per step,
+    with its interval; the straggler in red, its evidence on hover."""
+    if len(hosts) < 2:
+        return None
+    def value(h: HostSummary) -> tuple[float, float, float, str]:
+        if h.data_wait_median_s is not None:
+            return (h.data_wait_median_s, h.data_wait_low_s or h.data_wait_median_s,
+                    h.data_wait_high_s or h.data_wait_median_s, "data wait per step")
+        if h.loader:
+            d = h.loader[-1]
+            return d.loader_s, d.low_s, d.high_s, "loader time D"
+        return math.nan, math.nan, math.nan, ""
+    vals = [value(h) for h in hosts]
+    top = max((v[2] for v in vals if math.isfinite(v[2])), default=1.0) * 1e3 * 1.1 or 1.0
+    x = svg.Scale(0.0, top, svg.LEFT + 90, svg.WIDTH - svg.RIGHT)
+    lane = 22
+    height = 30 + lane * len(hosts) + 30
+    body = []
+    for i, (h, (v, lo, hi, metric)) in enumerate(zip(hosts, vals, strict=True)):
+        slow = straggler is not None and straggler.process_id == h.process_id
+        y0 = 20 + lane * i
+        tip = f"process {h.process_id} ({h.hostname}): {metric} {ms(v)} ({ms(lo)} .. {ms(hi)})"
+        if slow and straggler is not None:
+            tip += f"; straggler: {straggler.evidence}"
+        body.append(f'<text x="{svg.LEFT + 84}" y="{y0 + 14}" text-anchor="end"'
+                    f'{" fill=" + chr(34) + MARK_COLOR + chr(34) if slow else ""}>'
+                    f"process {h.process_id}{' (straggler)' if slow else ''}</text>")
+        if math.isfinite(v):
+            body.append(svg.rect(x(0), y0 + 3, x(v * 1e3) - x(0), lane - 8,
+                                 MARK_COLOR if slow else RUN_COLORS[0], tip,
+                                 cls="host straggler" if slow else "host"))
+            body.append(f'<line class="whisker" x1="{x(lo * 1e3):.1f}" x2="{x(hi * 1e3):.1f}" '
+                        f'y1="{y0 + lane / 2:.1f}" y2="{y0 + lane / 2:.1f}"/>')
+    body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
+                f'text-anchor="middle">ms ({vals[0][3] or "no loop"}); line: 95% interval'
+                "</text>")
+    return Chart(svg.svg(body, "hosts", height=height), "",
+                 "One lane per host; the straggler (if any) in red, its evidence on hover.")
+
+
+def tuning_chart(settings: Sequence[LoaderSetting], goal_s: float | None,
+                 chosen: int | None, limits: Mapping[str, str] | None = None) -> Chart:
+    """D with its interval per setting in the order tried (the tuning path), the goal
+    line and the chosen setting marked; hover for the setting and what limits it."""
+    d = np.asarray([s.loader_time.value for s in settings]) * 1e3
+    lows = np.asarray([s.loader_time.low for s in settings]) * 1e3
+    highs = np.asarray([s.loader_time.high for s in settings]) * 1e3
+    top = max(float(np.nanmax(highs)), (goal_s or 0.0) * 1e3) * 1.1 or 1.0
+    x = svg.Scale(0.5, len(settings) + 0.5, svg.LEFT, svg.WIDTH - svg.RIGHT)
+    y = svg.Scale(0.0, top, svg.HEIGHT - svg.BOTTOM, svg.TOP)
+    body = svg.frame(x, y, "setting in the order tried (workers w, threads t)",
+                     "D: ms per batch", xticks=False)
+    xs = np.arange(1, len(settings) + 1, dtype=float)
+    body.append(svg.polyline(x.many(xs), y.many(d), "#999", cls="line path"))
+    if goal_s is not None:
+        gy = y(goal_s * 1e3)
+        body.append(f'<line class="goal" stroke="{GOAL_COLOR}" x1="{svg.LEFT}" '
+                    f'x2="{svg.WIDTH - svg.RIGHT}" y1="{gy:.1f}" y2="{gy:.1f}">'
+                    f"<title>goal: D &lt;= {ms(goal_s)}</title></line>")
+    for i, s in enumerate(settings):
+        px = x(i + 1)
+        label = s.settings.short_label()
+        why = (limits or {}).get(label)
+        tip = (f"{label}: D {ms(s.loader_time.value)} ({ms(s.loader_time.low)} .. "
+               f"{ms(s.loader_time.high)}), first batch {ms(s.first_batch_s)}"
+               + (f"; limit: {why}" if why else "") + ("; chosen" if i == chosen else ""))
+        body.append(f'<line class="whisker" x1="{px:.1f}" x2="{px:.1f}" '
+                    f'y1="{y(lows[i]):.1f}" y2="{y(highs[i]):.1f}"/>')
+        body.append(svg.marker(px, y(d[i]), MARK_COLOR if i == chosen else RUN_COLORS[0],
+                               tip, cls="mark chosen" if i == chosen else "mark"))
+        body.append(f'<text x="{px:.1f}" y="{svg.HEIGHT - svg.BOTTOM + 14}" '
+                    f'text-anchor="middle">{s.workers}w {s.threads}t</text>')
+    keys = [("D per setting (95% interval)", RUN_COLORS[0])]
+    if chosen is not None:
+        keys.append(("chosen", MARK_COLOR))
+    if goal_s is not None:
+        keys.append((f"goal: D <= {ms(goal_s)}", GOAL_COLOR))
+    return Chart(svg.svg(body, "loader settings tried"), svg.legend(keys),
+                 "The settings in the order the search tried them; hover a point for its "
+                 "numbers and what limits it.")
+
+
+def batch_time_chart(settings: Sequence[LoaderSetting]) -> Chart:
+    """The distribution of batch times per setting: box p10-p90 with the median, whiskers
+    to min and p99."""
+    stats = [np.percentile(np.asarray(s.batch_time.samples_s) * 1e3, [0, 10, 50, 90, 99])
+             if len(s.batch_time.samples_s) else np.full(5, np.nan) for s in settings]
+    top = max((float(np.nanmax(q)) for q in stats if np.isfinite(q).any()), default=1.0)
+    x = svg.Scale(0.0, top * 1.05 or 1.0, svg.LEFT + 90, svg.WIDTH - svg.RIGHT)
+    lane = 22
+    height = 20 + lane * len(settings) + 40
+    body = []
+    for i, (s, q) in enumerate(zip(settings, stats, strict=True)):
+        y0 = 14 + lane * i
+        mid = y0 + lane / 2
+        body.append(f'<text x="{svg.LEFT + 84}" y="{mid + 4:.1f}" text-anchor="end">'
+                    f"{svg.esc(s.settings.short_label())}</text>")
+        if not np.isfinite(q).all():
+            continue
+        tip = (f"{s.settings.short_label()}: min {ms(q[0] / 1e3)}, p10 {ms(q[1] / 1e3)}, "
+               f"median {ms(q[2] / 1e3)}, p90 {ms(q[3] / 1e3)}, p99 {ms(q[4] / 1e3)} "
+               f"({len(s.batch_time.samples_s)} batches)")
+        body.append(f'<line class="whisker" x1="{x(q[0]):.1f}" x2="{x(q[4]):.1f}" '
+                    f'y1="{mid:.1f}" y2="{mid:.1f}"/>')
+        body.append(svg.rect(x(q[1]), y0 + 4, x(q[3]) - x(q[1]), lane - 8, RUN_COLORS[0],
+                             tip, cls="box"))
+        body.append(f'<line class="median-tick" x1="{x(q[2]):.1f}" x2="{x(q[2]):.1f}" '
+                    f'y1="{y0 + 3}" y2="{y0 + lane - 3}"/>')
+    for v in x.ticks(8):
+        body.append(f'<text x="{x(v):.1f}" y="{height - 22}" text-anchor="middle">'
+                    f"{svg.tick_text(v)}</text>")
+    body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
+                f'text-anchor="middle">batch time (ms)</text>')
+    return Chart(svg.svg(body, "batch times per setting", height=height), "",
+                 "Box: p10-p90 with the median; whiskers: min to p99 of the timed batches.")

@@ -1,0 +1,84 @@
+"""Records of every kind for the HTML page's tests, built from the unit tests' builders
+with steps, spans, tags, anomalies and hosts added (real runs are made where cheap, in
+the integration test)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from pipecheck.records.common import Anomaly, Breakdown, BreakdownRow, Distribution, StepRecord
+from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
+from pipecheck.records.monitor import MonitorResult, SyncSiteRecord
+from pipecheck.records.steps import StepTable
+from tests.unit.measure.test_dataloader import make_result as make_dataloader
+from tests.unit.records.test_store import make_result as make_synthetic
+from tests.unit.report.test_report_compare import make_compare
+
+__all__ = ["make_compare", "make_dataloader", "make_synthetic", "compare_with_steps",
+           "monitor_record", "long_steps", "run_steps"]
+
+
+def run_steps(n: int = 60, seed: int = 0) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
+    """A loop's steps: a compile step, a checkpoint at n/2, a slow step, spans in each."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    for i in range(n):
+        wait = 0.002 + 0.001 * rng.random()
+        sync = 0.040 + 0.002 * rng.random()
+        spans = {"data_wait": wait, "dispatch": 0.0005, "sync": sync}
+        tags: tuple[str, ...] = ()
+        if i == 0:
+            spans, tags = {"dispatch": 1.1}, ("compile",)
+        elif i == n // 2:
+            spans["checkpoint"], tags = 0.3, ("checkpoint",)
+        elif i == n // 3:
+            spans["data_wait"], tags = 0.2, ("slow",)
+        steps.append(StepRecord(i, sum(spans.values()) + 0.001, tags, spans, 3.0 - i / n))
+    slow = steps[n // 3]
+    anomalies = (Anomaly(slow.step, slow.time_s, slow.time_s / 0.045, "data stall",
+                         "data_wait 200.0 ms of the step"),)
+    return tuple(steps), anomalies
+
+
+def two_hosts() -> tuple[tuple[HostSummary, ...], Straggler]:
+    hosts = (HostSummary(0, "host-a", (HostLoader(4, 1, 0.030, 0.029, 0.031, 1.0),), 0.002,
+                         0.003, 0.0018, 0.0022, 0.045, 60),
+             HostSummary(1, "host-b", (HostLoader(4, 1, 0.060, 0.058, 0.062, 1.5),), 0.020,
+                         0.025, 0.018, 0.022, 0.045, 60, (20,), (0.2,)))
+    return hosts, Straggler(1, "host-b", 10.0, "data wait", 0.020, 0.002,
+                            "process 1 waits 10x longer for data than the median host")
+
+
+def compare_with_steps():
+    steps, anomalies = run_steps()
+    hosts, straggler = two_hosts()
+    return dataclasses.replace(make_compare(), steps=steps, anomalies=anomalies,
+                               hosts=hosts, straggler=straggler,
+                               warnings=("the machine was busy",))
+
+
+def monitor_record(n: int = 60):
+    steps, anomalies = run_steps(n)
+    steady = [s.time_s for s in steps if not s.tags]
+    wall = sum(s.time_s for s in steps)
+    return MonitorResult(
+        env={"jax": "0.10.2", "backend": "cpu"}, config={"step_window": 1000},
+        step_time=Distribution.of(steady), first_step_s=steps[0].time_s, steps=steps,
+        sync_sites=(SyncSiteRecord("/home/u/train.py:42", "train", "loss = float(loss)",
+                                   0.5, 50, False, 0.5 / wall),),
+        breakdown=Breakdown(wall, n, (BreakdownRow("compute", wall * 0.9, 0.9),
+                                      BreakdownRow("data wait", wall * 0.1, 0.1))),
+        wall_s=wall, total_steps=n, anomalies=anomalies)
+
+
+def long_steps(n: int) -> StepTable[StepRecord]:
+    """``n`` steps by column, with spans and a tag every 1000 steps (a long Monitor run)."""
+    rng = np.random.default_rng(1)
+    times = 0.040 + 0.004 * rng.random(n)
+    wait = 0.002 + 0.001 * rng.random(n)
+    cols = {"step": np.arange(n, dtype=np.int64), "time_s": times, "loss": np.full(n, np.nan)}
+    table = StepTable(StepRecord, n, cols,
+                      maps={"spans": {"data_wait": wait, "sync": times - wait - 0.001}})
+    return table.with_tags({i: ("checkpoint",) for i in range(1000, n, 1000)})
