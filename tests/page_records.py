@@ -5,6 +5,7 @@ the integration test)."""
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 
 import numpy as np
 
@@ -15,6 +16,8 @@ from pipecheck.records.steps import StepTable
 from tests.unit.measure.test_dataloader import make_result as make_dataloader
 from tests.unit.records.test_store import make_result as make_synthetic
 from tests.unit.report.test_report_compare import make_compare
+
+LOGS = pathlib.Path(__file__).resolve().parent / "data"
 
 __all__ = ["make_compare", "make_dataloader", "make_synthetic", "compare_with_steps",
            "monitor_record", "long_steps", "run_steps"]
@@ -73,12 +76,31 @@ def monitor_record(n: int = 60):
         wall_s=wall, total_steps=n, anomalies=anomalies)
 
 
-def long_steps(n: int) -> StepTable[StepRecord]:
-    """``n`` steps by column, with spans and a tag every 1000 steps (a long Monitor run)."""
+def long_steps(n: int, tag_every: int = 1000) -> StepTable[StepRecord]:
+    """``n`` steps by column, with spans and a checkpoint tag every ``tag_every`` steps (a
+    long Monitor run)."""
     rng = np.random.default_rng(1)
     times = 0.040 + 0.004 * rng.random(n)
     wait = 0.002 + 0.001 * rng.random(n)
     cols = {"step": np.arange(n, dtype=np.int64), "time_s": times, "loss": np.full(n, np.nan)}
     table = StepTable(StepRecord, n, cols,
                       maps={"spans": {"data_wait": wait, "sync": times - wait - 0.001}})
-    return table.with_tags({i: ("checkpoint",) for i in range(1000, n, 1000)})
+    return table.with_tags({i: ("checkpoint",) for i in range(tag_every, n, tag_every)})
+
+
+def imported_and_diff():
+    """A real import of the two MaxText test logs, and their real diff."""
+    from pipecheck.analysis.diff import diff_runs, load_run
+    from pipecheck.analysis.maxtext import import_log
+
+    a = import_log(str(LOGS / "maxtext_a.log"))
+    diff = diff_runs(load_run(str(LOGS / "maxtext_a.log")), load_run(str(LOGS / "maxtext_b.log")))
+    return a, diff
+
+
+def every_kind() -> dict[str, object]:
+    """One record of each kind the page renders."""
+    imported, diff = imported_and_diff()
+    return {"compare": compare_with_steps(), "monitor": monitor_record(),
+            "synthetic": dataclasses.replace(make_synthetic(), steps=run_steps()[0]),
+            "dataloader": make_dataloader(), "imported": imported, "diff": diff}

@@ -1,0 +1,164 @@
+"""The HTML page: it says what the text report says (one source), draws the charts the
+record has, stays small on a long run, and refuses a bad record without writing a file."""
+
+from __future__ import annotations
+
+import dataclasses
+import html.parser
+import json
+
+import pytest
+
+from pipecheck.cli import main
+from pipecheck.errors import ResultFormatError
+from pipecheck.records import store
+from pipecheck.report import charts
+from pipecheck.report.blocks import Table, render_text
+from pipecheck.report.compare import compare_parts, format_compare
+from pipecheck.report.dataloader import dataloader_parts, format_dataloader
+from pipecheck.report.diff import diff_parts, format_diff, format_imported, imported_parts
+from pipecheck.report.monitor import format_monitor, monitor_parts
+from pipecheck.report.page import PAGES, render_page
+from pipecheck.report.synthetic import format_synthetic, synthetic_parts
+from tests import page_records
+
+TEXT = {"compare": (compare_parts, format_compare), "monitor": (monitor_parts, format_monitor),
+        "synthetic": (synthetic_parts, format_synthetic),
+        "dataloader": (dataloader_parts, format_dataloader),
+        "imported": (imported_parts, format_imported), "diff": (diff_parts, format_diff)}
+
+
+class PageText(html.parser.HTMLParser):
+    """The page's visible text (scripts and styles left out), its table rows as lists of
+    cells, and the text of its top box."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.rows: list[list[str]] = []
+        self.lead: list[str] = []
+        self._skip = 0
+        self._in_lead = 0
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style", "svg"):
+            self._skip += 1
+        if self._in_lead or ("class", "lead") in attrs:
+            self._in_lead += tag == "div"
+        if tag == "tr":
+            self.rows.append([])
+        if tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style", "svg"):
+            self._skip -= 1
+        if tag == "div" and self._in_lead:
+            self._in_lead -= 1
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):
+        if self._skip:
+            return
+        self.text.append(data)
+        if self._in_lead:
+            self.lead.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse(page: str) -> PageText:
+    p = PageText()
+    p.feed(page)
+    return p
+
+
+@pytest.fixture(scope="module")
+def records():
+    return page_records.every_kind()
+
+
+@pytest.mark.parametrize("kind", sorted(TEXT))
+def test_the_page_says_what_the_text_report_says(records, kind):
+    record = records[kind]
+    parts_of, format_text = TEXT[kind]
+    parts = parts_of(record)
+    assert render_text(parts) == format_text(record)  # the terminal prints these parts
+    page = parse(render_page([(f"{kind}.json", record)]))
+    text = "\n".join(page.text)
+    for part in parts:
+        if isinstance(part, Table):
+            for row in part.rows:
+                assert [str(c) for c in row] in page.rows, row
+        else:
+            for line in part.splitlines():
+                assert line.strip() in text, line
+    # the report's first line (the verdict or headline) leads the page
+    first = parts[0]
+    assert isinstance(first, str) and page.lead[0] == first
+
+
+def test_the_check_fails_when_the_page_drops_a_line(records):
+    record = records["compare"]
+    page = parse(render_page([("c.json", record)]).replace(record.recommendation, "x"))
+    assert f"recommendation: {record.recommendation}" not in "\n".join(page.text)
+
+
+def test_compare_page_marks_the_chosen_setting_the_straggler_and_the_causes(records):
+    page = render_page([("c.json", records["compare"])])
+    assert page.count('class="mark chosen"') == 1
+    assert page.count('class="host straggler"') == 1
+    assert "straggler: process 1 waits 10x longer" in page
+    assert "likely cause: data stall (data_wait 200.0 ms of the step)" in page
+    assert 'class="zoomed"' in page and "<script>" in page
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "https://" not in page
+
+
+def test_every_record_kind_has_a_page():
+    assert set(PAGES) == set(store._KINDS)
+
+
+def test_a_long_run_is_binned_and_the_page_stays_small():
+    n = 200_000
+    steps = page_records.long_steps(n, tag_every=100)
+
+    record = dataclasses.replace(page_records.monitor_record(), steps=steps, total_steps=n)
+    page = render_page([("long.json", record)])
+    assert len(page.encode()) < 1_000_000
+    assert f"{n:,} steps binned into" in page
+    assert f"{n:,} steps in {charts.MAX_BARS} bars" in page
+    assert page.count('class="hover"') == charts.MAX_BARS
+    # 1999 checkpoint steps and the anomaly at step 20: the slowest are marked, and it says so
+    assert f"The {charts.MAX_MARKERS} slowest of 2,000 tagged or anomalous steps" in page
+
+
+def _write(tmp_path, data):
+    p = tmp_path / "run.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+@pytest.mark.parametrize("change, words", [({"kind": "nope"}, "unknown kind 'nope'"),
+                                           ({"format_version": 99}, "format_version 99")])
+def test_a_bad_record_is_one_line_and_no_file(tmp_path, capsys, change, words):
+    data = store.to_dict(page_records.make_synthetic())
+    data.update(change)
+    out = tmp_path / "page.html"
+    assert main(["report", str(_write(tmp_path, data)), "-o", str(out)]) == ResultFormatError.exit_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err
+    assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "run.json"]
+
+
+def test_html_option_writes_the_page_of_the_run(tmp_path, capsys):
+    out = tmp_path / "a.html"
+    log = str(page_records.LOGS / "maxtext_a.log")
+    assert main(["import", log, "--html", str(out)]) == 0
+    page = out.read_text()
+    assert f"pipecheck import: {log} (MaxText training log)" in page
+    assert main(["import", log, "--json", str(out), "--html", str(out), "--force"]) == 2
+    assert "name the same file" in capsys.readouterr().err
