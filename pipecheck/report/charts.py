@@ -251,6 +251,9 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
         return None
     first, last = default_window(steps)
     numbers = column_of(steps, "step")
+    if first == numbers[0] and last > first and "compile" in steps[0].tags:
+        # the compile step would take the whole width: the window starts after it
+        first, last = first + 1, min(int(numbers[-1]), last + 1)
     rows = np.flatnonzero((numbers >= first) & (numbers <= last))
     win = (list(steps.take(rows)) if isinstance(steps, StepTable)
            else [steps[int(i)] for i in rows])
@@ -282,7 +285,8 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
                 f'text-anchor="middle">{end:.1f} ms from the start of step {first} '
                 "(spans in loop order per step)</text>")
     note = (f"Steps {first}-{last}: around the first checkpoint/eval/gc step, as pipecheck "
-            "plot picks it. Step numbers in red carry a tag (hover for it).")
+            "plot picks it, the compile step left out. Step numbers in red carry a tag "
+            "(hover for it).")
     return Chart(svg.svg(body, "gantt", height=height), "", note)
 
 

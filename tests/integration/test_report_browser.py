@@ -1,0 +1,91 @@
+"""The HTML page of every record kind in a real browser (Debian's ``chromium``, headless;
+``.ci/run`` installs it): one launch per page dumps the DOM after the script ran, logs the
+console to stderr and takes a screenshot. The charts must be drawn (SVG marks in the DOM,
+the zoom window set by the script), the console silent, the screenshot taken.
+
+Records: synthetic and dataloader from real runs of the commands (their ``--html`` writes
+the page), import and diff from the real MaxText test logs, compare and Monitor from the
+unit tests' builders with steps, spans, anomalies and two hosts added.
+Set PIPECHECK_SCREENSHOTS=DIR to keep the screenshots."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from pipecheck.report.page import write_page
+from tests import page_records
+from tests.conftest import run_cli
+
+CHROMIUM = os.environ.get("PIPECHECK_CHROMIUM", "chromium")
+CONSOLE = re.compile(r":CONSOLE[:(]")
+"""How Chromium's --enable-logging=stderr prints a console message (log, warning, error
+or an uncaught exception)."""
+
+
+def open_in_browser(page: str, png: str) -> tuple[str, list[str]]:
+    """The DOM after the page's script ran, and the console messages; the screenshot is
+    written to ``png``."""
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"{CHROMIUM} is not installed: apt-get install chromium (.ci/run does)")
+    proc = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+         "--enable-logging=stderr", "--v=0", "--window-size=1100,2600",
+         f"--screenshot={png}", "--dump-dom", f"file://{page}"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout, [line for line in proc.stderr.splitlines() if CONSOLE.search(line)]
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pages")
+    for kind, args in (("synthetic", ["synthetic", "--steps", "12"]),
+                       ("dataloader", ["dataloader", "--workers", "0", "--batches", "12"])):
+        proc = run_cli(*args, "--json", str(out / f"{kind}.json"),
+                       "--html", str(out / f"{kind}.html"))
+        assert proc.returncode == 0, proc.stderr
+    records = page_records.every_kind()
+    for kind in ("compare", "monitor", "imported", "diff"):
+        write_page([(f"{kind}.json", records[kind])], out / f"{kind}.html")
+    return out
+
+
+CHARTS = {"compare": 6, "monitor": 3, "synthetic": 3, "dataloader": 2, "imported": 1,
+          "diff": 1}
+"""Charts each page draws (compare: steps, host time, Gantt, hosts, tuning path, batch
+times; a run with spans: steps, host time, Gantt; dataloader: tuning path, batch times)."""
+
+ZOOMED = ("compare", "monitor", "synthetic")
+"""Pages with the host-time chart, whose window the script sets on load."""
+
+
+@pytest.mark.parametrize("kind", sorted(CHARTS))
+def test_the_page_renders_in_a_browser(pages, kind):
+    png = str(pages / f"{kind}.png")
+    dom, console = open_in_browser(str(pages / f"{kind}.html"), png)
+    assert console == []
+    charts = re.findall(r'<svg class="chart.*?</svg>', dom, flags=re.S)
+    assert len(charts) == CHARTS[kind]
+    for chart in charts:  # each chart has data drawn in it, not just its axes
+        assert re.search(r"<(?:rect|circle|polyline|polygon)\b", chart), chart[:300]
+    if kind in ZOOMED:
+        assert re.search(r'data-window="0:\d+"', dom)  # the script ran and set the window
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    assert os.path.getsize(png) > 20_000
+    keep = os.environ.get("PIPECHECK_SCREENSHOTS")
+    if keep:
+        shutil.copy(png, keep)
+
+
+def test_the_console_check_sees_a_script_error(tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><svg class='chart'></svg><script>undefinedFn();</script>"
+                    "</body></html>")
+    _, console = open_in_browser(str(page), str(tmp_path / "broken.png"))
+    assert len(console) == 1 and "undefinedFn is not defined" in console[0]
