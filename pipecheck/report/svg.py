@@ -52,8 +52,9 @@ class Scale:
         if self.log:
             first, last = math.floor(math.log10(max(self.lo, 1e-12))), math.ceil(
                 math.log10(max(self.hi, 1e-12)))
-            return [10.0 ** e for e in range(first, last + 1)
-                    if self.lo <= 10.0 ** e <= self.hi] or [self.lo, self.hi]
+            steps = (1, 2, 5) if last - first <= 3 else (1,)
+            return [m * 10.0 ** e for e in range(first, last + 1) for m in steps
+                    if self.lo <= m * 10.0 ** e <= self.hi] or [self.lo, self.hi]
         step = nice_step((self.hi - self.lo) / max(n, 1))
         start = math.ceil(self.lo / step) * step
         return [start + i * step for i in range(int((self.hi - start) / step) + 1)]
