@@ -161,7 +161,8 @@ def step_series_chart(runs: Sequence[SeriesRun]) -> Chart:
         part, note = _series_body(run, numbers, times, x, y, color)
         body += part
         notes.append(note)
-    keys = [(r.label.rstrip(": ") or "step time", c) for r, c in zip(runs, RUN_COLORS, strict=False)]
+    keys = [(r.label.rstrip(": ") or "step time", c)
+            for r, c in zip(runs, RUN_COLORS, strict=False)]
     keys += [("tagged or anomalous step (hover for the cause)", MARK_COLOR)]
     notes.append("Shaded: the steady state's p10-p90; dashed: its median (the record's "
                  "steady-state steps, in the run's colour).")
@@ -181,7 +182,7 @@ def span_columns(steps: Sequence[StepRecord]) -> dict[str, np.ndarray]:
     if cols and "other" not in cols:
         rest = column_of(steps, "time_s") - sum(cols.values())
         cols["other"] = np.maximum(rest, 0.0)
-    order = [k for k in INTERVAL_ORDER if k in cols]
+    order: list[str] = [k for k in INTERVAL_ORDER if k in cols]
     order += sorted(k for k in cols if k not in INTERVAL_ORDER and k != "other")
     return {k: cols[k] for k in [*order, "other"] if k in cols}
 

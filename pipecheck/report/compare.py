@@ -10,8 +10,8 @@ from typing import Sequence
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.units import ms
 

@@ -7,6 +7,7 @@ import statistics
 from typing import Sequence
 
 import numpy as np
+
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.report.anomalies import anomalies_table

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipecheck.records.monitor import MonitorResult, RunEnd
-from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
     findings_text,

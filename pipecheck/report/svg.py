@@ -107,7 +107,7 @@ def svg(body: Sequence[str], label: str, cls: str = "chart", height: int = HEIGH
 
 def points(xs: np.ndarray, ys: np.ndarray) -> str:
     """An SVG ``points`` list, one decimal per coordinate."""
-    return " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs.tolist(), ys.tolist()))
+    return " ".join(f"{a:.1f},{b:.1f}" for a, b in zip(xs.tolist(), ys.tolist(), strict=True))
 
 
 def polyline(xs: np.ndarray, ys: np.ndarray, color: str, cls: str = "line") -> str:

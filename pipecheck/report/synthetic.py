@@ -6,8 +6,8 @@ from typing import Sequence
 
 from pipecheck.analysis.breakdown import breakdown_of_steps
 from pipecheck.records.synthetic import SyntheticResult
-from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
     findings_text,

@@ -148,7 +148,8 @@ def test_a_bad_record_is_one_line_and_no_file(tmp_path, capsys, change, words):
     data = store.to_dict(page_records.make_synthetic())
     data.update(change)
     out = tmp_path / "page.html"
-    assert main(["report", str(_write(tmp_path, data)), "-o", str(out)]) == ResultFormatError.exit_code
+    code = main(["report", str(_write(tmp_path, data)), "-o", str(out)])
+    assert code == ResultFormatError.exit_code
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and words in err
     assert not out.exists() and list(tmp_path.iterdir()) == [tmp_path / "run.json"]
