@@ -313,7 +313,7 @@ def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None) -> Ch
     top = max((v[2] for v in vals if math.isfinite(v[2])), default=1.0) * 1e3 * 1.1 or 1.0
     x = svg.Scale(0.0, top, svg.LEFT + 90, svg.WIDTH - svg.RIGHT)
     lane = 22
-    height = 30 + lane * len(hosts) + 30
+    height = 30 + lane * len(hosts) + 40
     body = []
     for i, (h, (v, lo, hi, metric)) in enumerate(zip(hosts, vals, strict=True)):
         slow = straggler is not None and straggler.process_id == h.process_id
@@ -330,6 +330,9 @@ def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None) -> Ch
                                  cls="host straggler" if slow else "host"))
             body.append(f'<line class="whisker" x1="{x(lo * 1e3):.1f}" x2="{x(hi * 1e3):.1f}" '
                         f'y1="{y0 + lane / 2:.1f}" y2="{y0 + lane / 2:.1f}"/>')
+    for t in x.ticks(8):
+        body.append(f'<text x="{x(t):.1f}" y="{height - 22}" text-anchor="middle">'
+                    f"{svg.tick_text(t)}</text>")
     body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
                 f'text-anchor="middle">ms ({vals[0][3] or "no loop"}); line: 95% interval'
                 "</text>")
