@@ -268,11 +268,11 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
     for step, start, dur in intervals:
         px = x(start * 1e3)
         s = win[[i for i, w in enumerate(win) if w.step == step][0]]
-        color = MARK_COLOR if s.tags else "#333"
+        cls = ' class="alert"' if s.tags else ""
         tip = f"step {step}: {ms(dur)}" + (f"; tags: {', '.join(s.tags)}" if s.tags else "")
         body.append(f'<line class="step-edge" x1="{px:.1f}" x2="{px:.1f}" y1="28" '
                     f'y2="{height - 26}"/><text x="{x((start + dur / 2) * 1e3):.1f}" y="20" '
-                    f'fill="{color}" text-anchor="middle">{step}<title>{svg.esc(tip)}</title>'
+                    f'{cls} text-anchor="middle">{step}<title>{svg.esc(tip)}</title>'
                     "</text>")
     for i, k in enumerate(kinds):
         body.append(f'<text x="{svg.LEFT + 54}" y="{34 + lane_h * (i + 0.6):.1f}" '
@@ -321,8 +321,8 @@ def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None) -> Ch
         tip = f"process {h.process_id} ({h.hostname}): {metric} {ms(v)} ({ms(lo)} .. {ms(hi)})"
         if slow and straggler is not None:
             tip += f"; straggler: {straggler.evidence}"
-        body.append(f'<text x="{svg.LEFT + 84}" y="{y0 + 14}" text-anchor="end"'
-                    f'{" fill=" + chr(34) + MARK_COLOR + chr(34) if slow else ""}>'
+        alert = ' class="alert"' if slow else ""
+        body.append(f'<text x="{svg.LEFT + 84}" y="{y0 + 14}" text-anchor="end"{alert}>'
                     f"process {h.process_id}{' (straggler)' if slow else ''}</text>")
         if math.isfinite(v):
             body.append(svg.rect(x(0), y0 + 3, x(v * 1e3) - x(0), lane - 8,

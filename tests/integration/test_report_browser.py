@@ -89,3 +89,20 @@ def test_the_console_check_sees_a_script_error(tmp_path):
                     "</body></html>")
     _, console = open_in_browser(str(page), str(tmp_path / "broken.png"))
     assert len(console) == 1 and "undefinedFn is not defined" in console[0]
+
+
+MOVE = ('<script>var p = document.querySelector("svg.zoomed").closest(".panel");'
+        'var w = p.querySelector("input.width"); w.value = 10;'
+        'w.dispatchEvent(new Event("input"));'
+        'var f = p.querySelector("input.from"); f.value = 20;'
+        'f.dispatchEvent(new Event("input"));</script></body>')
+"""What a user does: zoom the host-time window to 10 steps, then move it to step 20."""
+
+
+def test_the_host_time_window_moves_and_zooms(pages, tmp_path):
+    page = tmp_path / "moved.html"
+    page.write_text((pages / "compare.html").read_text().replace("</body>", MOVE))
+    dom, console = open_in_browser(str(page), str(tmp_path / "moved.png"))
+    assert console == []
+    assert re.search(r'viewBox="20 0 10 [\d.]+"', dom)
+    assert ">steps 20-29<" in dom
