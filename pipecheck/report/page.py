@@ -242,7 +242,8 @@ h3{font-size:15px;margin:4px 0}
 .headline{font-weight:bold}
 .panel{margin:14px 0}
 svg.chart{width:100%;height:auto;display:block;font-size:11px}
-svg text.alert{fill:#d62728;font-weight:bold}svg .axes line{stroke:#444}svg .axes .grid{stroke:#e4e4e4}svg text{fill:#333}
+svg text.alert{fill:#d62728;font-weight:bold}
+svg .axes line{stroke:#444}svg .axes .grid{stroke:#e4e4e4}svg text{fill:#333}
 svg .line{fill:none;stroke-width:1.2}svg .path{stroke-dasharray:4 3}
 svg .band{fill-opacity:.15}svg .median{stroke-dasharray:6 4;stroke-width:1.5}
 svg .goal{stroke-dasharray:6 4;stroke-width:1.5}
