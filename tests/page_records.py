@@ -90,8 +90,9 @@ def long_steps(n: int, tag_every: int = 1000) -> StepTable[StepRecord]:
 
 def imported_and_diff():
     """A real import of the two MaxText test logs, and their real diff."""
-    from pipecheck.analysis.diff import diff_runs, load_run
-    from pipecheck.analysis.maxtext import import_log
+    from pipecheck.analysis.diff import diff_runs
+    from pipecheck.logs.maxtext import import_log
+    from pipecheck.logs.runs import load_run
 
     a = import_log(str(LOGS / "maxtext_a.log"))
     diff = diff_runs(load_run(str(LOGS / "maxtext_a.log")), load_run(str(LOGS / "maxtext_b.log")))
