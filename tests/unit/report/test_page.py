@@ -163,3 +163,16 @@ def test_html_option_writes_the_page_of_the_run(tmp_path, capsys):
     assert f"pipecheck import: {log} (MaxText training log)" in page
     assert main(["import", log, "--json", str(out), "--html", str(out), "--force"]) == 2
     assert "name the same file" in capsys.readouterr().err
+
+
+def test_several_records_give_one_page_with_a_section_each(records, tmp_path):
+    paths = []
+    for kind in ("compare", "diff"):
+        paths.append(tmp_path / f"{kind}.json")
+        store.save(records[kind], paths[-1])
+    out = tmp_path / "both.html"
+    assert main(["report", *map(str, paths), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert page.count('<section class="run"') == 2
+    assert '<a href="#run-0">compare.json</a> | <a href="#run-1">diff.json</a>' in page
+    assert page.index("pipecheck compare: INPUT-BOUND") < page.index("pipecheck diff:")
