@@ -29,6 +29,15 @@ threads) whose loader time D is safely below the target step time
    setting whose start-up (first batch) costs more than its faster batches save over the
    run is not chosen.
 
+One bad reading (another program took the cores while a setting was measured) must not
+send the search down a wrong branch, so a reading that disagrees with what the search
+knows beyond ``READING_NOISE`` is measured again before it is used (``remeasure=True``):
+a setting with more of every knob than another (``_at_least``) reads slower than it, or
+faster than perfect scaling of its parallel reads allows (``_capacity``), or a worker count
+that would end the worker search (no gain, stopped scaling) missed its prediction. A
+setting is read at most ``MAX_READINGS`` times and its fastest reading counts:
+interference only ever slows a pipeline down.
+
 Whether the pipeline keeps scaling past the core count tells its nature:
 latency-bound (I/O-like, sleeping) pipelines do, CPU-bound ones do not; the
 result says which, from the measurements.
@@ -71,6 +80,16 @@ BUFFER_LADDER = (1, 2, 4)
 PREFETCH_FACTORS = (1, 2)
 """Read prefetch buffer as a multiple of the thread count: fewer than one element per
 thread leaves threads idle; two keep each thread's next element queued."""
+
+READING_NOISE = 0.25
+"""Readings of one setting on the shared 2-core machine differ by up to about 25%
+(docs/performance.md); a disagreement larger than that is a bad reading until measured
+again."""
+
+MAX_READINGS = 3
+"""Readings of one setting at most: a second bad reading in a row is still out of line with
+the other settings, and a third settles it (one bad reading in ten makes three in a row
+one in a thousand)."""
 
 STARTUP_MARGIN = 0.05
 """A setting is passed over for its start-up only when another's whole run (first batch
@@ -119,6 +138,9 @@ class TuningOutcome:
     """Why the (last) worker search ended."""
     reason: str
     """The search in words, with the numbers."""
+    remeasured: tuple[Trial, ...] = ()
+    """The readings set aside: for each setting measured more than once, its slower
+    readings (the fastest is in ``trials``)."""
 
 
 def _scaling(trials: Sequence[Trial], cores: int) -> Scaling:
@@ -197,6 +219,18 @@ def outcome(trials: Sequence[Trial], target_s: float, cores: int, stop: StopKind
                          f"{reason}; {note}" if note else reason)
 
 
+def remeasured_outcome(result: TuningOutcome, set_aside: Sequence[Trial]) -> TuningOutcome:
+    """``result`` with the readings set aside, and their settings named in its reason."""
+    if not set_aside:
+        return result
+    kept = {t.settings: t for t in result.trials}
+    note = "measured again after a reading that disagreed with the others: " + "; ".join(
+        f"{t.settings.label()} ({1e3 * t.batch_s:.2f} ms, kept "
+        f"{1e3 * kept[t.settings].batch_s:.2f} ms)" for t in set_aside)
+    return dataclasses.replace(result, remeasured=tuple(set_aside),
+                               reason=f"{result.reason}; {note}")
+
+
 def ram_worker_ceiling(budget_mb: float, main_rss_mb: float, worker_rss_mb: float) -> int | None:
     """Most workers whose measured peak memory (the training process's plus one worker's
     per worker) fits the budget; None when not measured."""
@@ -206,31 +240,123 @@ def ram_worker_ceiling(budget_mb: float, main_rss_mb: float, worker_rss_mb: floa
     return max(0, int((budget_mb - main) // worker_rss_mb))
 
 
+def _capacity(s: GrainSettings) -> int:
+    """Reads a setting runs at once, doubled when workers read (their reads also overlap
+    the training process's own work): how much faster than another setting it can be at
+    most is the ratio of their capacities (perfect scaling)."""
+    return (2 if s.workers else 1) * s.parallel_reads()
+
+
+def _at_least(a: GrainSettings, b: GrainSettings) -> bool:
+    """``a`` has at least as much of every knob as ``b`` (the per-worker buffer means
+    nothing without workers)."""
+    buffers = a.workers == 0 or b.workers == 0 or a.per_worker_buffer >= b.per_worker_buffer
+    return (a.workers >= b.workers and a.threads >= b.threads and a.prefetch >= b.prefetch
+            and buffers)
+
+
+def implausible(more: Trial, less: Trial) -> Trial | None:
+    """The reading to measure again when two settings' readings disagree beyond
+    ``READING_NOISE``, ``more`` having at least as much of every knob as ``less``: ``more``
+    when it reads slower than ``less`` (more of everything rarely costs that much), ``less``
+    when ``more`` reads faster than perfect scaling allows; None when they agree."""
+    if more.batch_s > less.batch_s * (1 + READING_NOISE):
+        return more
+    scaling = _capacity(less.settings) / _capacity(more.settings)
+    if more.batch_s < less.batch_s * scaling * (1 - READING_NOISE):
+        return less
+    return None
+
+
 class _Search:
-    """The trials so far, a cache by setting, and the ceilings."""
+    """The trials so far (the fastest reading of each setting), a cache by setting, and the
+    ceilings. With ``remeasure``, a reading that disagrees with the other settings'
+    (``implausible``) is measured again as soon as it arrives."""
 
     def __init__(self, measure: Callable[[GrainSettings], Trial], goal: float,
-                 max_workers: int, ram_budget_mb: float | None) -> None:
+                 max_workers: int, ram_budget_mb: float | None, remeasure: bool = True) -> None:
         self.measure = measure
         self.goal = goal
         self.max_workers = max_workers
         self.ram_budget_mb = ram_budget_mb
+        self.remeasure = remeasure
         self.ram_cap: int | None = None
         self.trials: list[Trial] = []
         self.cache: dict[GrainSettings, Trial] = {}
+        self.set_aside: list[Trial] = []
+        self.readings_of: dict[GrainSettings, int] = {}
+        """Readings of the settings measured more than once."""
+
+    def _read(self, s: GrainSettings) -> Trial:
+        t = self.measure(s)
+        return dataclasses.replace(t, batch_s=float(t.batch_s))
+
+    @staticmethod
+    def _key(s: GrainSettings) -> GrainSettings:
+        if s.workers == 0:  # the per-worker buffer means nothing without workers
+            return dataclasses.replace(s, per_worker_buffer=DEFAULT_PER_WORKER_BUFFER)
+        return s
 
     def d(self, s: GrainSettings) -> float:
-        if s.workers == 0:  # the per-worker buffer means nothing without workers
-            s = dataclasses.replace(s, per_worker_buffer=DEFAULT_PER_WORKER_BUFFER)
+        s = self._key(s)
         if s not in self.cache:
-            t = self.measure(s)
-            t = dataclasses.replace(t, batch_s=float(t.batch_s))
+            t = self._read(s)
             self.cache[s] = t
             self.trials.append(t)
             if s.workers > 0 and self.ram_budget_mb is not None and self.ram_cap is None:
                 self.ram_cap = ram_worker_ceiling(self.ram_budget_mb, t.main_rss_mb,
                                                   t.worker_rss_mb)
+            for _ in range(MAX_READINGS - 1 if self.remeasure else 0):
+                suspects = [x for x in self._disagreeing(s)
+                            if self.readings_of.get(x, 1) < MAX_READINGS]
+                for suspect in suspects:
+                    self.again(suspect)
+                if not suspects:
+                    break
         return self.cache[s].batch_s
+
+    def _disagreeing(self, s: GrainSettings) -> list[GrainSettings]:
+        """Settings whose reading disagrees with ``s``'s (``s`` itself among them)."""
+        new = self.cache[s]
+        out: list[GrainSettings] = []
+        for other, t in self.cache.items():
+            if other == s:
+                continue
+            if _at_least(s, other):
+                bad = implausible(new, t)
+            elif _at_least(other, s):
+                bad = implausible(t, new)
+            else:
+                continue
+            if bad is not None:
+                suspect = s if bad is new else other
+                if suspect not in out:
+                    out.append(suspect)
+        return out
+
+    def again(self, s: GrainSettings) -> float:
+        """Measure a setting once more (up to ``MAX_READINGS``); the fastest reading counts."""
+        s = self._key(s)
+        first = self.cache[s]
+        n = self.readings_of.get(s, 1)
+        if n >= MAX_READINGS:
+            return first.batch_s
+        self.readings_of[s] = n + 1
+        second = self._read(s)
+        kept, slower = (second, first) if second.batch_s < first.batch_s else (first, second)
+        self.cache[s] = kept
+        self.trials[self.trials.index(first)] = kept
+        self.set_aside.append(slower)
+        return kept.batch_s
+
+    def confirmed(self, s: GrainSettings) -> float:
+        """D at ``s``, measured a second time first when re-measuring is on (unless it was
+        already): before a reading ends a branch of the search."""
+        self.d(s)
+        key = self._key(s)
+        if self.remeasure and key not in self.readings_of:
+            return self.again(key)
+        return self.cache[key].batch_s
 
     def ceiling(self) -> int:
         cap = self.max_workers
@@ -278,6 +404,15 @@ class _Search:
             if min(known, key=lambda w: (known[w], w)) == best:
                 return known[best] <= self.goal
 
+    @staticmethod
+    def _ends_search(workers: int, d: float, best_before: float, d1: float | None) -> bool:
+        """Whether a count missing the goal with reading ``d`` ends the worker search: it
+        gains less than ``MIN_GAIN`` over the best so far, or reaches less than
+        ``SCALING_EFFICIENCY_FLOOR`` of perfect scaling from one worker."""
+        if d > best_before * (1 - MIN_GAIN):
+            return True
+        return d1 is not None and d > 0 and d1 / (workers * d) < SCALING_EFFICIENCY_FLOOR
+
     def workers(self, base: GrainSettings, start: Sequence[int]
                 ) -> tuple[int, bool, StopKind, str]:
         """The worker search at ``base``'s other knobs: (workers, goal met, why it stopped,
@@ -301,6 +436,8 @@ class _Search:
             nxt = min(self.ceiling(), max(w + 1, math.ceil(w * d / goal)))
             best_before = min(self.measured(base).values())
             dn = self.d(at(nxt))
+            if dn > goal and self._ends_search(nxt, dn, best_before, self.measured(base).get(1)):
+                dn = self.confirmed(at(nxt))
             met = dn <= goal
             if not met and dn > best_before * (1 - MIN_GAIN):
                 stop = "no-gain"
@@ -344,21 +481,26 @@ def tune(
     threads: int = DEFAULT_THREADS,
     fixed_workers: Sequence[int] | None = None,
     run_steps: int = 0,
+    remeasure: bool = True,
 ) -> TuningOutcome:
-    """Search worker counts only, with ``measure(workers, threads) -> seconds per batch``."""
+    """Search worker counts only, with ``measure(workers, threads) -> seconds per batch``;
+    ``remeasure``: measure a reading that disagrees with the others again (fixed worker
+    counts are measured once each, as asked)."""
 
     def measure_settings(s: GrainSettings) -> Trial:
         return Trial.of(s, measure(s.workers, s.threads))
 
     base = GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, threads)
-    search = _Search(measure_settings, target_s * LOADER_HEADROOM, max_workers, None)
+    search = _Search(measure_settings, target_s * LOADER_HEADROOM, max_workers, None,
+                     remeasure and not fixed_workers)
     if fixed_workers:
         for w in fixed_workers:
             search.d(dataclasses.replace(base, workers=w))
         return outcome(search.trials, target_s, cores, "fixed",
                        "worker counts fixed by --workers", run_steps)
     _, _, stop, reason = search.workers(base, [0, 1] if max_workers >= 1 else [0])
-    return outcome(search.trials, target_s, cores, stop, reason, run_steps)
+    return remeasured_outcome(outcome(search.trials, target_s, cores, stop, reason, run_steps),
+                              search.set_aside)
 
 
 def _try_buffers(search: _Search, best: GrainSettings, met: bool,
@@ -448,10 +590,13 @@ def tune_grain(
     prefetch_factors: Sequence[int] = PREFETCH_FACTORS,
     ram_budget_mb: float | None = None,
     run_steps: int = 0,
+    remeasure: bool = True,
 ) -> TuningOutcome:
-    """The joint search over workers, read threads, per-worker and prefetch buffers."""
+    """The joint search over workers, read threads, per-worker and prefetch buffers;
+    ``remeasure``: measure a reading that disagrees with the others again."""
     base = base or GrainSettings()
-    search = _Search(measure, target_s * LOADER_HEADROOM, max_workers, ram_budget_mb)
+    search = _Search(measure, target_s * LOADER_HEADROOM, max_workers, ram_budget_mb,
+                     remeasure)
 
     # 1. workers at the base read settings
     w, met, stop, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
@@ -465,8 +610,9 @@ def tune_grain(
     # to look for when the base read settings without workers met it)
     if not (best.met and best.settings == no_workers):
         _try_buffers(search, best.settings, best.met, prefetch_factors, buffer_ladder)
-    return _explained(outcome(search.trials, target_s, cores, best.stop, "; ".join(reasons),
-                              run_steps))
+    return _explained(remeasured_outcome(outcome(search.trials, target_s, cores, best.stop,
+                                                 "; ".join(reasons), run_steps),
+                                         search.set_aside))
 
 
 def _explained(result: TuningOutcome) -> TuningOutcome:

@@ -152,7 +152,8 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
         raise ConfigError("this workload has no dataset; pipecheck compare needs "
                           "workload.dataset (or --dataloader FILE and --real FILE)")
     agree = opts.agree or (lambda value, how: value)
-    measured: dict[GrainSettings, LoaderSetting] = {}
+    measured: dict[GrainSettings, tuple[float, LoaderSetting]] = {}
+    """Per setting, its fastest reading (D as agreed) and what was measured then."""
     cores = int(agree(usable_cores(), "min"))
     max_workers = int(agree(opts.max_workers, "min"))
 
@@ -163,7 +164,6 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
                             timeout_s=opts.timeout_s, clock=clock,
                             stage_wait_s=TUNING_STAGE_WAIT_S,
                             per_worker_buffer=g.per_worker_buffer, prefetch=g.prefetch)
-        measured[s.settings] = s
         here = loader_trial(s)
         # every host decides on the same numbers: the slowest host's (and its memory)
         t = dataclasses.replace(
@@ -171,6 +171,9 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
             first_batch_s=agree(here.first_batch_s, "max"),
             worker_rss_mb=agree(here.worker_rss_mb, "max"),
             main_rss_mb=agree(here.main_rss_mb, "max"))
+        # a setting the tuner measures again keeps its faster reading, as the tuner does
+        if s.settings not in measured or t.batch_s < measured[s.settings][0]:
+            measured[s.settings] = (t.batch_s, s)
         slowest = "" if t.batch_s == here.batch_s or opts.agree is None else \
             f" here, {ms(t.batch_s)} on the slowest host"
         progress(f"      D = {ms(here.batch_s)} per batch{slowest}")
@@ -193,7 +196,7 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
     else:  # --threads fixes the read threads: search the workers only
         tuning = tune(measure, target_s, max_workers=max_workers, cores=cores,
                       threads=opts.threads, run_steps=opts.run_steps)
-    return _choice([measured[t.settings] for t in tuning.trials], tuning, ())
+    return _choice([measured[t.settings][1] for t in tuning.trials], tuning, ())
 
 
 def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],

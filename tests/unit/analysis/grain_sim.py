@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 
 from pipecheck.analysis.tuner import (
     BUFFER_LADDER,
@@ -67,3 +68,27 @@ def grid(max_workers: int, threads=THREAD_LADDER, buffers=BUFFER_LADDER,
         if s not in out:
             out.append(s)
     return out
+
+
+class NoisyReadings:
+    """``sim.trial`` with injected noise, seeded: each reading is, with probability
+    ``bad_share``, ``factor`` times the pipeline's true D (another program took the cores
+    while it was measured), and every reading is off by up to ``jitter`` (a fraction,
+    uniform) either way. ``calls`` counts the readings."""
+
+    def __init__(self, sim: SimPipeline, seed: int, bad_share: float = 0.1,
+                 factor: float = 3.0, jitter: float = 0.0) -> None:
+        self.sim = sim
+        self.rng = random.Random(seed)
+        self.bad_share = bad_share
+        self.factor = factor
+        self.jitter = jitter
+        self.calls = 0
+
+    def __call__(self, s: GrainSettings) -> Trial:
+        self.calls += 1
+        t = self.sim.trial(s)
+        scale = 1.0 + self.rng.uniform(-self.jitter, self.jitter)
+        if self.rng.random() < self.bad_share:
+            scale *= self.factor
+        return dataclasses.replace(t, batch_s=t.batch_s * scale)
