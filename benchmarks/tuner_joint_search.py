@@ -9,7 +9,10 @@ table:
             setting with D <= 90% of T, else the cheapest within 10% of the fastest);
 - adaptive: ``tuner.tune_grain``, replayed on the table (each setting it asks for is looked
             up, so it sees exactly the numbers the grid saw: the comparison is of the
-            search, not of re-measurement noise);
+            search, not of re-measurement noise); a setting it asks for again (a reading
+            that disagreed with the others) is measured again for real, and counts as a
+            trial;
+- no-again: the same search with ``remeasure=False`` (every reading from the table);
 - grain:    ``grain.experimental.pick_performance_config`` (element size and a RAM budget
             only); its setting is looked up in the table, or measured when not in it.
 
@@ -101,11 +104,17 @@ def grain_pick(keys: dict, max_workers: int) -> GrainSettings:
                          int(read.num_threads), int(read.prefetch_buffer_size))
 
 
-def _replay(table: dict[GrainSettings, Trial], asked: list[GrainSettings]):
-    """The tuner's measure function, answered from the measured table."""
+def _replay(table: dict[GrainSettings, Trial], asked: list[GrainSettings], keys: dict,
+            batches: int):
+    """The tuner's measure function: a setting's first reading from the measured table, a
+    reading asked for again measured now."""
     def measure(s: GrainSettings) -> Trial:
+        again = s in asked
         asked.append(s)
-        return table[s]
+        if not again:
+            return table[s]
+        (t,) = measure_table(keys, [s], batches)
+        return t
     return measure
 
 
@@ -152,7 +161,7 @@ def main() -> None:
         grid_choice, grid_ok = choose(grid_trials, target)
         fastest = min(t.batch_s for t in grid_trials)
         asked: list[GrainSettings] = []
-        adaptive = tune_grain(_replay(by_settings, asked), target,
+        adaptive = tune_grain(_replay(by_settings, asked, keys, args.batches), target,
                               max_workers=args.max_workers, cores=cores, thread_ladder=THREADS,
                               buffer_ladder=BUFFERS, prefetch_factors=PREFETCH_FACTORS)
         goal = target * LOADER_HEADROOM
@@ -160,8 +169,15 @@ def main() -> None:
               f"fastest on the grid: {fastest * 1e3:.2f} ms")
         print(f"{'method':<10}{'trials':>7}  {'setting':<44}{'D ms':>8}{'goal':>6}"
               f"{'vs grid choice':>16}{'vs fastest':>12}")
+        plain_asked: list[GrainSettings] = []
+        plain = tune_grain(_replay(by_settings, plain_asked, keys, args.batches), target,
+                           max_workers=args.max_workers, cores=cores, thread_ladder=THREADS,
+                           buffer_ladder=BUFFERS, prefetch_factors=PREFETCH_FACTORS,
+                           remeasure=False)
+        # each choice at the grid's reading of its setting: the same numbers for all
         rows = [("grid", len(grid_trials), grid_choice),
-                ("adaptive", len(asked), adaptive.chosen),
+                ("adaptive", len(asked), by_settings[adaptive.chosen.settings]),
+                ("no-again", len(plain_asked), by_settings[plain.chosen.settings]),
                 ("grain", 0, by_settings[picked])]
         for method, n, t in rows:
             print(f"{method:<10}{n:>7}  {t.settings.label():<44}{t.batch_s * 1e3:>8.2f}"

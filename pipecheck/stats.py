@@ -127,6 +127,11 @@ def _block_starts(n: int, block: int, rng: np.random.Generator,
         yield rng.integers(0, n - block + 1, size=(min(rows, resamples - first), n_blocks))
 
 
+COVERAGE_MIN_RESAMPLES = 64
+"""Resamples per chunk from which ``_coverage_medians`` is used: its running sums cost a
+Python step per value of the series whatever the number of resamples, so they pay off
+only over many resamples at once (2,000 in one chunk up to ``DIRECT_MAX_N`` values)."""
+
 WINDOW_PILOT_RESAMPLES = 64
 """Resamples whose middles size the rank window of ``_window_medians`` (the others that
 fall outside it are computed directly, so a small pilot costs speed, never exactness)."""
@@ -210,6 +215,80 @@ def _window_medians(arr: np.ndarray | _Ranked, starts: np.ndarray, block: int) -
     return out
 
 
+def _gathered_medians(arr: np.ndarray, starts: np.ndarray, block: int) -> np.ndarray:
+    """Medians of the moving-block resamples with these ``starts`` (rows), from their
+    gathered values."""
+    return np.median(arr[_indices_of_starts(starts, arr.size, block)], axis=1)
+
+
+def _coverage_medians(arr: np.ndarray, starts: np.ndarray, block: int) -> np.ndarray:
+    """``_gathered_medians`` (NaN-free ``arr``) without gathering or partitioning.
+
+    A resample holds each position of the series as many times as its blocks cover it. With
+    positions as rows and resamples as columns: the full blocks' starts counted per position
+    (one ``bincount``; each also ends ``block`` rows later) and the short last block's start
+    and end give, by a running sum down the positions, each position's copies per resample.
+    Each value has a rank (ties broken by position); a running sum of the copies in rank
+    order gives, per resample, how many of its values have rank <= r, and its middle ranks
+    are where that count passes (n - 1) // 2 and n // 2. That sum runs over the ranks
+    between two that bracket every resample's middle (``_middle_bracket``), from the count
+    below the first. Running sums add one row of all resamples at a time in 16-bit counts
+    (numpy's own cumsum down axis 0 is many times slower)."""
+    n = arr.size
+    resamples, n_blocks = starts.shape
+    count = np.int16 if n < 2**15 else np.int32
+    columns = np.arange(resamples)
+    ends = starts + block
+    ends[:, -1] = starts[:, -1] + n - (n_blocks - 1) * block  # the last block is short
+    full = np.bincount((starts[:, :-1] * resamples + columns[:, None]).ravel(),
+                       minlength=(n + 1) * resamples).astype(count).reshape(n + 1, resamples)
+    edges = full.copy()
+    edges[block:] -= full[: n + 1 - block]
+    flat = edges.reshape(-1)  # one short block per resample: no index repeats here
+    flat[starts[:, -1] * resamples + columns] += 1
+    flat[ends[:, -1] * resamples + columns] -= 1
+    copies = np.empty((n, resamples), dtype=count)
+    running = np.zeros(resamples, dtype=count)
+    for i in range(n):
+        running += edges[i]
+        copies[i] = running
+    order = np.argsort(arr, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    k1, k2 = (n - 1) // 2, n // 2
+    lo, hi, below_lo = _middle_bracket(rank, starts, ends, block, k1, k2)
+    ranked_copies = copies[order[lo:hi]]
+    at_or_below = copies[: hi - lo]  # reused: row j, values of rank <= lo + j per resample
+    running[:] = below_lo
+    for j in range(hi - lo):
+        running += ranked_copies[j]
+        at_or_below[j] = running
+    low = lo + np.count_nonzero(at_or_below <= k1, axis=0)
+    high = lo + np.count_nonzero(at_or_below <= k2, axis=0)
+    ranked = arr[order]
+    return (ranked[low] + ranked[high]) / 2.0
+
+
+def _middle_bracket(rank: np.ndarray, starts: np.ndarray, ends: np.ndarray, block: int,
+                    k1: int, k2: int) -> tuple[int, int, np.ndarray]:
+    """Ranks ``lo`` < ``hi`` such that every resample has at most ``k1`` values of rank
+    below ``lo`` and more than ``k2`` below ``hi`` (its middle ranks lie between), and the
+    count below ``lo`` per resample; widened from a narrow guess until it holds."""
+    n = rank.size
+
+    def below(r: int) -> np.ndarray:
+        prefix = np.concatenate(([0], np.cumsum(rank < r)))
+        return (np.take(prefix, ends) - np.take(prefix, starts)).sum(axis=1)
+
+    reach = max(8, math.isqrt(n * block))  # about the spread of the middle ranks
+    while True:
+        lo, hi = max(0, k1 - reach), min(n, k2 + reach + 1)
+        below_lo = below(lo)
+        if (below_lo <= k1).all() and (hi == n or (below(hi) > k2).all()):
+            return lo, hi, below_lo
+        reach *= 2
+
+
 def _resample_statistics(arr: np.ndarray, block: int, rng: np.random.Generator,
                          resamples: int, statistic: str,
                          advance: Callable[[int], None] | None = None) -> np.ndarray:
@@ -228,7 +307,9 @@ def _resample_statistics(arr: np.ndarray, block: int, rng: np.random.Generator,
             out.append((prefix[starts + lengths] - prefix[starts]).sum(axis=1) / n)
         elif n <= DIRECT_MAX_N:
             rows = max(1, RESAMPLE_CHUNK_ELEMENTS // n)
-            out += [np.median(arr[_indices_of_starts(starts[i : i + rows], n, block)], axis=1)
+            by_coverage = rows >= COVERAGE_MIN_RESAMPLES and not np.isnan(arr).any()
+            medians = _coverage_medians if by_coverage else _gathered_medians
+            out += [medians(arr, starts[i : i + rows], block)
                     for i in range(0, starts.shape[0], rows)]
         else:
             assert ranked is not None

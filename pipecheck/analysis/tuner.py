@@ -284,6 +284,8 @@ class _Search:
         self.trials: list[Trial] = []
         self.cache: dict[GrainSettings, Trial] = {}
         self.set_aside: list[Trial] = []
+        self.agreed: set[GrainSettings] = set()
+        """Settings whose last two readings agreed: measured again no more."""
         self.readings_of: dict[GrainSettings, int] = {}
         """Readings of the settings measured more than once."""
 
@@ -316,22 +318,28 @@ class _Search:
         return self.cache[s].batch_s
 
     def _disagreeing(self, s: GrainSettings) -> list[GrainSettings]:
-        """Settings whose reading disagrees with ``s``'s (``s`` itself among them)."""
+        """Settings whose reading disagrees with ``s``'s (``s`` itself among them). A
+        setting that reads slower than one with less of every knob is left alone once two
+        of its readings agree (contention past the cores can make it so); one that another
+        setting beats by more than perfect scaling is not (no pipeline does that)."""
         new = self.cache[s]
         out: list[GrainSettings] = []
         for other, t in self.cache.items():
             if other == s:
                 continue
             if _at_least(s, other):
-                bad = implausible(new, t)
+                more, less, bad = s, other, implausible(new, t)
             elif _at_least(other, s):
-                bad = implausible(t, new)
+                more, less, bad = other, s, implausible(t, new)
             else:
                 continue
-            if bad is not None:
-                suspect = s if bad is new else other
-                if suspect not in out:
-                    out.append(suspect)
+            if bad is None:
+                continue
+            suspect = more if bad is self.cache[more] else less
+            if suspect == more and suspect in self.agreed:
+                continue
+            if suspect not in out:
+                out.append(suspect)
         return out
 
     def again(self, s: GrainSettings) -> float:
@@ -344,6 +352,8 @@ class _Search:
         self.readings_of[s] = n + 1
         second = self._read(s)
         kept, slower = (second, first) if second.batch_s < first.batch_s else (first, second)
+        if slower.batch_s <= kept.batch_s * (1 + READING_NOISE):
+            self.agreed.add(s)  # two readings within the noise: the setting is that fast
         self.cache[s] = kept
         self.trials[self.trials.index(first)] = kept
         self.set_aside.append(slower)

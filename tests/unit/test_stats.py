@@ -185,3 +185,38 @@ def test_bootstrap_reports_progress_by_resample():
     stats.median_difference([0.05] * 30, [0.06] * 30, progress=p)
     assert seen == [("bootstrapping the median difference", 2 * stats.BOOTSTRAP_RESAMPLES)]
     assert p.done == 2 * stats.BOOTSTRAP_RESAMPLES
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 10, 64, 101, 1000])
+def test_coverage_medians_equal_the_gathered_medians(n):
+    rng = np.random.default_rng(n)
+    series = {"smooth": rng.normal(1, 0.1, n),
+              "ties": np.round(rng.normal(1, 0.1, n), 1),
+              "slow phases": np.repeat(rng.normal(1, 0.1, n // 5 + 1), 5)[:n],
+              "stalls": np.where(rng.random(n) < 0.05, 50.0, rng.gamma(20, 0.01, n))}
+    for name, data in series.items():
+        for blk in {1, stats.default_block_length(n), max(1, n // 3), n}:
+            starts = rng.integers(0, n - blk + 1, size=(300, -(-n // blk)))
+            direct = stats._gathered_medians(data, starts, blk)
+            assert np.array_equal(stats._coverage_medians(data, starts.copy(), blk), direct), \
+                (name, blk)
+
+
+def test_median_ci_is_the_interval_of_the_gathered_medians():
+    # the interval median_ci gave before the coverage medians: every resample's median
+    # from its gathered values, with the same seeded block starts
+    rng = np.random.default_rng(3)
+    for data in (np.abs(rng.normal(0.002, 0.0004, 1000)), np.round(rng.gamma(20, 0.01, 777), 3)):
+        n, blk = data.size, stats.default_block_length(data.size)
+        starts = np.random.default_rng(stats.BOOTSTRAP_SEED).integers(
+            0, n - blk + 1, size=(stats.BOOTSTRAP_RESAMPLES, -(-n // blk)))
+        medians = np.median(data[stats._indices_of_starts(starts, n, blk)], axis=1)
+        lo, hi = np.quantile(medians, [0.025, 0.975])
+        assert stats.median_ci(data) == (float(lo), float(hi))
+
+
+def test_a_series_with_nan_keeps_the_gathered_medians():
+    data = np.array([1.0, np.nan, 3.0, 2.0, 5.0, 4.0])
+    medians = stats._resample_statistics(data, 3, np.random.default_rng(0), 4, "median")
+    starts = np.random.default_rng(0).integers(0, 4, size=(4, 2))
+    assert np.array_equal(medians, stats._gathered_medians(data, starts, 3), equal_nan=True)
