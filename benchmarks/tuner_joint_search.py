@@ -16,8 +16,10 @@ table:
 - grain:    ``grain.experimental.pick_performance_config`` (element size and a RAM budget
             only); its setting is looked up in the table, or measured when not in it.
 
-It prints, per pipeline and method, the trials, the chosen setting, its D, whether it
-meets the goal, and its D relative to the grid's choice and to the grid's fastest setting.
+It prints, per pipeline and method, the trials, the chosen setting, its D (the grid's
+reading), whether it meets the goal, and its D relative to the grid's choice and to the grid's
+fastest setting; then the grid's and the searches' choices measured again side by side
+(``--check-rounds`` rounds, order rotated: a bad reading in the grid itself shows there).
 The measured tables are written to --tables (JSON) and can be replayed with --replay.
 
     PYTHONPATH=. python benchmarks/tuner_joint_search.py [--max-workers 4] [--batches 20]
@@ -29,6 +31,7 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -118,6 +121,17 @@ def _replay(table: dict[GrainSettings, Trial], asked: list[GrainSettings], keys:
     return measure
 
 
+def _side_by_side(keys: dict, settings: list[GrainSettings], rounds: int,
+                  batches: int) -> dict[GrainSettings, float]:
+    """Median D of each setting over ``rounds`` rounds, the order rotated each round."""
+    readings: dict[GrainSettings, list[float]] = {s: [] for s in settings}
+    for r in range(rounds):
+        order = settings[r % len(settings):] + settings[:r % len(settings)]
+        for s, t in zip(order, measure_table(keys, order, batches), strict=True):
+            readings[s].append(t.batch_s)
+    return {s: statistics.median(v) for s, v in readings.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-workers", type=int, default=4)
@@ -126,6 +140,9 @@ def main() -> None:
                     help="write the measured tables here")
     ap.add_argument("--replay", help="replay tables written by an earlier run (no measuring)")
     ap.add_argument("--only", help="one pipeline name")
+    ap.add_argument("--check-rounds", type=int, default=3,
+                    help="measure the grid's and the searches' choices again side by side, "
+                         "this many rounds (0: not)")
     args = ap.parse_args()
     ensure_absl_flags_parsed()
     cores = usable_cores()
@@ -187,6 +204,15 @@ def main() -> None:
               f"{len(asked) / len(grid_trials):.2f} of the grid's trials; "
               f"same setting as the grid: {adaptive.chosen.settings == grid_choice.settings}; "
               f"{adaptive.reason}")
+        if args.check_rounds:
+            chosen = {"grid": grid_choice.settings, "adaptive": adaptive.chosen.settings,
+                      "no-again": plain.chosen.settings}
+            again = _side_by_side(keys, list(dict.fromkeys(chosen.values())),
+                                  args.check_rounds, args.batches)
+            print(f"the choices measured again side by side ({args.check_rounds} rounds, order "
+                  "rotated, median D): " + "; ".join(
+                      f"{m} {again[c] * 1e3:.2f} ms ({again[c] / again[chosen['grid']]:.3f} "
+                      "of the grid's choice)" for m, c in chosen.items()))
     if not args.replay:
         with open(args.tables, "w") as f:
             json.dump(tables, f, indent=1)

@@ -133,9 +133,8 @@ def summarize_host(
     if stalled.size > MAX_STALLS:
         stalled = stalled[np.argsort(-times[stalled], kind="stable")[:MAX_STALLS]]
     stalled = np.sort(stalled)
-    wait_list = [float(w) for w in waits]
-    wait_summary = stats.summarize(wait_list)
-    low, high = stats.median_ci(wait_list)
+    wait_summary = stats.summarize(waits)
+    low, high = stats.median_ci(waits)
     return HostSummary(
         process_id=process_id,
         hostname=hostname,

@@ -179,3 +179,17 @@ def test_stalled_steps_kept_for_the_hosts_even_when_out_of_the_steady_state():
              StepRecord(3, 0.6, ("anomaly",), spans={"data_wait": 0.5}),
              StepRecord(4, 0.3, ("checkpoint",)), StepRecord(5, 0.05, ("drain",))]
     assert step_triples(steps) == [(2, 0.05, 0.01), (3, 0.6, 0.5), (4, 0.3, 0.0)]
+
+
+def test_a_host_summary_is_the_one_the_gathered_bootstrap_gave(monkeypatch):
+    # the summary's interval comes from the coverage medians; with every resample's median
+    # taken from its gathered values (the computation they replaced) it is the same record
+    for steps in (12, 150, 1000):
+        stalls = {3: (0.5, 0.4), steps // 2: (0.3, 0.0)}
+        fast = training_host(1, np.random.default_rng(steps), steps, stalls=stalls)
+        with monkeypatch.context() as m:
+            m.setattr(sa.stats, "COVERAGE_MIN_RESAMPLES", 10**9)
+            gathered = training_host(1, np.random.default_rng(steps), steps, stalls=stalls)
+        assert fast == gathered and fast.data_wait_low_s < fast.data_wait_high_s
+        payload = json.loads(json.dumps(fast.to_dict()))
+        assert HostSummary.from_dict(payload) == fast
