@@ -33,7 +33,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from pipecheck.analysis import stats, straggler
+from pipecheck import stats
+from pipecheck.analysis import straggler
 from pipecheck.records import base
 from pipecheck.records.common import Estimate
 from pipecheck.records.hosts import HostLoader, HostSummary
