@@ -102,8 +102,12 @@ def generate_documents(num_docs: int, seed: int) -> Iterator[str]:
         *DOC_WORDS_RANGE,
     ).astype(int)
     capitalized = np.array([w.capitalize() for w in vocab], dtype=object)
+    # rng.choice(VOCAB_WORDS, size=n, p=word_p) draws exactly this, computing the cdf of
+    # the 6,000 words again for every document
+    cdf = word_p.cumsum()
+    cdf /= cdf[-1]
     for n in lengths:
-        ids = rng.choice(VOCAB_WORDS, size=n, p=word_p)
+        ids = cdf.searchsorted(rng.random(n), side="right")
         ends = rng.random(n) < SENTENCE_END_P
         ends[-1] = True
         starts = np.concatenate([[True], ends[:-1]])

@@ -189,7 +189,7 @@ def test_one_bad_reading_in_ten_does_not_mislead_the_search(name):
     assert landed >= 95
 
 
-@pytest.mark.parametrize("name", ["latency-bound", "latency-bound, threads capped",
+@pytest.mark.parametrize("name", ["latency-bound", "latency-bound, threads capped", "cpu-bound",
                                   "cpu-bound, falling past the cores"])
 def test_without_measuring_again_one_bad_reading_misleads_the_search(name):
     landed = sum(_lands_near_the_grid_best(name, seed, remeasure=False)
@@ -250,8 +250,10 @@ def test_a_base_reading_too_slow_for_its_neighbours_is_measured_again():
 
 
 def test_implausible_names_the_reading_out_of_line():
-    one = Trial(1, 1, 0.100)
-    two = Trial(2, 1, 0.060)
-    assert implausible(two, one) is None              # 1.7x faster with 2x the workers
-    assert implausible(Trial(2, 1, 0.130), one) == Trial(2, 1, 0.130)  # slower with more
-    assert implausible(Trial(2, 1, 0.030), one) == one  # faster than perfect scaling
+    def trial(workers, batch_s):
+        return Trial.of(GrainSettings(workers, threads=1), batch_s)
+
+    one = trial(1, 0.100)
+    assert implausible(trial(2, 0.060), one) is None        # 1.7x faster with 2x the workers
+    assert implausible(trial(2, 0.130), one) == trial(2, 0.130)  # slower with more
+    assert implausible(trial(2, 0.030), one) == one          # faster than perfect scaling
