@@ -36,7 +36,9 @@ a setting with more of every knob than another (``_at_least``) reads slower than
 faster than perfect scaling of its parallel reads allows (``_capacity``), or a worker count
 that would end the worker search (no gain, stopped scaling) missed its prediction. A
 setting is read at most ``MAX_READINGS`` times and its fastest reading counts:
-interference only ever slows a pipeline down.
+interference only ever slows a pipeline down. A setting slower than one with less of every
+knob is left alone once two of its readings agree (contention past the cores does that);
+one beaten by more than perfect scaling is not (no pipeline does that).
 
 Whether the pipeline keeps scaling past the core count tells its nature:
 latency-bound (I/O-like, sleeping) pipelines do, CPU-bound ones do not; the
@@ -285,7 +287,7 @@ class _Search:
         self.cache: dict[GrainSettings, Trial] = {}
         self.set_aside: list[Trial] = []
         self.agreed: set[GrainSettings] = set()
-        """Settings whose last two readings agreed: measured again no more."""
+        """Settings two of whose readings agreed within the noise: that slow for real."""
         self.readings_of: dict[GrainSettings, int] = {}
         """Readings of the settings measured more than once."""
 
