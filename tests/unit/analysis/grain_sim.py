@@ -92,3 +92,18 @@ class NoisyReadings:
         if self.rng.random() < self.bad_share:
             scale *= self.factor
         return dataclasses.replace(t, batch_s=t.batch_s * scale)
+
+
+class FirstReadingInflated:
+    """``sim.trial`` with the first reading of one setting inflated 3x."""
+
+    def __init__(self, sim: SimPipeline, bad: GrainSettings) -> None:
+        self.sim, self.bad, self.seen = sim, bad, 0
+
+    def __call__(self, s: GrainSettings) -> Trial:
+        t = self.sim.trial(s)
+        if s == self.bad:
+            self.seen += 1
+            if self.seen == 1:
+                return dataclasses.replace(t, batch_s=3 * t.batch_s)
+        return t

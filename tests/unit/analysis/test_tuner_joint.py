@@ -17,7 +17,7 @@ from pipecheck.analysis.tuner import (
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.records.grain_settings import GrainSettings
 
-from .grain_sim import NoisyReadings, SimPipeline, grid
+from .grain_sim import FirstReadingInflated, NoisyReadings, SimPipeline, grid
 
 PIPELINES = {
     "latency-bound": (SimPipeline(sleep_s=0.120), 0.030),
@@ -200,51 +200,28 @@ def test_without_measuring_again_one_bad_reading_misleads_the_search(name):
 def test_a_bad_reading_that_would_end_the_worker_search_is_measured_again():
     sim = SimPipeline(sleep_s=0.120)
     bad = GrainSettings(5, threads=1)
-    readings = []
-
-    def measure(s):
-        readings.append(s)
-        t = sim.trial(s)
-        if s == bad and readings.count(bad) == 1:  # the first reading of 5 workers: 3x
-            return Trial.of(s, 3 * t.batch_s)
-        return t
-
+    measure = FirstReadingInflated(sim, bad)
     out = tune_grain(measure, 0.030, max_workers=8, cores=2, thread_ladder=(1,))
     # 0, 1 read 120 ms; 5 workers predicted to meet 27 ms read 72 ms (33% of perfect
     # scaling: "stopped scaling"), so 5 is read again (24 ms) before the search ends
-    assert readings[:4] == [GrainSettings(0, threads=1), GrainSettings(1, threads=1), bad, bad]
+    assert sim.calls[:4] == [GrainSettings(0, threads=1), GrainSettings(1, threads=1), bad, bad]
     assert out.chosen.workers == 5 and out.meets_target
     assert [t.batch_s for t in out.remeasured] == [pytest.approx(0.072)]
     assert "measured again" in out.reason and "72.00 ms, kept 24.00 ms" in out.reason
-    without = tune_grain(SimPipelineOnce(sim, bad), 0.030, max_workers=8, cores=2,
-                         thread_ladder=(1,), remeasure=False)
+    without = tune_grain(FirstReadingInflated(SimPipeline(sleep_s=0.120), bad), 0.030,
+                         max_workers=8, cores=2, thread_ladder=(1,), remeasure=False)
     assert without.stop == "stopped-scaling" and not without.meets_target
-
-
-class SimPipelineOnce:
-    """``sim.trial`` with the first reading of one setting inflated 3x."""
-
-    def __init__(self, sim, bad):
-        self.sim, self.bad, self.seen = sim, bad, 0
-
-    def __call__(self, s):
-        t = self.sim.trial(s)
-        if s == self.bad:
-            self.seen += 1
-            if self.seen == 1:
-                return Trial.of(s, 3 * t.batch_s)
-        return t
 
 
 def test_a_base_reading_too_slow_for_its_neighbours_is_measured_again():
     # 0 workers read 3x slow once: 1 worker reads faster than perfect scaling allows
     # (120 ms against 360 ms), so 0 workers are read again and meet the goal alone
     sim = SimPipeline(sleep_s=0.010)
-    measure = SimPipelineOnce(sim, GrainSettings(0, threads=1))
+    measure = FirstReadingInflated(sim, GrainSettings(0, threads=1))
     out = tune_grain(measure, 0.020, max_workers=8, cores=2)
     assert out.chosen.settings == GrainSettings(0, threads=1) and out.meets_target
     assert out.remeasured[0].settings == GrainSettings(0, threads=1)
-    plain = tune_grain(SimPipelineOnce(sim, GrainSettings(0, threads=1)), 0.020,
+    plain = tune_grain(FirstReadingInflated(sim, GrainSettings(0, threads=1)), 0.020,
                        max_workers=8, cores=2, remeasure=False)
     assert plain.chosen.settings != GrainSettings(0, threads=1)  # a costlier one
 
