@@ -90,6 +90,13 @@ class MonitorError(PipecheckError):
     exit_code = 2
 
 
+class CaptureError(PipecheckError):
+    """A profiler capture pipecheck cannot read or analyze: no capture in a folder, a file
+    that is not one, no steps or no device activity in it."""
+
+    exit_code = 2
+
+
 class PlotUnavailableError(PipecheckError):
     """matplotlib (the ``plot`` extra) is not installed."""
 

@@ -17,7 +17,15 @@ from typing import Sequence
 import click
 
 # Importing the command modules adds their commands to the group.
-from pipecheck.cli import compare, dataloader, diff, plot, report, synthetic  # noqa: F401
+from pipecheck.cli import (  # noqa: F401
+    compare,
+    dataloader,
+    diff,
+    plot,
+    profile,
+    report,
+    synthetic,
+)
 from pipecheck.cli.group import cli
 from pipecheck.cli.hosts import ACTIVE
 from pipecheck.errors import PipecheckError, one_line

@@ -27,6 +27,7 @@ from pipecheck.records import (  # noqa: F401
     diff,
     imported,
     monitor,
+    profile,
     synthetic,
 )
 from pipecheck.records.base import (

@@ -1,0 +1,445 @@
+"""Where a captured step's time went, and the verdict from it: pure functions of a timeline.
+
+A capture (``measure.capture`` reads it) is reduced to a ``Timeline``: the device's op
+intervals, the training thread's events (Python frames ``$file.py:LINE function``, JAX's
+C++ events such as ``PjitFunction(train_step)``), and the step markers. For every step:
+
+- **device busy**: the union of the device's op intervals inside the step (on CPU the XLA
+  executor threads' ops, on GPU the streams' kernels, on TPU the ``XLA Ops`` line);
+- **device idle**: the rest of the step, each idle stretch charged to what the training
+  thread was doing then (``CATEGORIES``, by the names of its events): waiting for input,
+  blocked on a sync, compiling, checkpointing, dispatching, or other host work;
+- the training thread's time in input and in syncs, whether or not the device was idle.
+
+The verdict applies ``analysis.verdict.decide``, compare's rule, to three estimates read
+off the capture: T, the device's busy time per step (compute); D, the loader's time per
+batch (the training thread's input time when loading runs on it; the step time in the
+steps where the thread had to wait for a background loader, Grain workers or threads,
+since such a loader had the whole step, syncs included, to deliver and did not); and R, the
+step time; with the sync share the time the thread sat blocked in the user's syncs.
+A device idle most of a step while the thread only dispatches is host-bound (dispatch):
+the device waits for the host to launch work (XProf's "kernel launch").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.analysis.verdict import Verdict, decide
+from pipecheck.errors import CaptureError
+from pipecheck.records.common import Estimate
+from pipecheck.records.kinds import COMPUTE_BOUND, INCONCLUSIVE
+from pipecheck.report.format import ms
+
+INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH, HOST = (
+    "input", "checkpoint", "compile", "sync", "dispatch", "host")
+CATEGORIES = (INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH)
+"""What the training thread can be doing, in priority order: where events of several
+categories cover the same instant (a compilation inside a dispatch, a sync inside a
+generator), the first one listed counts. Anything else is ``host`` work."""
+
+HOST_BOUND = "host-bound (dispatch)"
+"""The device waits for the host to launch its work (many small jitted calls)."""
+
+_PATTERNS = {
+    INPUT: re.compile(r"^\$builtins next$|\s__next__$|\sload_next_batch$|^DevicePut$|"
+                      r"device_put|TransferToDevice|\sget_next$"),
+    CHECKPOINT: re.compile(r"checkpoint|orbax", re.IGNORECASE),
+    COMPILE: re.compile(r"backend_compile|compile_or_get_cached|lower_sharding_computation|"
+                        r"\scache_miss$|_pjit_lower|trace_to_jaxpr|^Compile"),
+    SYNC: re.compile(r"\s(__float__|__int__|__bool__|__index__|item|tolist|__array__|"
+                     r"block_until_ready|device_get)$|^np\.asarray\(jax\.Array\)$|"
+                     r"Await$|TransferFromDevice|^BlockHostUntilReady"),
+    DISPATCH: re.compile(r"^PjitFunction\(|ExecuteHelper|^PJRT_LoadedExecutable_Execute|"
+                         r"LoadedExecutable::Execute"),
+}
+"""Event names (Python frames as the tracer writes them, ``$file.py:LINE function``, and
+JAX/XLA's own events) that say what the training thread is doing."""
+
+_BLOCKING = re.compile(r"^\$threading\.py:\d+ wait$|^\$queue\.py:\d+ get$|"
+                       r"^\$<unknown> acquire$|^\$connection\.py:\d+ (wait|recv|poll)|"
+                       r"^\$synchronize\.py:\d+ __enter__$")
+"""Frames in which the training thread waits on another thread or process: a loader that
+prepares batches in the background (Grain workers or read threads, a prefetch queue)."""
+
+_FRAME = re.compile(r"^\$(?P<file>[^\s:]+\.py):(?P<line>\d+) (?P<function>\S+)$")
+"""A Python frame as the tracer names it: the file's base name and the function's
+definition line."""
+
+_LIBRARY_FILES = frozenset({
+    "array.py", "profiler.py", "api.py", "pjit.py", "traceback_util.py", "dispatch.py",
+    "array_methods.py", "core.py", "numpy.py", "fromnumeric.py", "_asarray.py"})
+"""Base names of JAX's and NumPy's own files a sync passes through before the user's frame."""
+
+BACKGROUND_SHARE = 0.5
+"""Input time at least half spent blocked on another thread or process means a background
+loader (workers, threads): the thread only waits for it, it does not load."""
+
+WAITED_SHARE = 0.05
+"""A step in which the thread waited for a background loader at least 5% of the step is
+a step that loader did not deliver in time: its time per batch is at least the step."""
+
+IDLE_COMPUTE_SHARE = 0.10
+"""A device idle less than 10% of a step is kept busy: compute-bound whatever else."""
+
+DISPATCH_BOUND_SHARE = 0.5
+"""A device idle at least half of a step while the thread dispatches is host-bound."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline:
+    """One host's capture as plain arrays, seconds from the capture's start."""
+
+    host: str
+    device: str
+    """``cpu``, ``gpu`` or ``tpu``: where ``busy`` came from."""
+    busy: np.ndarray
+    """(n, 2) start and end of every device op (any order, may overlap)."""
+    starts: np.ndarray
+    ends: np.ndarray
+    names: np.ndarray
+    """The training thread's events: start, end, and an index into ``name_table``."""
+    name_table: tuple[str, ...]
+    marker_steps: np.ndarray
+    marker_starts: np.ndarray
+    marker_ends: np.ndarray
+    """Step markers (``StepTraceAnnotation`` and any event with a ``step_num``)."""
+    thread: str = ""
+    """The training thread's line name."""
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def python_frames(self) -> bool:
+        """Whether the capture has the Python tracer's frames (``python_tracer_level``)."""
+        return any(n.startswith("$") for n in self.name_table)
+
+
+@dataclasses.dataclass(frozen=True)
+class Steps:
+    numbers: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    source: str
+    """``markers`` or ``PjitFunction(NAME)`` (executions of the train step)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBreakdown:
+    """Per step (arrays over the steps, seconds)."""
+
+    steps: Steps
+    busy: np.ndarray
+    idle_by: Mapping[str, np.ndarray]
+    """Device idle time charged to each of ``CATEGORIES`` and ``host``."""
+    thread_by: Mapping[str, np.ndarray]
+    """The training thread's time in each category, device idle or not."""
+    blocked_input: np.ndarray
+    """Input time spent blocked on another thread or process."""
+    compiled: np.ndarray
+    """Steps in which JAX compiled (bool)."""
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.steps.ends - self.steps.starts
+
+    @property
+    def idle(self) -> np.ndarray:
+        return self.times - self.busy
+
+
+@functools.lru_cache(maxsize=65536)
+def classify(name: str) -> str:
+    """The category of an event of the training thread (``host`` when none)."""
+    for category in CATEGORIES:
+        if _PATTERNS[category].search(name):
+            return category
+    return HOST
+
+
+def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Indices (in time order) of the intervals not nested in an earlier one."""
+    order = np.lexsort((-ends, starts))
+    keep, reach = [], -np.inf
+    for i in order.tolist():
+        if starts[i] >= reach:
+            keep.append(i)
+            reach = ends[i]
+        else:
+            reach = max(reach, ends[i])
+    return np.asarray(keep, dtype=int)
+
+
+def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
+    """The steps: from the markers (each runs to the next marker's start, the last to its
+    own end) unless ``step_fn`` names the train step, whose executions then delimit them
+    (one step from one call's start to the next's)."""
+    if step_fn is None and len(t.marker_starts):
+        order = np.argsort(t.marker_starts, kind="stable")
+        starts, ends = t.marker_starts[order], t.marker_ends[order]
+        ends = np.append(np.maximum(starts[1:], ends[:-1]), ends[-1:])
+        return Steps(t.marker_steps[order], starts, ends, "markers")
+    if step_fn is None:
+        raise CaptureError(
+            f"{t.host}: the capture has no step markers; wrap each step in "
+            "jax.profiler.StepTraceAnnotation('train', step_num=i), or name the jitted train "
+            "step with --step-fn NAME" + _functions_hint(t))
+    wanted = f"PjitFunction({step_fn})"
+    idx = [i for i, n in enumerate(t.name_table) if n == wanted]
+    mask = np.isin(t.names, idx)
+    calls = _outermost(t.starts[mask], t.ends[mask])
+    starts = np.sort(t.starts[mask][calls])
+    if len(starts) < 2:
+        raise CaptureError(
+            f"{t.host}: --step-fn {step_fn}: the capture holds {len(starts)} call(s) of "
+            f"{wanted}, at least 2 are needed" + _functions_hint(t))
+    return Steps(np.arange(len(starts) - 1), starts[:-1], starts[1:], wanted)
+
+
+def _functions_hint(t: Timeline, limit: int = 5) -> str:
+    """The jitted functions the capture calls most, for a message."""
+    counts: dict[str, int] = {}
+    for code in t.names.tolist():
+        name = t.name_table[code]
+        if name.startswith("PjitFunction("):
+            counts[name] = counts.get(name, 0) + 1
+    if not counts:
+        return ""
+    top = sorted(counts, key=lambda n: -counts[n])[:limit]
+    return " (jitted functions in it: " + ", ".join(
+        f"{n[len('PjitFunction('):-1]} x{counts[n]}" for n in top) + ")"
+
+
+def merge(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of (n, 2) intervals as sorted, disjoint starts and ends."""
+    if not len(intervals):
+        return np.zeros(0), np.zeros(0)
+    iv = intervals[np.argsort(intervals[:, 0], kind="stable")]
+    starts, ends = iv[:, 0], np.maximum.accumulate(iv[:, 1])
+    new = np.empty(len(iv), dtype=bool)
+    new[0] = True
+    new[1:] = starts[1:] > ends[:-1]
+    group = np.cumsum(new) - 1
+    out_end = np.zeros(int(group[-1]) + 1)
+    np.maximum.at(out_end, group, ends)
+    return starts[new], out_end
+
+
+def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Time covered by the disjoint sorted intervals before each instant of ``t``."""
+    cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
+    j = np.searchsorted(starts, t, side="right")
+    inside = np.clip(t - starts[np.maximum(j - 1, 0)], 0.0,
+                     (ends - starts)[np.maximum(j - 1, 0)]) if len(starts) else 0.0
+    return cum[j - 1] + inside if len(starts) else np.zeros(len(t))
+
+
+def _labelled_segments(t: Timeline, steps: Steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint segments (start, end, category code) covering the steps: cut at every
+    boundary of a categorized event and of a step, each labelled with the first category
+    (``CATEGORIES`` order) whose events cover it; ``len(CATEGORIES)`` means host work."""
+    codes = np.asarray([CATEGORIES.index(c) if (c := classify(n)) != HOST else len(CATEGORIES)
+                        for n in t.name_table], dtype=int)
+    event_cat = codes[t.names] if len(t.names) else np.zeros(0, dtype=int)
+    unions = []
+    bounds = [steps.starts, steps.ends]
+    for k in range(len(CATEGORIES)):
+        sel = event_cat == k
+        s, e = merge(np.column_stack([t.starts[sel], t.ends[sel]]))
+        unions.append((s, e))
+        bounds += [s, e]
+    cuts = np.unique(np.concatenate(bounds))
+    cuts = cuts[(cuts >= steps.starts.min()) & (cuts <= steps.ends.max())]
+    a, b = cuts[:-1], cuts[1:]
+    mid = (a + b) / 2
+    label = np.full(len(mid), len(CATEGORIES))
+    for k in reversed(range(len(CATEGORIES))):
+        s, e = unions[k]
+        if len(s):
+            j = np.searchsorted(s, mid, side="right") - 1
+            inside = (j >= 0) & (mid < e[np.maximum(j, 0)])
+            label[inside] = k
+    return a, b, label
+
+
+def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
+    """Device busy and idle per step, the idle charged to what the thread was doing."""
+    bs, be = merge(t.busy)
+    busy = covered(bs, be, steps.ends) - covered(bs, be, steps.starts)
+    a, b, label = _labelled_segments(t, steps)
+    seg_busy = covered(bs, be, b) - covered(bs, be, a)
+    step_of = np.searchsorted(steps.starts, (a + b) / 2, side="right") - 1
+    ok = (step_of >= 0) & ((a + b) / 2 < steps.ends[np.maximum(step_of, 0)])
+    n = len(steps.starts)
+    names = (*CATEGORIES, HOST)
+    idle_by, thread_by = {}, {}
+    for k, name in enumerate(names):
+        sel = ok & (label == k)
+        idle_by[name] = np.bincount(step_of[sel], weights=(b - a - seg_busy)[sel], minlength=n)
+        thread_by[name] = np.bincount(step_of[sel], weights=(b - a)[sel], minlength=n)
+    blocked = _blocked_input(t, steps)
+    compiled = _compiled(t, steps)
+    return StepBreakdown(steps, busy, idle_by, thread_by, blocked, compiled)
+
+
+def _per_step(steps: Steps, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Time covered by the union of the intervals inside each step."""
+    s, e = merge(np.column_stack([starts, ends]))
+    return covered(s, e, steps.ends) - covered(s, e, steps.starts)
+
+
+def _blocked_input(t: Timeline, steps: Steps) -> np.ndarray:
+    idx = [i for i, n in enumerate(t.name_table) if _BLOCKING.search(n)]
+    mask = np.isin(t.names, idx)
+    return _per_step(steps, t.starts[mask], t.ends[mask])
+
+
+def _compiled(t: Timeline, steps: Steps) -> np.ndarray:
+    idx = [i for i, n in enumerate(t.name_table) if classify(n) == COMPILE]
+    mask = np.isin(t.names, idx)
+    return _per_step(steps, t.starts[mask], t.ends[mask]) > 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncCall:
+    """Where the training thread blocked on the device: the user's function holding the
+    sync (file base name and definition line, from the tracer) and the sync's kind."""
+
+    file: str
+    def_line: int
+    function: str
+    sync: str
+    """The sync's own event, e.g. ``__float__`` or ``block_until_ready``."""
+    seconds: float
+    count: int
+
+
+def sync_calls(t: Timeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:
+    """The user's functions that blocked on the device in the steady steps, costliest
+    first. Each outermost sync event is charged to the nearest enclosing Python frame
+    outside JAX and NumPy (``file.py:?? <loop>`` when the loop itself holds it: the
+    tracer records only functions entered after the capture started)."""
+    order = np.lexsort((-(t.ends - t.starts), t.starts))
+    lo, hi = steps.starts[steady], steps.ends[steady]
+    stack: list[tuple[float, int]] = []
+    found: dict[tuple[str, int, str, str], list[float]] = {}
+    for i in order.tolist():
+        s, e, name = t.starts[i], t.ends[i], t.name_table[t.names[i]]
+        while stack and stack[-1][0] <= s:
+            stack.pop()
+        if classify(name) == SYNC and not any(classify(t.name_table[t.names[j]]) == SYNC
+                                              for _, j in stack):
+            k = np.searchsorted(lo, s, side="right") - 1
+            if k >= 0 and s < hi[k]:
+                key = _holder(t, [j for _, j in stack], name)
+                found.setdefault(key, []).append(e - s)
+        stack.append((e, i))
+    calls = [SyncCall(f, line, fn, sync, float(sum(v)), len(v))
+             for (f, line, fn, sync), v in found.items()]
+    return sorted(calls, key=lambda c: -c.seconds)
+
+
+def _holder(t: Timeline, stack: Sequence[int], sync_name: str) -> tuple[str, int, str, str]:
+    sync = sync_name.split()[-1] if sync_name.startswith("$") else sync_name
+    for j in reversed(stack):
+        m = _FRAME.match(t.name_table[t.names[j]])
+        if m and m["file"] not in _LIBRARY_FILES:
+            return m["file"], int(m["line"]), m["function"], sync
+    return "", 0, "<loop>", sync
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimates:
+    """T, D and R read off the capture (see the module docstring), with the sync share."""
+
+    compute: Estimate
+    loader: Estimate
+    step: Estimate
+    sync_share: float
+    background_loader: bool
+    idle_share: float
+    dispatch_idle_share: float
+
+
+def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
+    """The three estimates over the steady steps."""
+    times = bd.times[steady]
+    input_time = bd.thread_by[INPUT][steady]
+    blocked = bd.blocked_input[steady]
+    background = bool(input_time.sum() > 0 and blocked.sum() >= BACKGROUND_SHARE
+                      * input_time.sum())
+    if background:
+        loader = np.where(input_time >= WAITED_SHARE * times, times, input_time)
+    else:
+        loader = input_time
+    med = float(np.median(times)) if len(times) else float("nan")
+    idle = bd.idle[steady]
+    return Estimates(
+        compute=Estimate.of(bd.busy[steady].tolist()),
+        loader=Estimate.of(loader.tolist()),
+        step=Estimate.of(times.tolist()),
+        sync_share=float(np.median(bd.thread_by[SYNC][steady]) / med) if med > 0 else 0.0,
+        background_loader=background,
+        idle_share=float(np.median(idle / np.maximum(times, 1e-12))) if len(times) else 0.0,
+        dispatch_idle_share=float(np.median(bd.idle_by[DISPATCH][steady] + bd.idle_by[HOST][
+            steady]) / med) if med > 0 else 0.0,
+    )
+
+
+def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
+    """compare's verdict on the capture's estimates, and whether the run is host-bound
+    (dispatch): the device idle most of each step while the thread only dispatches."""
+    host_bound = (e.idle_share >= DISPATCH_BOUND_SHARE
+                  and e.dispatch_idle_share >= DISPATCH_BOUND_SHARE * e.idle_share
+                  and e.loader.value < e.compute.value + e.step.value * IDLE_COMPUTE_SHARE)
+    if host_bound:
+        return Verdict(
+            INCONCLUSIVE,
+            f"the device is idle {100 * e.idle_share:.0f}% of each {ms(e.step.value)} step "
+            f"while the host dispatches work ({ms(e.compute.value)} of device work a step): "
+            "host-bound (dispatch), the device waits for the host to launch its work",
+            e.step.value / max(e.compute.value, 1e-12) - 1.0), True
+    v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share)
+    if v.verdict != COMPUTE_BOUND and e.idle_share < IDLE_COMPUTE_SHARE and e.step.usable:
+        return Verdict(COMPUTE_BOUND,
+                       f"the device is busy {100 * (1 - e.idle_share):.0f}% of each "
+                       f"{ms(e.step.value)} step; {v.reason}", v.excess_over_bound), False
+    return v, False
+
+
+IDLE_LABELS = {INPUT: "idle: input wait", SYNC: "idle: sync", COMPILE: "idle: compile",
+               CHECKPOINT: "idle: checkpoint", DISPATCH: "idle: dispatch", HOST: "idle: host work"}
+"""The device-time table's rows for the device's idle time, by what the thread did."""
+
+SPAN_OF = {INPUT: "data_wait", SYNC: "sync", COMPILE: "compile", CHECKPOINT: "checkpoint",
+           DISPATCH: "dispatch"}
+"""The span name a category's thread time is stored under in a step record."""
+
+
+def profile_recommendation(verdict: Verdict, host_bound: bool, e: Estimates,
+                           sync_text: str | None) -> str:
+    """One sentence: what to do first (compare's texts where the verdict is the same)."""
+    if host_bound:
+        return ("host-bound (dispatch): fuse the small jitted calls into one jitted step "
+                "(jax.jit the whole update, jax.lax.scan over micro-steps) so the device is "
+                "not waiting for Python to launch each one")
+    if verdict.verdict == "forced-sync":
+        if sync_text:
+            return f"remove the forced sync: {sync_text}. Log the previous step's loss instead."
+        return ("the host waits for the device somewhere outside the loop's own sync; capture "
+                "with python_tracer_level=1 (the default) to name it, or run your loop under "
+                "pipecheck.Monitor")
+    if verdict.verdict == "input-bound":
+        where = ("its background workers do not keep up" if e.background_loader else
+                 "loading runs on the training thread")
+        return (f"input-bound: the device waits for input each step ({where}); run pipecheck "
+                "compare (or pipecheck dataloader) on your pipeline to find the Grain workers "
+                "and read threads that keep up, or preprocess offline")
+    if verdict.verdict == COMPUTE_BOUND:
+        return ("compute-bound: the input pipeline keeps up; speed up the model step (larger "
+                "batch, better sharding, mixed precision)")
+    return verdict.reason

@@ -1,0 +1,237 @@
+"""Reading a jax.profiler capture into plain timelines (``analysis.profile.Timeline``).
+
+``jax.profiler.start_trace(DIR)`` writes ``DIR/plugins/profile/<run>/<host>.xplane.pb``
+(one file per host) beside ``<host>.trace.json.gz``. The ``.xplane.pb`` is read with JAX's
+own reader, ``jax.profiler.ProfileData`` (no TensorFlow): planes hold lines, lines hold
+events with a name, a start, a duration and stats. What is taken from it:
+
+- the device's ops: on GPU every line of the ``/device:GPU:N`` planes (one per stream), on
+  TPU the ``XLA Ops`` line of the ``/device:TPU:N`` planes, on CPU the events of the XLA
+  executor threads (``tf_XLA...`` lines of ``/host:CPU``) that carry an ``hlo_op`` or
+  ``hlo_module`` stat;
+- the training thread: the ``/host:CPU`` line holding the step markers (events with a
+  ``step_num`` stat, as ``StepTraceAnnotation`` writes them), else the one calling jitted
+  functions (``PjitFunction(...)``) most; all its events, Python frames included.
+
+The trace JSON carries the same events but not every stat XProf's converter drops (which
+line is a device stream is only in its process names), so the ``.xplane.pb`` is what is read.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pathlib
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from pipecheck.analysis.profile import SyncCall, Timeline
+from pipecheck.errors import CaptureError
+
+XPLANE_SUFFIX = ".xplane.pb"
+TRACE_SUFFIX = ".trace.json.gz"
+
+
+def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[pathlib.Path]:
+    """The ``.xplane.pb`` files of one capture: ``path`` itself, or the run folder it is
+    (or holds, under ``plugins/profile/``): the newest run unless ``run`` names one."""
+    p = pathlib.Path(path)
+    if p.is_file():
+        if p.name.endswith(TRACE_SUFFIX):
+            sibling = p.with_name(p.name[:-len(TRACE_SUFFIX)] + XPLANE_SUFFIX)
+            if sibling.is_file():
+                return [sibling]
+            raise CaptureError(
+                f"{p}: pipecheck reads the .xplane.pb the profiler writes beside the trace "
+                "JSON (it carries the device planes and step markers); none is next to it")
+        if not p.name.endswith(XPLANE_SUFFIX):
+            raise CaptureError(f"{p} is not a profiler capture (expected a *{XPLANE_SUFFIX} "
+                               "file or the folder jax.profiler.start_trace wrote)")
+        return [p]
+    if not p.is_dir():
+        raise CaptureError(f"{p} does not exist")
+    here = sorted(p.glob(f"*{XPLANE_SUFFIX}"))
+    if here and run is None:
+        return here
+    runs = sorted({f.parent for f in p.glob(f"**/*{XPLANE_SUFFIX}")})
+    if run is not None:
+        runs = [r for r in runs if r.name == run]
+        if not runs:
+            raise CaptureError(f"{p} holds no capture run named {run!r}")
+    if not runs:
+        raise CaptureError(
+            f"{p} holds no profiler capture (*{XPLANE_SUFFIX}); give the folder passed to "
+            "jax.profiler.start_trace / jax.profiler.trace, or one .xplane.pb file")
+    newest = max(runs, key=lambda r: (r.name, r.stat().st_mtime))
+    return sorted(newest.glob(f"*{XPLANE_SUFFIX}"))
+
+
+def _load(path: pathlib.Path) -> Any:
+    # lazy: JAX's capture reader, only for the profile command
+    from jax.profiler import ProfileData
+
+    try:
+        return ProfileData.from_file(str(path))
+    except Exception as e:  # JaxRuntimeError and decode errors alike
+        raise CaptureError(
+            f"{path} cannot be read as a profiler capture ({str(e).splitlines()[0][:120]}); "
+            "it may be truncated (was the capture still being written?) or not an "
+            ".xplane.pb") from None
+
+
+def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]]]:
+    """The device's op intervals in ns and which kind of device they are from."""
+    out: list[tuple[float, float]] = []
+    for kind in ("gpu", "tpu"):
+        for plane in planes:
+            if not plane.name.lower().startswith(f"/device:{kind}:"):
+                continue
+            for line in plane.lines:
+                if kind == "tpu" and line.name != "XLA Ops":
+                    continue
+                out += [(e.start_ns, e.start_ns + e.duration_ns) for e in line.events]
+        if out:
+            return kind, out
+    for plane in planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if "XLA" not in line.name:
+                continue
+            for e in line.events:
+                if e.duration_ns > 0 and any(k in ("hlo_op", "hlo_module") for k, _ in e.stats):
+                    out.append((e.start_ns, e.start_ns + e.duration_ns))
+    return "cpu", out
+
+
+def _host_lines(planes: Sequence[Any]) -> list[tuple[str, list[Any]]]:
+    return [(line.name, list(line.events)) for plane in planes if plane.name == "/host:CPU"
+            for line in plane.lines if "XLA" not in line.name]
+
+
+def _markers(events: Iterable[Any]) -> list[tuple[int, float, float]]:
+    found = []
+    for e in events:
+        for key, value in e.stats:
+            if key == "step_num":
+                found.append((int(value), e.start_ns, e.start_ns + e.duration_ns))
+                break
+    return found
+
+
+def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
+    env = {"host": host}
+    for plane in planes:
+        if plane.name == "/host:metadata":
+            for k, v in plane.stats:
+                if k in ("jax_version", "jaxlib_version"):
+                    env[k.replace("_version", "")] = str(v)
+        elif plane.name.startswith("/device:") and "device_kind" not in env:
+            for k, v in plane.stats:
+                if k in ("device_type_string", "device_vendor"):
+                    env["device_kind"] = str(v)
+    return env
+
+
+def read_timeline(path: pathlib.Path) -> Timeline:
+    """One host's capture as a ``Timeline``."""
+    data = _load(path)
+    planes = list(data.planes)
+    host = path.name[:-len(XPLANE_SUFFIX)]
+    device, busy = _device_busy(planes)
+    lines = _host_lines(planes)
+    if not lines:
+        raise CaptureError(f"{path} holds no host threads (/host:CPU); it is not a capture "
+                           "of a JAX program's host")
+    marked = [(_markers(ev), name, ev) for name, ev in lines]
+    best = max(marked, key=lambda m: (len(m[0]),
+                                      sum(e.name.startswith("PjitFunction(") for e in m[2])))
+    markers, thread, events = best
+    t0 = min([e.start_ns for e in events] + [b[0] for b in busy], default=0.0)
+    table: dict[str, int] = {}
+    codes = np.fromiter((table.setdefault(e.name, len(table)) for e in events), dtype=np.int64,
+                        count=len(events))
+    starts = (np.fromiter((e.start_ns for e in events), dtype=float, count=len(events))
+              - t0) / 1e9
+    ends = starts + np.fromiter((e.duration_ns for e in events), dtype=float,
+                                count=len(events)) / 1e9
+    mk = np.asarray(markers, dtype=float).reshape(-1, 3)
+    return Timeline(
+        host=host, device=device,
+        busy=(np.asarray(busy, dtype=float).reshape(-1, 2) - t0) / 1e9,
+        starts=starts, ends=ends, names=codes, name_table=tuple(table),
+        marker_steps=mk[:, 0].astype(int), marker_starts=(mk[:, 1] - t0) / 1e9,
+        marker_ends=(mk[:, 2] - t0) / 1e9, thread=thread, env=_env(planes, host))
+
+
+# --- the user's source ---------------------------------------------------------------------
+
+SYNC_CALLS = {
+    "__float__": ("float",), "__int__": ("int",), "__bool__": ("bool",),
+    "__index__": ("int", "range"), "item": ("item",), "tolist": ("tolist",),
+    "__array__": ("asarray", "array"), "np.asarray(jax.Array)": ("asarray", "array"),
+    "block_until_ready": ("block_until_ready",), "device_get": ("device_get",),
+}
+"""The calls in the user's source that make each sync event."""
+
+MAX_SOURCE_FILES = 5000
+"""Files looked at when searching a folder tree for the user's source (a home directory
+must not be walked whole)."""
+
+
+def find_source(file: str, search: Sequence[str | os.PathLike[str]]) -> pathlib.Path | None:
+    """The first file named ``file`` in the ``search`` folders (and their subfolders)."""
+    for root in search:
+        seen = 0
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d not in (
+                "site-packages", "node_modules", "__pycache__")]
+            if file in filenames:
+                return pathlib.Path(dirpath) / file
+            seen += len(filenames)
+            if seen > MAX_SOURCE_FILES:
+                break
+    return None
+
+
+def sync_line(source: pathlib.Path, def_line: int, sync: str) -> int | None:
+    """The line of the function defined at ``def_line`` that makes the ``sync`` event, when
+    exactly one call in it can (else None: ambiguous, or not found)."""
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = SYNC_CALLS.get(sync, ())
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                node.lineno == def_line or any(d.lineno == def_line
+                                               for d in node.decorator_list)):
+            lines = {c.lineno for c in ast.walk(node) if isinstance(c, ast.Call)
+                     and _called_name(c.func) in names}
+            return lines.pop() if len(lines) == 1 else None
+    return None
+
+
+def _called_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def locate(call: SyncCall, search: Sequence[str | os.PathLike[str]]) -> tuple[str, str]:
+    """``(location, code)`` of a sync call: ``path:line`` of the sync when the source is
+    found and unambiguous, else the function's definition line."""
+    if not call.file:
+        return "the training loop itself", call.sync
+    source = find_source(call.file, search)
+    if source is not None:
+        line = sync_line(source, call.def_line, call.sync)
+        if line is not None:
+            text = source.read_text(encoding="utf-8", errors="replace").splitlines()
+            code = text[line - 1].strip() if line <= len(text) else call.sync
+            return f"{source}:{line}", code
+        return f"{source}:{call.def_line}", f"{call.function}() ({call.sync})"
+    return f"{call.file}:{call.def_line}", f"{call.function}() ({call.sync})"

@@ -1,0 +1,148 @@
+"""Orchestration of one ``pipecheck profile`` run: read the capture, find the steps, say
+where their time went, and decide (``analysis.profile``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import Sequence
+
+import numpy as np
+
+from pipecheck.analysis import profile as ap
+from pipecheck.analysis import steady_state
+from pipecheck.analysis.findings import sync_findings
+from pipecheck.errors import CaptureError
+from pipecheck.measure import capture
+from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.common import (
+    Breakdown,
+    BreakdownRow,
+    Distribution,
+    Finding,
+    StepRecord,
+    SyncSite,
+)
+from pipecheck.records.profile import CaptureEstimates, HostProfile, ProfileResult
+
+MIN_STEPS = 3
+"""Fewer steady steps than this have no median worth deciding on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileOptions:
+    path: str
+    run: str | None = None
+    step_fn: str | None = None
+    source_dirs: tuple[str, ...] = ()
+    """Folders searched for the user's source files (to name the sync's line)."""
+
+
+def _step_records(bd: ap.StepBreakdown) -> tuple[StepRecord, ...]:
+    times = bd.times
+    out = []
+    for i, number in enumerate(bd.steps.numbers.tolist()):
+        spans = {ap.SPAN_OF[c]: float(bd.thread_by[c][i]) for c in ap.CATEGORIES
+                 if bd.thread_by[c][i] > 0}
+        tags = ("compile",) if bd.compiled[i] else ()
+        out.append(StepRecord(int(number), float(times[i]), tags, spans))
+    return tuple(out)
+
+
+def _device_time(bd: ap.StepBreakdown, steady: np.ndarray) -> Breakdown:
+    wall = float(bd.times[steady].sum())
+    rows = [BreakdownRow("device busy", float(bd.busy[steady].sum()), 0.0)]
+    rows += [BreakdownRow(ap.IDLE_LABELS[c], float(bd.idle_by[c][steady].sum()), 0.0)
+             for c in (*ap.CATEGORIES, ap.HOST)]
+    rows = [dataclasses.replace(r, share=r.seconds / wall if wall > 0 else 0.0) for r in rows]
+    return Breakdown(wall, int(steady.sum()), tuple(rows))
+
+
+def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
+                search: Sequence[str]) -> list[SyncSite]:
+    sites = []
+    for call in ap.sync_calls(t, steps, steady):
+        location, code = capture.locate(call, search)
+        sites.append(SyncSite(location, call.function, code, call.seconds, call.count, False))
+    return sites
+
+
+def _warnings(t: ap.Timeline, steps: ap.Steps, n_steady: int) -> list[str]:
+    out = []
+    if not t.python_frames:
+        out.append("the capture has no Python frames (python_tracer_level=0): device idle "
+                   "time cannot be told apart as input wait or host work, and a sync cannot "
+                   "be named; capture with jax.profiler.ProfileOptions().python_tracer_level=1")
+    if n_steady < 10:
+        out.append(f"only {n_steady} steady-state steps in the capture; capture more steps "
+                   "for a firmer verdict")
+    return out
+
+
+def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str]) -> ProfileResult:
+    """One host's timeline as a ``profile`` record."""
+    if not len(t.busy):
+        raise CaptureError(
+            f"{t.host}: the capture shows no device activity (no XLA ops on any device); "
+            "capture while the training loop runs its jitted steps")
+    steps = ap.find_steps(t, options.step_fn)
+    bd = ap.breakdown(t, steps)
+    tagged, anomalies = steady_state.with_anomalies(_step_records(bd))
+    steady = steady_state.steady_mask(tagged)
+    if steady.sum() < MIN_STEPS:
+        raise CaptureError(
+            f"{t.host}: {int(steady.sum())} steady-state step(s) in the capture "
+            f"({len(tagged)} in all, the first and compiling ones set apart); capture at "
+            f"least {MIN_STEPS + 2} steps")
+    est = ap.estimates(bd, steady)
+    verdict, host_bound = ap.profile_verdict(est)
+    sites = _sync_sites(t, steps, steady, search)
+    findings: list[Finding] = sync_findings(sites, int(steady.sum()), est.step.value, verdict)
+    if host_bound:
+        findings.append(Finding(
+            "host-bound", verdict.reason,
+            {"idle_share": est.idle_share, "device_busy_s": est.compute.value,
+             "step_s": est.step.value},
+            fix="fuse the small jitted calls into one jitted step"))
+    sync_text = next((f.message for f in findings if f.kind == "forced-sync"), None)
+    recommendation = ap.profile_recommendation(verdict, host_bound, est, sync_text)
+    config = {"capture": options.path, "file": t.host, "steps_from": steps.source,
+              "device": t.device, "thread": t.thread,
+              "python_frames": t.python_frames}
+    return ProfileResult(
+        env=dict(t.env), config=config, verdict=verdict.verdict, reason=verdict.reason,
+        host_bound=host_bound,
+        estimates=CaptureEstimates(est.compute, est.loader, est.step, est.sync_share,
+                                   est.idle_share, est.background_loader),
+        step_time=Distribution.of(bd.times[steady]), steps=tagged,
+        device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
+        findings=tuple(findings), recommendation=recommendation, anomalies=anomalies,
+        warnings=tuple(_warnings(t, steps, int(steady.sum()))))
+
+
+def _host_profile(r: ProfileResult) -> HostProfile:
+    steady = Distribution.of(r.step_time.samples_s)
+    rows = {row.category: row.seconds for row in r.device_time.rows}
+    n = max(r.device_time.steps, 1)
+    return HostProfile(str(r.env.get("host", "")), len(r.steps), steady.summary.median,
+                       r.estimates.compute.value, rows.get(ap.IDLE_LABELS[ap.INPUT], 0.0) / n,
+                       r.verdict)
+
+
+def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -> ProfileResult:
+    """Read and analyze a capture; with one file per host, the first host's record carries
+    every host's summary."""
+    files = capture.capture_files(options.path, options.run)
+    search = [*options.source_dirs, os.getcwd(),
+              *[str(p) for p in pathlib.Path(options.path).resolve().parents][:3]]
+    results = []
+    with progress.task("reading the capture", len(files), "file") as task:
+        for f in files:
+            results.append(analyze_host(capture.read_timeline(f), options, search))
+            task.advance()
+    first = results[0]
+    if len(results) == 1:
+        return first
+    return dataclasses.replace(first, hosts=tuple(_host_profile(r) for r in results))
+

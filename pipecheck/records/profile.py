@@ -1,0 +1,93 @@
+"""The ``pipecheck profile`` record: the verdict read off a jax.profiler capture."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Mapping
+
+from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.common import (
+    Anomaly,
+    Breakdown,
+    Distribution,
+    Estimate,
+    Finding,
+    StepRecord,
+)
+from pipecheck.records.kinds import VerdictKind
+from pipecheck.records.steps import FloatColumn
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureEstimates(Record):
+    """compare's three estimates, read off the capture (medians over the steady steps, with
+    their bootstrap intervals)."""
+
+    compute: Estimate
+    """T: the device's busy time per step."""
+    loader: Estimate
+    """D: the loader's time per batch (the thread's input time when it loads itself; the
+    step time in steps where it waited for a background loader)."""
+    step: Estimate
+    """R: the step time (marker to marker, or train-step call to call)."""
+    sync_share: float
+    """Median share of a step the training thread sat blocked in syncs."""
+    idle_share: float
+    """Median share of a step the device sat idle."""
+    background_loader: bool
+    """The thread waited on other threads or processes for input (Grain workers, threads)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class HostProfile(Record):
+    """One host's capture file, summarized (multi-host captures have one per host)."""
+
+    host: str
+    steps: int
+    step_s: float
+    """Median steady step time."""
+    device_busy_s: float
+    """Median device busy time per steady step."""
+    input_idle_s: float
+    """Median device idle time per steady step charged to waiting for input."""
+    verdict: VerdictKind
+
+
+@register_kind
+@dataclasses.dataclass(frozen=True)
+class ProfileResult(Record):
+    """A capture's steps, where their time went on the device and the training thread, and
+    the verdict (see docs/profile.md)."""
+
+    KIND: ClassVar[str] = "profile"
+    env: Mapping[str, Any]
+    """From the capture: host, jax/jaxlib versions, device kind."""
+    config: Mapping[str, Any]
+    """How it was read: capture file, run, step source (``markers`` or ``PjitFunction(NAME)``),
+    device (cpu/gpu/tpu), training thread's line."""
+    verdict: VerdictKind
+    reason: str
+    host_bound: bool
+    """The device waits for the host to dispatch its work (reported as ``host-bound
+    (dispatch)``; ``verdict`` is then ``inconclusive``)."""
+    estimates: CaptureEstimates
+    step_time: Distribution
+    """Steady-state step times."""
+    steps: tuple[StepRecord, ...]
+    """Every step: its time and, in ``spans``, the training thread's seconds per category
+    (``data_wait``, ``sync``, ``compile``, ``checkpoint``, ``dispatch``); tags ``compile``
+    and ``anomaly``."""
+    device_busy_s: FloatColumn
+    """The device's busy seconds in each step (same order as ``steps``)."""
+    device_time: Breakdown
+    """Over the steady steps: device busy, and device idle per cause (``idle: input wait``,
+    ``idle: sync``, ``idle: compile``, ``idle: checkpoint``, ``idle: dispatch``, ``idle:
+    host work``), seconds and share of the steady steps' time."""
+    findings: tuple[Finding, ...] = ()
+    recommendation: str = ""
+    anomalies: tuple[Anomaly, ...] = ()
+    warnings: tuple[str, ...] = ()
+    hosts: tuple[HostProfile, ...] = ()
+    """Multi-host captures: every host's summary (empty for one host)."""
+    format_version: int = FORMAT_VERSION
+    kind: str = "profile"

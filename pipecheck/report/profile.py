@@ -1,0 +1,59 @@
+"""The ``pipecheck profile`` report: the verdict, the estimates, where the device's time went."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from tabulate import tabulate
+
+from pipecheck.records.profile import ProfileResult
+from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.format import (
+    distribution_rows,
+    findings_text,
+    format_breakdown,
+    ms,
+    warnings_text,
+)
+
+
+def _estimate(e: object) -> str:
+    value, low, high = (getattr(e, k) for k in ("value", "low", "high"))
+    return f"{ms(value)} [{ms(low)}, {ms(high)}]"
+
+
+def format_profile(result: ProfileResult) -> str:
+    """Reporter: the verdict with its evidence, the estimates, the device-time table, the
+    hosts, sync sites (as findings), anomalies and warnings."""
+    cfg, est = result.config, result.estimates
+    verdict = "host-bound (dispatch)" if result.host_bound else result.verdict
+    rows: list[Sequence[object]] = [
+        ["capture", f"{cfg.get('file')} ({cfg.get('device')}; steps from "
+                    f"{cfg.get('steps_from')}; thread {cfg.get('thread')!s})"],
+        ["steps", f"{len(result.steps)} ({result.device_time.steps} steady)"],
+        *distribution_rows(result.step_time, "step time"),
+        ["compute T (device busy / step)", _estimate(est.compute)],
+        ["loader D (input / batch)", _estimate(est.loader)
+         + (" (background loader)" if est.background_loader else "")],
+        ["step R", _estimate(est.step)],
+        ["device idle (median share)", f"{100 * est.idle_share:.0f}%"],
+        ["thread blocked in syncs", f"{100 * est.sync_share:.0f}%"],
+    ]
+    parts = [f"pipecheck profile: {verdict}",
+             f"why: {result.reason}",
+             tabulate(rows, tablefmt="simple", disable_numparse=True), "",
+             format_breakdown(result.device_time, "where the device's time went")]
+    if result.hosts:
+        host_rows = [[h.host, h.steps, ms(h.step_s), ms(h.device_busy_s), ms(h.input_idle_s),
+                      h.verdict] for h in result.hosts]
+        parts += ["", tabulate(host_rows, headers=["host", "steps", "step", "device busy",
+                                                   "idle: input", "verdict"],
+                               tablefmt="simple", disable_numparse=True)]
+    if result.anomalies:
+        parts += ["", anomalies_text(result.anomalies)]
+    if result.findings:
+        parts += ["", "findings:", findings_text(result.findings)]
+    parts += ["", f"recommendation: {result.recommendation}"]
+    if result.warnings:
+        parts += ["", warnings_text(result.warnings)]
+    return "\n".join(parts)
