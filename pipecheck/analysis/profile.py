@@ -84,6 +84,10 @@ WAITED_SHARE = 0.05
 """A step in which the thread waited for a background loader at least 5% of the step is
 a step that loader did not deliver in time: its time per batch is at least the step."""
 
+NO_INPUT_S = 1e-6
+"""A step whose thread did nothing for input loaded in no measurable time: 1 us, so D is a
+number the verdict can compare, not a missing sample."""
+
 IDLE_COMPUTE_SHARE = 0.10
 """A device idle less than 10% of a step is kept busy: compute-bound whatever else."""
 
@@ -112,6 +116,9 @@ class Timeline:
     thread: str = ""
     """The training thread's line name."""
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    module_runs: Mapping[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    """Executions of each XLA module on the device (``jit_NAME`` -> (n, 2) start, end),
+    where the capture tells them apart."""
 
     @property
     def python_frames(self) -> bool:
@@ -177,7 +184,9 @@ def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
     """The steps: from the markers (each runs to the next marker's start, the last to its
     own end) unless ``step_fn`` names the train step, whose executions then delimit them
-    (one step from one call's start to the next's)."""
+    (one step from one execution's start to the next's): on the device where the capture
+    tells its executions apart (the host may dispatch far ahead of the device), else its
+    calls on the training thread."""
     if step_fn is None and len(t.marker_starts):
         order = np.argsort(t.marker_starts, kind="stable")
         starts, ends = t.marker_starts[order], t.marker_ends[order]
@@ -188,6 +197,11 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
             f"{t.host}: the capture has no step markers; wrap each step in "
             "jax.profiler.StepTraceAnnotation('train', step_num=i), or name the jitted train "
             "step with --step-fn NAME" + _functions_hint(t))
+    runs = t.module_runs.get(f"jit_{step_fn}")
+    if runs is not None and len(runs) >= 2:
+        starts = np.sort(runs[:, 0])
+        return Steps(np.arange(len(starts) - 1), starts[:-1], starts[1:],
+                     f"jit_{step_fn} on the device")
     wanted = f"PjitFunction({step_fn})"
     idx = [i for i, n in enumerate(t.name_table) if n == wanted]
     mask = np.isin(t.names, idx)
@@ -279,7 +293,8 @@ def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
     idle_by, thread_by = {}, {}
     for k, name in enumerate(names):
         sel = ok & (label == k)
-        idle_by[name] = np.bincount(step_of[sel], weights=(b - a - seg_busy)[sel], minlength=n)
+        idle_by[name] = np.bincount(step_of[sel], weights=np.maximum(b - a - seg_busy, 0.0)[sel],
+                                    minlength=n)
         thread_by[name] = np.bincount(step_of[sel], weights=(b - a)[sel], minlength=n)
     blocked = _blocked_input(t, steps)
     compiled = _compiled(t, steps)
@@ -378,6 +393,7 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
         loader = input_time
     med = float(np.median(times)) if len(times) else float("nan")
     idle = bd.idle[steady]
+    loader = np.maximum(loader, NO_INPUT_S)
     return Estimates(
         compute=Estimate.of(bd.busy[steady].tolist()),
         loader=Estimate.of(loader.tolist()),

@@ -80,19 +80,28 @@ def _load(path: pathlib.Path) -> Any:
             ".xplane.pb") from None
 
 
-def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]]]:
-    """The device's op intervals in ns and which kind of device they are from."""
+def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]],
+                                                dict[str, list[tuple[float, float]]]]:
+    """The device's op intervals in ns, which kind of device they are from, and the
+    executions of each XLA module (``jit_NAME``) where the capture tells them apart (TPU's
+    ``XLA Modules`` line; on CPU the ops' ``hlo_module`` and ``run_id`` stats)."""
     out: list[tuple[float, float]] = []
+    modules: dict[str, list[tuple[float, float]]] = {}
     for kind in ("gpu", "tpu"):
         for plane in planes:
             if not plane.name.lower().startswith(f"/device:{kind}:"):
                 continue
             for line in plane.lines:
+                if line.name == "XLA Modules" and plane.name.endswith(":0"):
+                    for e in line.events:
+                        modules.setdefault(e.name.split("(")[0], []).append(
+                            (e.start_ns, e.start_ns + e.duration_ns))
                 if kind == "tpu" and line.name != "XLA Ops":
                     continue
                 out += [(e.start_ns, e.start_ns + e.duration_ns) for e in line.events]
         if out:
-            return kind, out
+            return kind, out, modules
+    runs: dict[tuple[str, int], list[float]] = {}
     for plane in planes:
         if plane.name != "/host:CPU":
             continue
@@ -100,9 +109,16 @@ def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]]]
             if "XLA" not in line.name:
                 continue
             for e in line.events:
-                if e.duration_ns > 0 and any(k in ("hlo_op", "hlo_module") for k, _ in e.stats):
+                stats = dict(e.stats)
+                if e.duration_ns > 0 and ("hlo_op" in stats or "hlo_module" in stats):
                     out.append((e.start_ns, e.start_ns + e.duration_ns))
-    return "cpu", out
+                    key = (str(stats.get("hlo_module", "")), int(stats.get("run_id", 0)))
+                    run = runs.setdefault(key, [e.start_ns, e.start_ns + e.duration_ns])
+                    run[0] = min(run[0], e.start_ns)
+                    run[1] = max(run[1], e.start_ns + e.duration_ns)
+    for (module, _), (a, b) in runs.items():
+        modules.setdefault(module, []).append((a, b))
+    return "cpu", out, modules
 
 
 def _host_lines(planes: Sequence[Any]) -> list[tuple[str, list[Any]]]:
@@ -139,7 +155,7 @@ def read_timeline(path: pathlib.Path) -> Timeline:
     data = _load(path)
     planes = list(data.planes)
     host = path.name[:-len(XPLANE_SUFFIX)]
-    device, busy = _device_busy(planes)
+    device, busy, modules = _device_busy(planes)
     lines = _host_lines(planes)
     if not lines:
         raise CaptureError(f"{path} holds no host threads (/host:CPU); it is not a capture "
@@ -162,7 +178,9 @@ def read_timeline(path: pathlib.Path) -> Timeline:
         busy=(np.asarray(busy, dtype=float).reshape(-1, 2) - t0) / 1e9,
         starts=starts, ends=ends, names=codes, name_table=tuple(table),
         marker_steps=mk[:, 0].astype(int), marker_starts=(mk[:, 1] - t0) / 1e9,
-        marker_ends=(mk[:, 2] - t0) / 1e9, thread=thread, env=_env(planes, host))
+        marker_ends=(mk[:, 2] - t0) / 1e9, thread=thread, env=_env(planes, host),
+        module_runs={m: np.sort((np.asarray(r, dtype=float) - t0) / 1e9, axis=0)
+                     for m, r in modules.items() if m})
 
 
 # --- the user's source ---------------------------------------------------------------------
