@@ -92,7 +92,12 @@ IDLE_COMPUTE_SHARE = 0.10
 """A device idle less than 10% of a step is kept busy: compute-bound whatever else."""
 
 DISPATCH_BOUND_SHARE = 0.5
-"""A device idle at least half of a step while the thread dispatches is host-bound."""
+"""A device idle at least half of each step, at least half of that while the thread was
+dispatching or running Python between launches (not input, syncs or compiling), is
+host-bound when the step launches many jitted calls: the launches pace it."""
+
+DISPATCH_MIN_CALLS = 10
+"""Many small jitted calls: at least 10 a step (a train step is one or two)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +154,8 @@ class StepBreakdown:
     """Input time spent blocked on another thread or process."""
     compiled: np.ndarray
     """Steps in which JAX compiled (bool)."""
+    calls: np.ndarray
+    """Jitted calls the thread made in each step (outermost ``PjitFunction`` events)."""
 
     @property
     def times(self) -> np.ndarray:
@@ -298,7 +305,17 @@ def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
         thread_by[name] = np.bincount(step_of[sel], weights=(b - a)[sel], minlength=n)
     blocked = _blocked_input(t, steps)
     compiled = _compiled(t, steps)
-    return StepBreakdown(steps, busy, idle_by, thread_by, blocked, compiled)
+    return StepBreakdown(steps, busy, idle_by, thread_by, blocked, compiled, _calls(t, steps))
+
+
+def _calls(t: Timeline, steps: Steps) -> np.ndarray:
+    idx = [i for i, n in enumerate(t.name_table) if n.startswith("PjitFunction(")]
+    mask = np.isin(t.names, idx)
+    s, e = t.starts[mask], t.ends[mask]
+    top = s[_outermost(s, e)] if len(s) else s
+    k = np.searchsorted(steps.starts, top, side="right") - 1
+    ok = (k >= 0) & (top < steps.ends[np.maximum(k, 0)])
+    return np.bincount(k[ok], minlength=len(steps.starts))
 
 
 def _per_step(steps: Steps, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -378,6 +395,10 @@ class Estimates:
     background_loader: bool
     idle_share: float
     dispatch_idle_share: float
+    """Median share of a step the device sat idle while the thread dispatched jitted calls
+    or ran other Python between them."""
+    calls_per_step: float
+    """Median number of jitted calls (``PjitFunction``) the thread made per step."""
 
 
 def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
@@ -401,8 +422,10 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
         sync_share=float(np.median(bd.thread_by[SYNC][steady]) / med) if med > 0 else 0.0,
         background_loader=background,
         idle_share=float(np.median(idle / np.maximum(times, 1e-12))) if len(times) else 0.0,
-        dispatch_idle_share=float(np.median(bd.idle_by[DISPATCH][steady] + bd.idle_by[HOST][
-            steady]) / med) if med > 0 else 0.0,
+        dispatch_idle_share=float(np.median(bd.idle_by[DISPATCH][steady]
+                                            + bd.idle_by[HOST][steady]) / med)
+        if med > 0 else 0.0,
+        calls_per_step=float(np.median(bd.calls[steady])) if len(times) else 0.0,
     )
 
 
@@ -411,7 +434,7 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
     (dispatch): the device idle most of each step while the thread only dispatches."""
     host_bound = (e.idle_share >= DISPATCH_BOUND_SHARE
                   and e.dispatch_idle_share >= DISPATCH_BOUND_SHARE * e.idle_share
-                  and e.loader.value < e.compute.value + e.step.value * IDLE_COMPUTE_SHARE)
+                  and e.calls_per_step >= DISPATCH_MIN_CALLS)
     if host_bound:
         return Verdict(
             INCONCLUSIVE,
