@@ -252,11 +252,15 @@ def merge(intervals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Time covered by the disjoint sorted intervals before each instant of ``t``."""
-    cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
-    j = np.searchsorted(starts, t, side="right")
-    inside = np.clip(t - starts[np.maximum(j - 1, 0)], 0.0,
-                     (ends - starts)[np.maximum(j - 1, 0)]) if len(starts) else 0.0
-    return cum[j - 1] + inside if len(starts) else np.zeros(len(t))
+    t = np.asarray(t, dtype=float)
+    if not len(starts):
+        return np.zeros(len(t))
+    lengths = ends - starts
+    cum = np.concatenate([[0.0], np.cumsum(lengths)])
+    j = np.searchsorted(starts, t, side="right")  # intervals starting at or before t
+    last = np.maximum(j - 1, 0)
+    inside = np.where(j > 0, np.clip(t - starts[last], 0.0, lengths[last]), 0.0)
+    return cum[last] + inside
 
 
 def _labelled_segments(t: Timeline, steps: Steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -100,3 +100,22 @@ def test_help_explains_every_option(capsys, command):
     assert out.startswith(f"Usage: pipecheck {' '.join(command)}".rstrip() + " ")
     missing = [name for name in HELP_MUST_NAME[command] if name not in out]
     assert missing == [], out
+
+
+def test_profile_folder_without_capture(capsys, tmp_path):
+    err = one_line_error(capsys, ["profile", str(tmp_path)], 2)
+    assert "holds no profiler capture" in err and "jax.profiler.start_trace" in err
+
+
+def test_profile_not_a_capture(capsys, tmp_path):
+    bad = tmp_path / "host.xplane.pb"
+    bad.write_bytes(b"this is not a protobuf of an XSpace \x00\xff" * 10)
+    err = one_line_error(capsys, ["profile", str(bad)], 2)
+    assert "cannot be read as a profiler capture" in err
+
+
+def test_profile_without_markers(capsys):
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "data" / "captures" / "no_markers.xplane.pb"
+    err = one_line_error(capsys, ["profile", str(path)], 2)
+    assert "no step markers" in err and "--step-fn NAME" in err

@@ -1,0 +1,144 @@
+"""analysis.profile on hand-built timelines: exact busy/idle sums, idle charged to the
+thread's activity, and the verdict on hand-built estimates."""
+
+import numpy as np
+import pytest
+
+from pipecheck.analysis import profile as ap
+from pipecheck.errors import CaptureError
+from pipecheck.records.common import Estimate
+
+
+def timeline(busy, events, markers=(), runs=None):
+    """events: (start, end, name) on the training thread; markers: (step, start, end)."""
+    table = {}
+    codes = [table.setdefault(n, len(table)) for _, _, n in events]
+    mk = np.asarray(markers, dtype=float).reshape(-1, 3)
+    return ap.Timeline(
+        host="h", device="cpu", busy=np.asarray(busy, dtype=float).reshape(-1, 2),
+        starts=np.asarray([e[0] for e in events], dtype=float),
+        ends=np.asarray([e[1] for e in events], dtype=float),
+        names=np.asarray(codes, dtype=int), name_table=tuple(table),
+        marker_steps=mk[:, 0].astype(int), marker_starts=mk[:, 1], marker_ends=mk[:, 2],
+        module_runs=runs or {})
+
+
+def test_classify_names():
+    assert ap.classify("$builtins next") == ap.INPUT
+    assert ap.classify("$data_loader.py:547 __next__") == ap.INPUT
+    assert ap.classify("$array.py:298 __float__") == ap.SYNC
+    assert ap.classify("np.asarray(jax.Array)") == ap.SYNC
+    assert ap.classify("$api.py:3100 block_until_ready") == ap.SYNC
+    assert ap.classify("backend_compile_and_load") == ap.COMPILE
+    assert ap.classify("$checkpoint_manager.py:90 save") == ap.CHECKPOINT
+    assert ap.classify("PjitFunction(train_step)") == ap.DISPATCH
+    assert ap.classify("$train.py:12 loss_fn") == ap.HOST
+
+
+def test_merge_and_covered():
+    s, e = ap.merge(np.array([[5.0, 6.0], [0.0, 2.0], [1.0, 3.0], [3.0, 4.0]]))
+    assert s.tolist() == [0.0, 5.0] and e.tolist() == [4.0, 6.0]
+    assert ap.covered(s, e, np.array([0.0, 1.0, 4.5, 5.5, 10.0])).tolist() == [
+        0.0, 1.0, 4.0, 4.5, 5.0]
+
+
+def test_idle_charged_to_what_the_thread_did():
+    # two steps of 10 s; in each the thread loads 0-6 (device idle), dispatches 6-6.5,
+    # the device runs 6.5-9.5, the thread syncs 6.5-9.5 (device busy) and idles 9.5-10
+    events, busy, markers = [], [], []
+    for k in range(2):
+        o = 10.0 * k
+        markers.append((k, o, o + 10))
+        events += [(o, o + 6, "$builtins next"), (o + 0.5, o + 5.5, "$time sleep"),
+                   (o + 6, o + 6.5, "PjitFunction(train_step)"),
+                   (o + 6.5, o + 9.5, "$array.py:298 __float__")]
+        busy += [(o + 6.5, o + 8.0), (o + 7.5, o + 9.5)]
+    t = timeline(busy, events, markers)
+    steps = ap.find_steps(t)
+    bd = ap.breakdown(t, steps)
+    assert bd.times.tolist() == [10.0, 10.0]
+    assert bd.busy.tolist() == [3.0, 3.0]
+    assert bd.idle_by[ap.INPUT].tolist() == [6.0, 6.0]
+    assert bd.idle_by[ap.DISPATCH].tolist() == [0.5, 0.5]
+    assert bd.idle_by[ap.SYNC].tolist() == [0.0, 0.0]
+    assert bd.idle_by[ap.HOST].tolist() == [0.5, 0.5]
+    assert bd.thread_by[ap.SYNC].tolist() == [3.0, 3.0]
+    assert bd.thread_by[ap.INPUT].tolist() == [6.0, 6.0]
+    assert bd.calls.tolist() == [1, 1]
+
+
+def test_no_markers_needs_step_fn():
+    t = timeline([(0, 1)], [(0, 0.1, "PjitFunction(step)"), (1, 1.1, "PjitFunction(step)")])
+    with pytest.raises(CaptureError, match="no step markers.*--step-fn.*step x2"):
+        ap.find_steps(t)
+    steps = ap.find_steps(t, "step")
+    assert steps.starts.tolist() == [0.0] and steps.ends.tolist() == [1.0]
+    with pytest.raises(CaptureError, match="--step-fn other: the capture holds 0 call"):
+        ap.find_steps(t, "other")
+
+
+def test_step_fn_prefers_device_executions():
+    runs = {"jit_step": np.array([[0.5, 0.9], [1.5, 1.9], [2.5, 2.9]])}
+    t = timeline([(0.5, 0.9)], [(0, 0.1, "PjitFunction(step)"), (0.1, 0.2, "PjitFunction(step)"),
+                                (0.2, 0.3, "PjitFunction(step)")], runs=runs)
+    steps = ap.find_steps(t, "step")
+    assert steps.starts.tolist() == [0.5, 1.5] and steps.source == "jit_step on the device"
+
+
+def estimates(compute, loader, step, sync=0.0, idle=0.5, dispatch=0.0, calls=1.0,
+              background=False):
+    def est(v):
+        return Estimate(v, v * 0.98, v * 1.02, 20)
+    return ap.Estimates(est(compute), est(loader), est(step), sync, background, idle, dispatch,
+                        calls)
+
+
+@pytest.mark.parametrize("args, kwargs, verdict", [
+    ((0.010, 0.030, 0.031), {"idle": 0.67}, "input-bound"),
+    ((0.045, 0.015, 0.060), {"sync": 0.75, "idle": 0.25}, "forced-sync"),
+    ((0.045, 0.015, 0.060), {"sync": 0.0, "idle": 0.25}, "inconclusive"),
+    ((0.045, 0.003, 0.047), {"sync": 0.9, "idle": 0.04}, "compute-bound"),
+])
+def test_verdict_is_compares(args, kwargs, verdict):
+    v, host_bound = ap.profile_verdict(estimates(*args, **kwargs))
+    assert v.verdict == verdict and not host_bound
+
+
+def test_host_bound_needs_many_calls_and_dispatch_idle():
+    many = estimates(0.001, 0.0001, 0.010, idle=0.9, dispatch=0.8, calls=50)
+    v, host_bound = ap.profile_verdict(many)
+    assert host_bound and "host-bound (dispatch)" in v.reason
+    few = estimates(0.001, 0.0001, 0.010, idle=0.9, dispatch=0.8, calls=1)
+    assert not ap.profile_verdict(few)[1]
+    waiting_input = estimates(0.001, 0.008, 0.010, idle=0.9, dispatch=0.1, calls=50)
+    assert not ap.profile_verdict(waiting_input)[1]
+
+
+def test_background_loader_time_is_the_step_where_the_thread_waited():
+    # a thread that waits 20 of 30 ms for a worker (blocked in a queue), with a 10 ms sync:
+    # the loader took the whole step; as compare would say, input-bound, not forced-sync
+    events, busy, markers = [], [], []
+    for k in range(8):
+        o = 0.030 * k
+        markers.append((k, o, o + 0.030))
+        events += [(o, o + 0.020, "$builtins next"), (o + 0.001, o + 0.019, "$queue.py:154 get"),
+                   (o + 0.020, o + 0.030, "$array.py:298 __float__")]
+        busy.append((o + 0.020, o + 0.030))
+    t = timeline(busy, events, markers)
+    bd = ap.breakdown(t, ap.find_steps(t))
+    steady = np.arange(8) > 0
+    e = ap.estimates(bd, steady)
+    assert e.background_loader
+    assert e.loader.value == pytest.approx(0.030)
+    assert ap.profile_verdict(e)[0].verdict == "input-bound"
+
+
+def test_sync_charged_to_the_users_function():
+    events = [(0, 10, "train"), (1, 5, "$train.py:40 log_metrics"),
+              (1.5, 4.5, "$array.py:298 __float__"), (1.6, 4.4, "np.asarray(jax.Array)"),
+              (6, 7, "$array.py:298 __float__")]
+    t = timeline([(0, 1)], events, [(0, 0, 10)])
+    steps = ap.find_steps(t)
+    calls = ap.sync_calls(t, steps, np.array([True]))
+    assert [(c.file, c.def_line, c.function, c.sync, c.seconds) for c in calls] == [
+        ("train.py", 40, "log_metrics", "__float__", 3.0), ("", 0, "<loop>", "__float__", 1.0)]

@@ -1,0 +1,128 @@
+"""Reading real jax.profiler captures: the committed CPU ones (tests/data/captures, made by
+tests/data/make_profile_captures.py) and the two real accelerator captures of
+../shared/real-captures (sources in docs/profile.md)."""
+
+import pathlib
+
+import pytest
+
+from pipecheck.analysis.profile import SyncCall
+from pipecheck.errors import CaptureError
+from pipecheck.measure import capture
+from pipecheck.profiling import ProfileOptions, profile_capture
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+CAPTURES = DATA / "captures"
+REAL = pathlib.Path("/work/shared/real-captures")
+
+
+@pytest.mark.parametrize("name, verdict, host_bound", [
+    ("input_bound", "input-bound", False),
+    ("forced_sync", "forced-sync", False),
+    ("compute_bound", "compute-bound", False),
+    ("host_bound", "inconclusive", True),
+])
+def test_committed_capture_verdicts(name, verdict, host_bound):
+    r = profile_capture(ProfileOptions(str(CAPTURES / f"{name}.xplane.pb"),
+                                       source_dirs=(str(DATA),)))
+    assert (r.verdict, r.host_bound) == (verdict, host_bound)
+    assert r.config["steps_from"] == "markers" and r.config["device"] == "cpu"
+    assert len(r.steps) == 10 and len(r.device_busy_s) == 10
+
+
+def test_forced_sync_names_the_line():
+    r = profile_capture(ProfileOptions(str(CAPTURES / "forced_sync.xplane.pb"),
+                                       source_dirs=(str(DATA),)))
+    (sync,) = [f for f in r.findings if f.kind == "forced-sync"]
+    line = next(i for i, text in enumerate((DATA / "profile_loop.py").read_text().splitlines(), 1)
+                if "# FORCED-SYNC" in text)
+    assert sync.location == f"{DATA / 'profile_loop.py'}:{line}"
+    assert "remove the forced sync" in r.recommendation
+
+
+def test_input_bound_idle_is_input_wait():
+    r = profile_capture(ProfileOptions(str(CAPTURES / "input_bound.xplane.pb")))
+    idle = {row.category: row.share for row in r.device_time.rows}
+    assert idle["idle: input wait"] > 0.5 > idle["device busy"]
+
+
+def test_no_markers_with_step_fn():
+    path = str(CAPTURES / "no_markers.xplane.pb")
+    with pytest.raises(CaptureError, match="no step markers.*train_step x"):
+        profile_capture(ProfileOptions(path))
+    r = profile_capture(ProfileOptions(path, step_fn="train_step"))
+    assert r.verdict == "input-bound" and r.config["steps_from"] == "jit_train_step on the device"
+
+
+def test_folder_without_capture(tmp_path):
+    with pytest.raises(CaptureError, match="holds no profiler capture"):
+        capture.capture_files(tmp_path)
+
+
+def test_truncated_capture(tmp_path):
+    data = (CAPTURES / "input_bound.xplane.pb").read_bytes()
+    bad = tmp_path / "vm.xplane.pb"
+    bad.write_bytes(data[: len(data) // 3])
+    with pytest.raises(CaptureError, match="cannot be read as a profiler capture"):
+        capture.read_timeline(bad)
+
+
+def test_newest_run_of_a_folder(tmp_path):
+    for run in ("2026_01_01_00_00_00", "2026_02_01_00_00_00"):
+        d = tmp_path / "plugins" / "profile" / run
+        d.mkdir(parents=True)
+        (d / "h.xplane.pb").write_bytes(b"")
+    assert capture.capture_files(tmp_path)[0].parent.name == "2026_02_01_00_00_00"
+    assert capture.capture_files(tmp_path, "2026_01_01_00_00_00")[0].parent.name == \
+        "2026_01_01_00_00_00"
+    with pytest.raises(CaptureError, match="no capture run named 'x'"):
+        capture.capture_files(tmp_path, "x")
+
+
+def test_sync_line_from_source(tmp_path):
+    src = tmp_path / "train.py"
+    src.write_text("import numpy as np\n\n\ndef log(h, loss):\n    n = 3\n"
+                   "    h.append(float(loss))\n    return n\n\n\ndef two(a, b):\n"
+                   "    x = float(a)\n    return x + float(b)\n")
+    assert capture.sync_line(src, 4, "__float__") == 6
+    assert capture.sync_line(src, 10, "__float__") is None  # two calls: ambiguous
+    location, code = capture.locate(SyncCall("train.py", 4, "log", "__float__", 1.0, 3),
+                                    [tmp_path])
+    assert location == f"{src}:6" and code == "h.append(float(loss))"
+    location, code = capture.locate(SyncCall("train.py", 10, "two", "__float__", 1.0, 3),
+                                    [tmp_path])
+    assert location == f"{src}:10" and code == "two() (__float__)"
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="the shared real captures are not on this machine")
+def test_real_tpu_capture():
+    path = str(REAL / "tpu_v6e_host_offload.xplane.pb")
+    with pytest.raises(CaptureError, match="no step markers.*f x200"):
+        profile_capture(ProfileOptions(path))
+    r = profile_capture(ProfileOptions(path, step_fn="f"))
+    assert r.config["device"] == "tpu" and r.config["steps_from"] == "jit_f on the device"
+    assert len(r.steps) == 99
+    assert r.env["device_kind"] == "TPU v6 Lite"
+    assert any("no Python frames" in w for w in r.warnings)
+
+
+@pytest.mark.skipif(not REAL.is_dir(), reason="the shared real captures are not on this machine")
+def test_real_gpu_capture():
+    path = str(REAL / "gpu_mi355_te_fused_attn.xplane.pb")
+    r = profile_capture(ProfileOptions(path, step_fn="loss_fn"))
+    assert r.config["device"] == "gpu" and r.env["device_kind"] == "AMD"
+    assert len(r.steps) == 4
+    busy = r.estimates.compute.value
+    assert 0 < busy <= r.estimates.step.value
+
+
+def test_no_device_activity():
+    import numpy as np
+
+    from pipecheck.analysis.profile import Timeline
+    from pipecheck.profiling import analyze_host
+
+    t = Timeline("h", "cpu", np.zeros((0, 2)), np.array([0.0]), np.array([1.0]), np.array([0]),
+                 ("train",), np.array([0]), np.array([0.0]), np.array([1.0]))
+    with pytest.raises(CaptureError, match="no device activity"):
+        analyze_host(t, ProfileOptions("x"), [])
