@@ -1,0 +1,91 @@
+"""``pipecheck profile`` on captures made live with the real jax.profiler, of a user's loop
+in a file outside the repository and off sys.path (tests/data/profile_loop.py, copied):
+a Python generator, Grain workers, a float(loss) sync at a known line."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+LOOP = REPO / "tests" / "data" / "profile_loop.py"
+
+
+def capture(tmp: pathlib.Path, name: str, *args: str) -> pathlib.Path:
+    """Run the user's loop (a copy in ``tmp``) under jax.profiler; return the capture dir."""
+    loop = tmp / "user" / "train_loop.py"
+    if not loop.exists():
+        loop.parent.mkdir()
+        shutil.copyfile(LOOP, loop)
+    out = tmp / name
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([sys.executable, str(loop), str(out), "--steps", "12", *args],
+                       capture_output=True, text=True, timeout=240, env=env, cwd=loop.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+def profile(capture_dir: pathlib.Path, cwd: pathlib.Path, *args: str) -> tuple[dict, str]:
+    out = capture_dir.parent / f"{capture_dir.name}.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "pipecheck", "profile", str(capture_dir),
+                        "--json", str(out), *args],
+                       capture_output=True, text=True, timeout=240, env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text()), r.stdout
+
+
+def sync_line(path: pathlib.Path) -> int:
+    return next(n for n, text in enumerate(path.read_text().splitlines(), 1)
+                if "# FORCED-SYNC" in text)
+
+
+def test_generator_sleeping_per_batch_is_input_bound(tmp_path: pathlib.Path) -> None:
+    # what XProf calls "NOT input-bound ... 0.0%": a generator of 30 ms, 10 ms of compute
+    cap = capture(tmp_path, "gen", "--load-ms", "30", "--compute-ms", "10")
+    rec, report = profile(cap, tmp_path)
+    assert rec["kind"] == "profile" and rec["verdict"] == "input-bound", report
+    assert not rec["estimates"]["background_loader"]
+    assert rec["estimates"]["loader"]["value"] > 2 * rec["estimates"]["compute"]["value"]
+    assert "pipecheck profile: input-bound" in report
+
+
+def test_forced_sync_names_the_users_line(tmp_path: pathlib.Path) -> None:
+    # XProf: "NOT input-bound, 0.0%", nothing about the sync
+    cap = capture(tmp_path, "sync", "--load-ms", "15", "--compute-ms", "45", "--sync", "float")
+    loop = tmp_path / "user" / "train_loop.py"
+    rec, report = profile(cap, loop.parent)
+    assert rec["verdict"] == "forced-sync", report
+    (finding,) = [f for f in rec["findings"] if f["kind"] == "forced-sync"]
+    assert finding["location"] == f"{loop}:{sync_line(loop)}"
+    assert "float(loss)" in finding["message"]
+
+
+def test_grain_workers_input_bound_with_a_harmless_sync(tmp_path: pathlib.Path) -> None:
+    # a grain.DataLoader with a worker process, 30 ms a batch, 10 ms of compute and a
+    # float(loss) each step: the worker loads during the sync and still makes the loop wait
+    cap = capture(tmp_path, "grain", "--loader", "grain-workers", "--load-ms", "30",
+                  "--compute-ms", "10", "--sync", "float")
+    rec, report = profile(cap, tmp_path, "--source", str(tmp_path / "user"))
+    assert rec["verdict"] == "input-bound", report
+    assert rec["estimates"]["background_loader"]
+    kinds = {f["kind"] for f in rec["findings"]}
+    assert "harmless-sync" in kinds and "forced-sync" not in kinds
+
+
+@pytest.mark.parametrize("args", [("--step-fn", "nope")])
+def test_bad_step_fn_is_one_line(tmp_path: pathlib.Path, args: tuple[str, ...]) -> None:
+    cap = REPO / "tests" / "data" / "captures" / "no_markers.xplane.pb"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "pipecheck", "profile", str(cap), *args],
+                       capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert "--step-fn nope: the capture holds 0 call(s)" in r.stderr
