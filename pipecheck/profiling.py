@@ -12,7 +12,7 @@ import numpy as np
 
 from pipecheck.analysis import profile as ap
 from pipecheck.analysis import steady_state
-from pipecheck.analysis.findings import sync_findings
+from pipecheck.analysis.findings import sync_findings, user_sync_share
 from pipecheck.errors import CaptureError
 from pipecheck.measure import capture
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -64,7 +64,8 @@ def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
     sites = []
     for call in ap.sync_calls(t, steps, steady):
         location, code = capture.locate(call, search)
-        sites.append(SyncSite(location, call.function, code, call.seconds, call.count, False))
+        sites.append(SyncSite(location, call.function, code, call.seconds, call.count,
+                              call.internal))
     return sites
 
 
@@ -95,9 +96,12 @@ def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str])
             f"{t.host}: {int(steady.sum())} steady-state step(s) in the capture "
             f"({len(tagged)} in all, the first and compiling ones set apart); capture at "
             f"least {MIN_STEPS + 2} steps")
-    est = ap.estimates(bd, steady)
-    verdict, host_bound = ap.profile_verdict(est)
     sites = _sync_sites(t, steps, steady, search)
+    est = ap.estimates(bd, steady)
+    if t.python_frames:  # the user's syncs only, as compare counts them (not the lagged one)
+        est = dataclasses.replace(est, sync_share=user_sync_share(
+            sites, int(steady.sum()), est.step.value))
+    verdict, host_bound = ap.profile_verdict(est)
     findings: list[Finding] = sync_findings(sites, int(steady.sum()), est.step.value, verdict)
     if host_bound:
         findings.append(Finding(

@@ -47,7 +47,7 @@ HOST_BOUND = "host-bound (dispatch)"
 """The device waits for the host to launch its work (many small jitted calls)."""
 
 _PATTERNS = {
-    INPUT: re.compile(r"^\$builtins next$|\s__next__$|\sload_next_batch$|^DevicePut$|"
+    INPUT: re.compile(r"^data_wait$|^device_put$|^\$builtins next$|\s__next__$|\sload_next_batch$|^DevicePut$|"
                       r"device_put|TransferToDevice|\sget_next$"),
     CHECKPOINT: re.compile(r"checkpoint|orbax", re.IGNORECASE),
     COMPILE: re.compile(r"backend_compile|compile_or_get_cached|lower_sharding_computation|"
@@ -352,6 +352,16 @@ class SyncCall:
     """The sync's own event, e.g. ``__float__`` or ``block_until_ready``."""
     seconds: float
     count: int
+
+    @property
+    def internal(self) -> bool:
+        """pipecheck's own lagged sync (its loop and the Monitor read the previous step's
+        loss): expected, not a problem."""
+        return (self.file, self.function) in INTERNAL_SYNCS
+
+
+INTERNAL_SYNCS = frozenset({("loop.py", "read_scalar")})
+"""(file, function) of pipecheck's own lagged sync."""
 
 
 def sync_calls(t: Timeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:

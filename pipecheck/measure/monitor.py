@@ -72,6 +72,7 @@ from pipecheck.measure import distributed
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.hosts import host_summary
 from pipecheck.measure.loop import read_scalar
+from pipecheck.measure.profile_window import DEFAULT_PROFILE_DIR, ProfileWindow
 from pipecheck.measure.run_saver import (
     SAVE_EVERY_S,
     PeriodicWriter,
@@ -223,6 +224,9 @@ class Monitor:
     clock, read_loss, env:
         Injectable for tests: the clock, the lagged sync (``float``), and the environment
         stored in the record (default: collected from JAX at ``finish``).
+    profile_steps, profile_dir:
+        Capture steps ``profile_steps`` (a ``range(a, b)``) with ``jax.profiler`` into
+        ``profile_dir``, for ``pipecheck profile`` (see docs/profile.md).
     gather, distributed_timeout_s, json_per_host:
         In a script that called ``jax.distributed.initialize`` (one process per host),
         ``finish`` gathers every process's bounded summary to process 0 (``gather=True``),
@@ -250,6 +254,8 @@ class Monitor:
         gather: bool = True,
         distributed_timeout_s: float = 120.0,
         json_per_host: bool = False,
+        profile_steps: range | None = None,
+        profile_dir: str = DEFAULT_PROFILE_DIR,
     ) -> None:
         if config is None:
             self.config: dict[str, Any] = {}  # JSON-shaped: written into the record
@@ -303,6 +309,8 @@ class Monitor:
         """The step the loop is at: the last one dispatched (or being dispatched)."""
         self.step_index = 0
         """The number of steps dispatched so far (the index of the next one)."""
+        self._profile = (ProfileWindow(profile_steps, profile_dir)
+                         if profile_steps is not None else None)
 
     # -- the loop --------------------------------------------------------------
     def start(self) -> None:
@@ -344,7 +352,10 @@ class Monitor:
         data_wait = self._data_wait_id
         log = rec._spans.append
         enabled = self._profiling
+        window = self._profile
         while True:
+            if window is not None:
+                window.at_step(self.step_index)
             if enabled is not None and enabled():
                 with rec.span("data_wait"):
                     try:
@@ -380,6 +391,8 @@ class Monitor:
                 watcher.name = _function_name(fn)
             before = watcher.compiles
         self._at = self.step_index
+        if self._profile is not None:  # loops that fetch batches without mon.batches
+            self._profile.at_step(self.step_index)
         enabled = self._profiling
         capture = enabled is not None and enabled()
         if capture:
@@ -565,6 +578,8 @@ class Monitor:
             raise
         finally:
             self._stack.close()
+            if self._profile is not None:
+                self._profile.close()
         try:
             if self.recorder.step_count == 0:
                 raise MonitorError(
@@ -672,6 +687,8 @@ class Monitor:
         finally:
             self._stack.close()
             self._stop_saving()
+            if self._profile is not None:  # the capture so far is still written
+                self._profile.close()
 
 
 def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
