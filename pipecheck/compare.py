@@ -54,6 +54,8 @@ class CompareOptions:
     ram_budget_mb: float | None = None
     """The loader search stops before the measured memory exceeds it (None: half the RAM
     available)."""
+    profile_dir: str | None = None
+    """Capture 20 real-data steps after the measured ones with jax.profiler here."""
 
 
 class AcrossHosts(Protocol):
@@ -108,7 +110,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                          ram_budget_mb=ram_budget, run_steps=run_steps),
         progress, clock)
     real = real_stage(config, o.real_file, workload, parts, loader.chosen, o.steps,
-                      o.timeout_s, progress, clock)
+                      o.timeout_s, progress, clock, profile_dir=o.profile_dir)
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
     progress(f"      real-data step time R = {ms(real_est.value)}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pathlib
 from typing import Sequence
 
 import numpy as np
@@ -138,8 +137,7 @@ def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -
     """Read and analyze a capture; with one file per host, the first host's record carries
     every host's summary."""
     files = capture.capture_files(options.path, options.run)
-    search = [*options.source_dirs, os.getcwd(),
-              *[str(p) for p in pathlib.Path(options.path).resolve().parents][:3]]
+    search = [*options.source_dirs, os.getcwd()]
     results = []
     with progress.task("reading the capture", len(files), "file") as task:
         for f in files:

@@ -381,7 +381,9 @@ def sync_calls(t: Timeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:
                                               for _, j in stack):
             k = np.searchsorted(lo, s, side="right") - 1
             if k >= 0 and s < hi[k]:
-                key = _holder(t, [j for _, j in stack], name)
+                # an annotation opened inside a frame can outlive it: only frames still
+                # open at the sync's start enclose it
+                key = _holder(t, [j for end, j in stack if end > s], name)
                 found.setdefault(key, []).append(e - s)
         stack.append((e, i))
     calls = [SyncCall(f, line, fn, sync, float(sum(v)), len(v))

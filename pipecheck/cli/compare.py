@@ -81,6 +81,10 @@ def _refuse_what_files_replace(given: Sequence[tuple[str, object, str | None]]) 
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the real-data run (open in "
                    "ui.perfetto.dev or chrome://tracing).")
+@click.option("--profile", "profile_dir", type=click.Path(file_okay=False),
+              help="After the real-data run, train 20 more steps captured with jax.profiler "
+                   "into this folder (the measured steps are not profiled), for 'pipecheck "
+                   "profile DIR', XProf or Perfetto (see docs/profile.md).")
 @output_options
 @distributed_options
 def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
@@ -88,8 +92,8 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
             threads: int | None, max_workers: int | None, ram_budget_mb: float | None,
             save_config_path: str | None, synthetic_file: str | None,
             dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
-            quiet: bool, trace_path: str | None, json_path: str | None, force: bool,
-            dist: DistributedOptions) -> None:
+            quiet: bool, trace_path: str | None, profile_dir: str | None,
+            json_path: str | None, force: bool, dist: DistributedOptions) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
 
     Measures the target step time T (as `synthetic`), searches Grain's workers, read
@@ -106,7 +110,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
         ("--ram-budget-mb", ram_budget_mb, dataloader_file),
         ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file),
-        ("--trace", trace_path, real_file)))
+        ("--trace", trace_path, real_file), ("--profile", profile_dir, real_file)))
 
     def progress(msg: str) -> None:
         if not quiet:
@@ -120,7 +124,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         max_workers=max_workers or default.max_workers,
         timeout_s=default.timeout_s if timeout_s is None else timeout_s,
         synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
-        search_threads=threads is None, ram_budget_mb=ram_budget_mb)
+        search_threads=threads is None, ram_budget_mb=ram_budget_mb, profile_dir=profile_dir)
     fixed = {"steps": steps, "target_steps": target_steps, "batches": batches,
              "workers": workers_opt, "threads": threads, "max_workers": max_workers,
              "ram_budget_mb": ram_budget_mb,
@@ -144,6 +148,9 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
+    if profile_dir and reported is not None:
+        click.echo(f"captured the real-data run in {profile_dir} (read it with: pipecheck "
+                   f"profile {profile_dir})")
 
 
 def _say_if_ended_early(real_file: str | None, session: Session | None) -> None:

@@ -19,6 +19,7 @@ from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.dataloader import LoaderParts
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
 from pipecheck.measure.pipeline import open_batches
+from pipecheck.measure.profile_window import ProfileWindow
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.measure.sync_locator import SyncLocator
 from pipecheck.records import store
@@ -28,6 +29,7 @@ from pipecheck.records.env import input_warnings
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.step_types import PyTree, StepHook
 from pipecheck.workloads.base import Workload
 
 DEFAULT_STEPS = 60
@@ -61,26 +63,49 @@ def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threa
                  timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
                  per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-                 prefetch: int = 0) -> RealRun:
+                 prefetch: int = 0, profile_dir: str | None = None) -> RealRun:
     """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
-    locator sampling this thread."""
+    locator sampling this thread. With ``profile_dir``, ``PROFILE_STEPS`` more steps follow,
+    captured with jax.profiler there: the profiler's own cost never enters the measured
+    steps (the captured ones are not part of the record)."""
     state = workload.init_state()
     recorder = SpanRecorder(clock)
+    extra = PROFILE_STEPS if profile_dir else 0
+    window = ProfileWindow(range(steps, steps + extra), profile_dir) if profile_dir else None
+    hooks = workload.hooks if window is None else (*workload.hooks, _window_hook(window))
     with open_batches(dataset, workers, threads, timeout_s=timeout_s,
                       per_worker_buffer=per_worker_buffer, prefetch=prefetch) as batches, \
             CompileWatcher(workload.train_step_name, clock) as watcher, \
             SyncLocator(clock=clock) as locator:
-        outcome = run_lagged_sync_loop(
-            workload.train_step, state, batches, steps, recorder, put=workload.put,
-            hooks=workload.hooks, compiles=lambda: watcher.compiles)
+        try:
+            outcome = run_lagged_sync_loop(
+                workload.train_step, state, batches, steps + extra, recorder,
+                put=workload.put, hooks=hooks, compiles=lambda: watcher.compiles)
+        finally:
+            if window is not None:
+                window.close()
+    measured = outcome.steps[:steps]
     # Compiled again on real batches (the synthetic run compiled the step first): explain.
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     events = (*watcher.events, *watcher.other_events)
     tagged, anomalies = with_anomalies(
-        tag_warmup(outcome.steps, warmup_steps(workers, per_worker_buffer, prefetch)),
+        tag_warmup(measured, warmup_steps(workers, per_worker_buffer, prefetch)),
         compiles_per_step(recorder, events))
+    # the sync locator sampled the captured steps too: its sites cover every step
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
                    events, anomalies)
+
+
+PROFILE_STEPS = 20
+"""Steps ``compare --profile`` captures after the measured ones: enough steady steps for a
+firm ``pipecheck profile`` verdict, few enough to keep the capture small."""
+
+
+def _window_hook(window: ProfileWindow) -> StepHook:
+    """A step hook that starts the capture before the next step is fetched."""
+    def hook(step: int, state: PyTree, metrics: PyTree, recorder: SpanRecorder) -> None:
+        window.at_step(step + 1)
+    return hook
 
 
 def read_real_run(path: str, config: Mapping[str, object]) -> RealRun:
@@ -95,7 +120,8 @@ def read_real_run(path: str, config: Mapping[str, object]) -> RealRun:
 def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
                parts: Callable[[], LoaderParts], chosen: LoaderSetting, steps: int,
                timeout_s: float | None, progress: Callable[[str], None],
-               clock: Callable[[], float] = time.perf_counter) -> RealRun:
+               clock: Callable[[], float] = time.perf_counter,
+               profile_dir: str | None = None) -> RealRun:
     """compare's step 3: R read from a Monitor run at ``path``, or measured at ``chosen``."""
     if path:
         return read_real_run(path, config.to_dict())
@@ -103,4 +129,4 @@ def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
     progress(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
     return measure_real(workload, parts().dataset, chosen.workers, chosen.threads, steps,
                         timeout_s, clock, per_worker_buffer=chosen.per_worker_buffer,
-                        prefetch=chosen.settings.prefetch)
+                        prefetch=chosen.settings.prefetch, profile_dir=profile_dir)

@@ -1,0 +1,51 @@
+"""``compare --profile DIR`` captures its real-data run; ``pipecheck profile DIR`` on that
+capture gives compare's verdict (the calibrated scenarios: compute-bound, input-bound, and a
+forced sync on the training thread, named at the same line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+CALIBRATED = ["--config", str(REPO / "configs" / "calibrated.yml"), "--workers", "0",
+              "--steps", "40", "--batches", "10"]
+"""compare's own scenarios (tests/integration/test_compare.py), one worker setting."""
+
+
+def pipecheck(cwd: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, "-m", "pipecheck", *args], capture_output=True,
+                       text=True, timeout=300, env=env, cwd=cwd)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r
+
+
+@pytest.mark.parametrize("name, sets", [
+    ("compute-bound", ["compute_ms=60", "load_ms=10"]),
+    ("input-bound", ["compute_ms=20", "load_ms=60"]),
+    ("forced-sync", ["compute_ms=40", "load_ms=30", "host_sync=every_step"]),
+])
+def test_profile_verdict_agrees_with_compare(tmp_path: pathlib.Path, name: str,
+                                             sets: list[str]) -> None:
+    extra = [a for s in sets for a in ("--set", s)]
+    if name == "forced-sync":
+        extra += ["--threads", "0"]  # loading on the training thread, as the sync needs
+    r = pipecheck(tmp_path, "compare", *CALIBRATED, *extra, "--quiet", "--json", "c.json",
+                  "--profile", "cap")
+    assert "pipecheck profile cap" in r.stdout
+    comp = json.loads((tmp_path / "c.json").read_text())
+    pipecheck(tmp_path, "profile", "cap", "--json", "p.json", "--source", str(REPO / "pipecheck"))
+    prof = json.loads((tmp_path / "p.json").read_text())
+    assert comp["verdict"] == name, comp["verdict_reason"]
+    assert prof["verdict"] == comp["verdict"], prof["reason"]
+    if name == "forced-sync":
+        (c,) = [f for f in comp["findings"] if f["kind"] == "forced-sync"]
+        (p,) = [f for f in prof["findings"] if f["kind"] == "forced-sync"]
+        assert p["location"].endswith(c["location"].split("pipecheck/", 1)[-1]), (p, c)
