@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Callable, Sequence
 
 import click
 
@@ -37,6 +37,20 @@ def _refuse_what_files_replace(given: Sequence[tuple[str, object, str | None]]) 
     if any(opt == "--trace" and value and source for opt, value, source in given):
         raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
                                "writes its trace with mon.write_trace(PATH)")
+
+
+def _progress_lines(quiet: bool) -> Callable[[str], None]:
+    """Progress lines on stderr, unless --quiet."""
+    def progress(msg: str) -> None:
+        if not quiet:
+            click.echo(msg, err=True)
+    return progress
+
+
+def _wrote_capture(profile_dir: str | None) -> None:
+    if profile_dir:
+        click.echo(f"captured 20 more real-data steps in {profile_dir} (read it with: "
+                   f"pipecheck profile {profile_dir})")
 
 
 # long: each option passed on once (the command's steps are helpers of this module)
@@ -112,9 +126,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file),
         ("--trace", trace_path, real_file), ("--profile", profile_dir, real_file)))
 
-    def progress(msg: str) -> None:
-        if not quiet:
-            click.echo(msg, err=True)
+    progress = _progress_lines(quiet)
 
     default = compare_mod.CompareOptions()
     opts = compare_mod.CompareOptions(
@@ -148,9 +160,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
-    if profile_dir and reported is not None:
-        click.echo(f"captured the real-data run in {profile_dir} (read it with: pipecheck "
-                   f"profile {profile_dir})")
+    _wrote_capture(profile_dir if reported is not None else None)
 
 
 def _say_if_ended_early(real_file: str | None, session: Session | None) -> None:

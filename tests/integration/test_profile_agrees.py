@@ -39,7 +39,7 @@ def test_profile_verdict_agrees_with_compare(tmp_path: pathlib.Path, name: str,
         extra += ["--threads", "0"]  # loading on the training thread, as the sync needs
     r = pipecheck(tmp_path, "compare", *CALIBRATED, *extra, "--quiet", "--json", "c.json",
                   "--profile", "cap")
-    assert "pipecheck profile cap" in r.stdout
+    assert "pipecheck profile cap" in r.stdout  # the capture is announced
     comp = json.loads((tmp_path / "c.json").read_text())
     pipecheck(tmp_path, "profile", "cap", "--json", "p.json", "--source", str(REPO / "pipecheck"))
     prof = json.loads((tmp_path / "p.json").read_text())
