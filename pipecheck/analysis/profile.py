@@ -34,7 +34,7 @@ from pipecheck.analysis.verdict import Verdict, decide
 from pipecheck.errors import CaptureError
 from pipecheck.records.common import Estimate
 from pipecheck.records.kinds import COMPUTE_BOUND, INCONCLUSIVE
-from pipecheck.report.format import ms
+from pipecheck.units import ms
 
 INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH, HOST = (
     "input", "checkpoint", "compile", "sync", "dispatch", "host")

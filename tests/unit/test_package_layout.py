@@ -58,7 +58,9 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
                           "step_types", "tuned_config", "units", "user_code", "workloads"}),
     "compare": frozenset({"analysis", "config", "measure", "records", "tuned_config", "units",
                           "workloads"}),
-    "cli": frozenset({"analysis", "compare", "config", "errors", "logs", "measure",
+    # Orchestration of one `pipecheck profile` run (reading a capture, then analysis).
+    "profiling": frozenset({"analysis", "errors", "measure", "progress", "records"}),
+    "cli": frozenset({"analysis", "compare", "config", "errors", "logs", "measure", "profiling",
                       "progress", "records", "report", "tuned_config", "workloads"}),
     # `import pipecheck` (Monitor and grain_options, both imported lazily) and `python -m`.
     "pipecheck": frozenset({"measure", "tuned_config"}),
