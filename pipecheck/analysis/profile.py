@@ -458,7 +458,7 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
             f"while the host dispatches work ({ms(e.compute.value)} of device work a step): "
             "host-bound (dispatch), the device waits for the host to launch its work",
             e.step.value / max(e.compute.value, 1e-12) - 1.0), True
-    v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share)
+    v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share, parts_of_real=True)
     if v.verdict != COMPUTE_BOUND and e.idle_share < IDLE_COMPUTE_SHARE and e.step.usable:
         return Verdict(COMPUTE_BOUND,
                        f"the device is busy {100 * (1 - e.idle_share):.0f}% of each "

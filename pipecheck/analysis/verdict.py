@@ -69,15 +69,26 @@ def _clearly_slower(loader: Estimate, target: Estimate) -> bool:
     return loader.value > target.value * (1.0 + INPUT_BOUND_MARGIN) and loader.low > target.high
 
 
+def _too_noisy(e: Estimate, real: Estimate, parts_of_real: bool) -> bool:
+    """The interval is wider than the margin: of its own median, or of R's (``decide``)."""
+    if not parts_of_real:
+        return e.relative_half_width > MAX_RELATIVE_HALF_WIDTH
+    return not (e.high - e.low) / 2.0 <= MAX_RELATIVE_HALF_WIDTH * real.value
+
+
 def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> bool:
     """R's whole interval above the slower of T and D's intervals, by the margin."""
     return real.low > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
 
 
 def decide(target: Estimate, loader: Estimate, real: Estimate,
-           baseline: Estimate | None = None, sync_share: float | None = None) -> Verdict:
-    """Classify a run (see ``_decide``); flag a slowdown that no host sync explains."""
-    v = _decide(target, loader, real, baseline, sync_share)
+           baseline: Estimate | None = None, sync_share: float | None = None,
+           parts_of_real: bool = False) -> Verdict:
+    """Classify a run (see ``_decide``); flag a slowdown that no host sync explains.
+    ``parts_of_real``: T and D were read off the same steps as R (a profiler capture), so
+    their noise is judged against R's median, not their own (a 1 ms spread in a 5 ms
+    compute time cannot change the verdict of a 35 ms step)."""
+    v = _decide(target, loader, real, baseline, sync_share, parts_of_real)
     usable = target.usable and loader.usable and real.usable
     if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
         return v
@@ -99,7 +110,8 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
 
 
 def _decide(target: Estimate, loader: Estimate, real: Estimate,
-           baseline: Estimate | None = None, sync_share: float | None = None) -> Verdict:
+           baseline: Estimate | None = None, sync_share: float | None = None,
+           parts_of_real: bool = False) -> Verdict:
     """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
     (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
     clearly slower than T and the chosen setting is not, the run is input-bound and the
@@ -122,7 +134,7 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
             excess,
         )
     noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
-             if e.relative_half_width > MAX_RELATIVE_HALF_WIDTH]
+             if _too_noisy(e, real, parts_of_real)]
     if noisy:
         return Verdict(
             INCONCLUSIVE,

@@ -26,7 +26,7 @@ def capture(tmp: pathlib.Path, name: str, *args: str) -> pathlib.Path:
         shutil.copyfile(LOOP, loop)
     out = tmp / name
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, str(loop), str(out), "--steps", "12", *args],
+    r = subprocess.run([sys.executable, str(loop), str(out), "--steps", "25", *args],
                        capture_output=True, text=True, timeout=240, env=env, cwd=loop.parent)
     assert r.returncode == 0, r.stderr[-2000:]
     return out
@@ -59,7 +59,8 @@ def test_generator_sleeping_per_batch_is_input_bound(tmp_path: pathlib.Path) -> 
 
 def test_forced_sync_names_the_users_line(tmp_path: pathlib.Path) -> None:
     # XProf: "NOT input-bound, 0.0%", nothing about the sync
-    cap = capture(tmp_path, "sync", "--load-ms", "15", "--compute-ms", "45", "--sync", "float")
+    # equal loading and compute: a serialized step is twice the slower part, whatever the load
+    cap = capture(tmp_path, "sync", "--load-ms", "30", "--compute-ms", "30", "--sync", "float")
     loop = tmp_path / "user" / "train_loop.py"
     rec, report = profile(cap, loop.parent)
     assert rec["verdict"] == "forced-sync", report
