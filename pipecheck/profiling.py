@@ -13,7 +13,7 @@ from pipecheck.analysis import profile as ap
 from pipecheck.analysis import steady_state
 from pipecheck.analysis.findings import sync_findings, user_sync_share
 from pipecheck.errors import CaptureError
-from pipecheck.measure import capture
+from pipecheck.measure import capture, xprof_view
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import (
     Breakdown,
@@ -36,6 +36,8 @@ class ProfileOptions:
     step_fn: str | None = None
     source_dirs: tuple[str, ...] = ()
     """Folders searched for the user's source files (to name the sync's line)."""
+    xprof: bool = False
+    """Also run XProf's input-pipeline analyzer on the capture (the ``xprof`` extra)."""
 
 
 def _step_records(bd: ap.StepBreakdown) -> tuple[StepRecord, ...]:
@@ -144,6 +146,8 @@ def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -
             results.append(analyze_host(capture.read_timeline(f), options, search))
             task.advance()
     first = results[0]
+    if options.xprof:
+        first = dataclasses.replace(first, xprof=xprof_view.xprof_input_pipeline(files))
     if len(results) == 1:
         return first
     return dataclasses.replace(first, hosts=tuple(_host_profile(r) for r in results))

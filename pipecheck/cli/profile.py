@@ -21,9 +21,12 @@ from pipecheck.report.profile import format_profile
 @click.option("--source", "source_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A folder holding your training script, to name the line of a sync "
                    "(repeatable; the current folder is always searched).")
+@click.option("--xprof", "xprof", is_flag=True,
+              help="Also print XProf's own input-pipeline conclusion and step-time breakdown "
+                   "for the capture (needs pip install 'pipecheck[xprof]').")
 @output_options
 def profile(path: str, run: str | None, step_fn: str | None, source_dirs: tuple[str, ...],
-            json_path: str | None, force: bool) -> None:
+            xprof: bool, json_path: str | None, force: bool) -> None:
     """The verdict from a jax.profiler capture: compute-bound, input-bound, forced-sync or
     host-bound (dispatch), with where each step's time went on the device and what the
     training thread did while the device sat idle.
@@ -32,7 +35,7 @@ def profile(path: str, run: str | None, step_fn: str | None, source_dirs: tuple[
     plugins/profile/<run>/ folder), or one .xplane.pb file. See docs/profile.md.
     """
     check_outputs(force, json_path)
-    result = profile_capture(ProfileOptions(path, run, step_fn, source_dirs),
+    result = profile_capture(ProfileOptions(path, run, step_fn, source_dirs, xprof),
                              TerminalProgress())
     click.echo(format_profile(result))
     save_json(result, json_path, force)

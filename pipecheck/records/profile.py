@@ -53,6 +53,20 @@ class HostProfile(Record):
     verdict: VerdictKind
 
 
+@dataclasses.dataclass(frozen=True)
+class XprofSummary(Record):
+    """XProf's input-pipeline analyzer on the same capture (``--xprof``)."""
+
+    conclusion: str
+    """XProf's ``input_conclusion`` sentence."""
+    step_s: float
+    """XProf's average step time."""
+    breakdown_s: Mapping[str, float]
+    """XProf's average step-time breakdown (seconds per step), by its labels (``device
+    compute``, ``host compute``, ``kernel launch``, ``input``, ``compilation``, ``all
+    others``, ...); categories at zero left out."""
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class ProfileResult(Record):
@@ -89,5 +103,7 @@ class ProfileResult(Record):
     warnings: tuple[str, ...] = ()
     hosts: tuple[HostProfile, ...] = ()
     """Multi-host captures: every host's summary (empty for one host)."""
+    xprof: XprofSummary | None = None
+    """XProf's own reading of the capture, with ``--xprof`` (None otherwise)."""
     format_version: int = FORMAT_VERSION
     kind: str = "profile"

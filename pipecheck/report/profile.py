@@ -54,6 +54,29 @@ def format_profile(result: ProfileResult) -> str:
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
     parts += ["", f"recommendation: {result.recommendation}"]
+    if result.xprof is not None:
+        parts += ["", xprof_text(result)]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
     return "\n".join(parts)
+
+
+def xprof_text(result: ProfileResult) -> str:
+    """XProf's reading next to pipecheck's: the step time and its breakdown, then XProf's
+    conclusion."""
+    x = result.xprof
+    assert x is not None
+    n = max(result.device_time.steps, 1)
+    ours = [[row.category, ms(row.seconds / n)] for row in result.device_time.rows
+            if row.seconds > 0]
+    theirs = [[label, ms(seconds)] for label, seconds in x.breakdown_s.items()]
+    height = max(len(ours), len(theirs))
+    ours += [["", ""]] * (height - len(ours))
+    theirs += [["", ""]] * (height - len(theirs))
+    rows = [["step time", ms(result.estimates.step.value), "step time", ms(x.step_s)]]
+    rows += [[*a, *b] for a, b in zip(ours, theirs)]
+    table = tabulate(rows, headers=["pipecheck (per step)", "", "XProf (per step)", ""],
+                     tablefmt="simple", disable_numparse=True)
+    return (f"XProf's input-pipeline analyzer on the same capture:\n{table}\n"
+            f"XProf concludes: {x.conclusion}\npipecheck concludes: "
+            f"{'host-bound (dispatch)' if result.host_bound else result.verdict}")

@@ -2,7 +2,10 @@
 tests/data/make_profile_captures.py) and the two real accelerator captures of
 ../shared/real-captures (sources in docs/profile.md)."""
 
+import json
 import pathlib
+import sys
+import types
 
 import pytest
 
@@ -126,3 +129,47 @@ def test_no_device_activity():
                  ("train",), np.array([0]), np.array([0.0]), np.array([1.0]))
     with pytest.raises(CaptureError, match="no device activity"):
         analyze_host(t, ProfileOptions("x"), [])
+
+
+XPROF_TABLES = json.dumps([
+    {"cols": [], "rows": []},
+    {"cols": [], "rows": [], "p": {
+        "input_conclusion": "Your program is NOT input-bound because only 0.0% of the total "
+                            "step time sampled is waiting for input.",
+        "steptime_ms_average": "30.4", "host_compute_time_ms_avg": "30.4",
+        "infeed_time_ms_avg": "0.0", "kernel_launch_time_ms_avg": "0.0"}},
+])
+"""The shape of XProf 2.24's input_pipeline_analyzer output (its second table's ``p``)."""
+
+
+def test_xprof_view_reads_a_copy_and_parses_the_conclusion(monkeypatch, tmp_path):
+    from pipecheck.measure import xprof_view
+
+    seen = []
+
+    def xspace_to_tool_data(paths, tool, params):
+        seen.extend(paths)
+        pathlib.Path(paths[0]).with_name("ALL_HOSTS.op_stats_v2.pb").write_bytes(b"cache")
+        return XPROF_TABLES.encode(), True
+
+    convert = types.ModuleType("xprof.convert")
+    convert.raw_to_tool_data = types.SimpleNamespace(xspace_to_tool_data=xspace_to_tool_data)
+    monkeypatch.setitem(sys.modules, "xprof", types.ModuleType("xprof"))
+    monkeypatch.setitem(sys.modules, "xprof.convert", convert)
+    pb = tmp_path / "h.xplane.pb"
+    pb.write_bytes((CAPTURES / "input_bound.xplane.pb").read_bytes())
+    summary = xprof_view.xprof_input_pipeline([pb])
+    assert summary.conclusion.startswith("Your program is NOT input-bound")
+    assert summary.step_s == pytest.approx(0.0304)
+    assert summary.breakdown_s == {"host compute": pytest.approx(0.0304)}
+    assert seen and pathlib.Path(seen[0]).parent != tmp_path  # XProf read a copy
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.xplane.pb"]  # no cache left here
+
+
+def test_xprof_missing_is_one_line(monkeypatch):
+    from pipecheck.measure import xprof_view
+
+    monkeypatch.setitem(sys.modules, "xprof", None)
+    monkeypatch.setitem(sys.modules, "xprof.convert", None)
+    with pytest.raises(CaptureError, match=r"pip install 'pipecheck\[xprof\]'"):
+        xprof_view.xprof_input_pipeline([CAPTURES / "input_bound.xplane.pb"])
