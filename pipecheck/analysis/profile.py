@@ -30,10 +30,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis.verdict import Verdict, decide
+from pipecheck.analysis.verdict import FORCED_SYNC_EVIDENCE, FORCED_SYNC_MARGIN, Verdict, decide
 from pipecheck.errors import CaptureError
 from pipecheck.records.common import Estimate
-from pipecheck.records.kinds import COMPUTE_BOUND, INCONCLUSIVE
+from pipecheck.records.kinds import COMPUTE_BOUND, FORCED_SYNC, INCONCLUSIVE
 from pipecheck.units import ms
 
 INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH, HOST = (
@@ -83,6 +83,11 @@ loader (workers, threads): the thread only waits for it, it does not load."""
 WAITED_SHARE = 0.05
 """A step in which the thread waited for a background loader at least 5% of the step is
 a step that loader did not deliver in time: its time per batch is at least the step."""
+
+HOST_AHEAD_SHARE = 0.5
+"""When less than half of the device's busy time falls inside the marked steps, the host ran
+ahead of the device (a loop without a sync): the markers time the host's dispatching, not
+the steps, and the device's executions of the train step are the steps."""
 
 NO_INPUT_S = 1e-6
 """A step whose thread did nothing for input loaded in no measurable time: 1 us, so D is a
@@ -198,7 +203,8 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
         order = np.argsort(t.marker_starts, kind="stable")
         starts, ends = t.marker_starts[order], t.marker_ends[order]
         ends = np.append(np.maximum(starts[1:], ends[:-1]), ends[-1:])
-        return Steps(t.marker_steps[order], starts, ends, "markers")
+        marked = Steps(t.marker_steps[order], starts, ends, "markers")
+        return _device_paced(t, marked) or marked
     if step_fn is None:
         raise CaptureError(
             f"{t.host}: the capture has no step markers; wrap each step in "
@@ -219,6 +225,24 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
             f"{t.host}: --step-fn {step_fn}: the capture holds {len(starts)} call(s) of "
             f"{wanted}, at least 2 are needed" + _functions_hint(t))
     return Steps(np.arange(len(starts) - 1), starts[:-1], starts[1:], wanted)
+
+
+def _device_paced(t: Timeline, marked: Steps) -> Steps | None:
+    """The device's executions of the train step as the steps, when the host ran ahead of
+    the device (``HOST_AHEAD_SHARE``) and one module ran once per marked step."""
+    bs, be = merge(t.busy)
+    total = float((be - bs).sum())
+    inside = covered(bs, be, marked.ends) - covered(bs, be, marked.starts)
+    n = len(marked.starts)
+    if total <= 0 or inside.sum() >= HOST_AHEAD_SHARE * total or n < 2:
+        return None
+    fits = {m: r for m, r in t.module_runs.items() if abs(len(r) - n) <= 1 and len(r) >= 2}
+    if not fits:
+        return None
+    name = max(fits, key=lambda m: float((fits[m][:, 1] - fits[m][:, 0]).sum()))
+    starts = np.sort(fits[name][:, 0])
+    return Steps(np.arange(len(starts) - 1), starts[:-1], starts[1:],
+                 f"{name} on the device (the host ran ahead of it)")
 
 
 def _functions_hint(t: Timeline, limit: int = 5) -> str:
@@ -415,6 +439,9 @@ class Estimates:
     or ran other Python between them."""
     calls_per_step: float
     """Median number of jitted calls (``PjitFunction``) the thread made per step."""
+    paired_excess: Estimate | None = None
+    """Per step, its time over the slower of its device busy time and its loader time: the
+    step against its own parts (a busy machine slows all three together)."""
 
 
 def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
@@ -431,6 +458,7 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
     med = float(np.median(times)) if len(times) else float("nan")
     idle = bd.idle[steady]
     loader = np.maximum(loader, NO_INPUT_S)
+    bound = np.maximum(np.maximum(bd.busy[steady], loader), 1e-12)
     return Estimates(
         compute=Estimate.of(bd.busy[steady].tolist()),
         loader=Estimate.of(loader.tolist()),
@@ -442,7 +470,17 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
                                             + bd.idle_by[HOST][steady]) / med)
         if med > 0 else 0.0,
         calls_per_step=float(np.median(bd.calls[steady])) if len(times) else 0.0,
+        paired_excess=Estimate.of((times / bound).tolist()) if len(times) else None,
     )
+
+
+def _paired_forced_sync(e: Estimates) -> bool:
+    """compare's forced-sync rule on the steps paired with their own parts: each step's
+    time over the slower of its compute and loading, whole interval above the margin, with
+    the user's syncs as evidence."""
+    p = e.paired_excess
+    return (p is not None and p.usable and e.compute.usable and e.loader.usable
+            and p.low > 1.0 + FORCED_SYNC_MARGIN and e.sync_share >= FORCED_SYNC_EVIDENCE)
 
 
 def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
@@ -459,6 +497,13 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
             "host-bound (dispatch), the device waits for the host to launch its work",
             e.step.value / max(e.compute.value, 1e-12) - 1.0), True
     v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share, parts_of_real=True)
+    if v.verdict != FORCED_SYNC and _paired_forced_sync(e):
+        excess = e.step.value / max(e.compute.value, e.loader.value) - 1.0
+        v = Verdict(
+            FORCED_SYNC,
+            f"real-data steps ({ms(e.step.value)}) are {100 * excess:.0f}% slower than the "
+            f"slower of compute ({ms(e.compute.value)}) and loading ({ms(e.loader.value)}), "
+            "step by step: the host waits for the device somewhere", excess)
     if v.verdict != COMPUTE_BOUND and e.idle_share < IDLE_COMPUTE_SHARE and e.step.usable:
         return Verdict(COMPUTE_BOUND,
                        f"the device is busy {100 * (1 - e.idle_share):.0f}% of each "

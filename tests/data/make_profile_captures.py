@@ -1,15 +1,15 @@
 """Make the committed jax.profiler captures of tests/data/captures/ (CPU, this machine's JAX).
 
-usage: python tests/data/make_profile_captures.py
+usage: python tests/data/make_profile_captures.py [NAME ...]   (default: all)
 
 Each capture is ``profile_loop.py`` run as a user would run it, with a real
 ``jax.profiler.start_trace``; only the ``.xplane.pb`` is kept (the trace JSON beside it
 is not read). The numbers are chosen so each verdict holds with a wide margin on a busy
 2-core machine:
 
-- ``input_bound``: a generator sleeping 30 ms per batch, ~10 ms of compute, no sync;
-- ``forced_sync``: a generator of 15 ms, ~45 ms of compute, ``float(loss)`` every step in
-  ``log_loss`` (the line marked FORCED-SYNC);
+- ``input_bound``: a generator sleeping 40 ms per batch, ~5 ms of compute, no sync;
+- ``forced_sync``: a generator of 30 ms, ~30 ms of compute, ``float(loss)`` every step in
+  ``log_loss`` (the line marked FORCED-SYNC): a step twice its slower part;
 - ``compute_bound``: a generator of 2 ms, ~40 ms of compute, the same sync;
 - ``host_bound``: 50 tiny jitted calls a step, no loading;
 - ``no_markers``: ``input_bound`` without StepTraceAnnotation (needs --step-fn train_step).
@@ -26,14 +26,14 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 LOOP = HERE / "profile_loop.py"
 OUT = HERE / "captures"
-STEPS = "10"
+STEPS = "12"
 
 SCENARIOS = {
-    "input_bound": ["--load-ms", "30", "--compute-ms", "10"],
-    "forced_sync": ["--load-ms", "15", "--compute-ms", "45", "--sync", "float"],
+    "input_bound": ["--load-ms", "40", "--compute-ms", "5"],
+    "forced_sync": ["--load-ms", "30", "--compute-ms", "30", "--sync", "float"],
     "compute_bound": ["--load-ms", "2", "--compute-ms", "40", "--sync", "float"],
     "host_bound": ["--small-calls", "50"],
-    "no_markers": ["--load-ms", "30", "--compute-ms", "10", "--no-markers"],
+    "no_markers": ["--load-ms", "40", "--compute-ms", "5", "--no-markers"],
 }
 
 
@@ -48,8 +48,9 @@ def capture(name: str, args: list[str]) -> pathlib.Path:
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
-    for name, args in SCENARIOS.items():
-        print(capture(name, args))
+    names = sys.argv[1:] or list(SCENARIOS)
+    for name in names:
+        print(capture(name, SCENARIOS[name]))
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ usage: python profile_loop.py OUT_DIR --loader {generator,grain,grain-workers}
            [--load-ms MS] [--compute-ms MS] [--sync {none,float}] [--steps N]
            [--no-markers] [--small-calls N]
 
-The loop is written as users write it: a Python generator (or a Grain MapDataset, or a
-grain.DataLoader with worker processes) that costs ``--load-ms`` per batch, a jitted step of
+The loop is written as users write it: a Python generator (or a Grain MapDataset mapped on
+the training thread, or a grain.DataLoader with a worker process) that costs ``--load-ms`` per batch, a jitted step of
 about ``--compute-ms``, ``StepTraceAnnotation("train", step_num=i)`` around each step, and
 with ``--sync float`` a ``float(loss)`` of the step just dispatched, in ``log_loss`` on the
 line marked FORCED-SYNC. ``--small-calls N`` replaces the step by N tiny jitted calls (the
@@ -77,7 +77,9 @@ def grain_batches(load_ms, workers):
     flags.FLAGS.mark_as_parsed()  # Grain reads absl flags; a plain script never parses them
     source = grain.MapDataset.range(1_000_000).map(Load(load_ms))
     if workers == 0:
-        return iter(source)
+        # the map runs on the training thread (no read threads), as in issue 19's loops
+        options = grain.ReadOptions(num_threads=0, prefetch_buffer_size=0)
+        return iter(source.to_iter_dataset(options))
 
     class LoadRecord(grain.transforms.Map):
         """A Grain map: the batch for an index."""

@@ -21,9 +21,10 @@ HEAVY = ("jax", "jaxlib", "grain", "tensorflow", "tensorflow_datasets", "matplot
 """Libraries whose import costs seconds (or pulls in JAX): `import pipecheck` and the CLI's
 start-up must not import them."""
 
-LAZY_LIBRARIES = (*HEAVY, "tqdm", "absl")
+LAZY_LIBRARIES = (*HEAVY, "tqdm", "absl", "xprof")
 """Libraries a function may import where it uses them: the heavy ones, tqdm (only when a
-bar is drawn) and absl (Grain's flags, only when a pipeline runs)."""
+bar is drawn), absl (Grain's flags, only when a pipeline runs) and xprof (an optional
+extra, only for ``profile --xprof``)."""
 
 LAZY_OWN_MODULES = {
     ("__init__.py", "pipecheck.measure.monitor"): "import pipecheck stays cheap",

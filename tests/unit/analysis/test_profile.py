@@ -144,3 +144,13 @@ def test_sync_charged_to_the_users_function():
     calls = ap.sync_calls(t, steps, np.array([True]))
     assert [(c.file, c.def_line, c.function, c.sync, c.seconds) for c in calls] == [
         ("train.py", 40, "log_metrics", "__float__", 3.0), ("", 0, "<loop>", "__float__", 1.0)]
+
+
+def test_host_ahead_of_the_device_uses_the_devices_executions():
+    # markers of 0.1 s while the device runs each step for 1 s afterwards
+    markers = [(k, 0.1 * k, 0.1 * k + 0.1) for k in range(4)]
+    runs = {"jit_step": np.array([[1.0 + k, 1.9 + k] for k in range(4)])}
+    t = timeline(runs["jit_step"], [(0, 0.05, "PjitFunction(step)")], markers, runs)
+    steps = ap.find_steps(t)
+    assert steps.starts.tolist() == [1.0, 2.0, 3.0]
+    assert steps.source == "jit_step on the device (the host ran ahead of it)"

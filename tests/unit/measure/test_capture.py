@@ -30,7 +30,7 @@ def test_committed_capture_verdicts(name, verdict, host_bound):
                                        source_dirs=(str(DATA),)))
     assert (r.verdict, r.host_bound) == (verdict, host_bound)
     assert r.config["steps_from"] == "markers" and r.config["device"] == "cpu"
-    assert len(r.steps) == 10 and len(r.device_busy_s) == 10
+    assert len(r.steps) >= 10 and len(r.device_busy_s) == len(r.steps)
 
 
 def test_forced_sync_names_the_line():
