@@ -109,6 +109,9 @@ EXAMPLES = {
         before=tuple(("synthetic", "--set", "workload=calibrated", "--set", f"compute_ms={ms}",
                       "--steps", "30", "--json", f"calibrated_{ms}.json") for ms in (40, 60)),
         show_command=False),
+    "profile-forced-sync": Example(
+        "profile.md", ("profile", "tests/data/captures/forced_sync.xplane.pb", "--source",
+                       "tests/data"), deterministic=True),
     "monitor-loop": Example(
         "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
     "monitor-ended-early": Example(
