@@ -12,6 +12,7 @@ import numpy as np
 from pipecheck.analysis import profile as ap
 from pipecheck.analysis import steady_state
 from pipecheck.analysis.findings import sync_findings, user_sync_share
+from pipecheck.analysis.straggler import HostValue, find_straggler
 from pipecheck.errors import CaptureError
 from pipecheck.measure import capture, xprof_view
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -23,6 +24,7 @@ from pipecheck.records.common import (
     StepRecord,
     SyncSite,
 )
+from pipecheck.records.hosts import Straggler
 from pipecheck.records.profile import CaptureEstimates, HostProfile, ProfileResult
 
 MIN_STEPS = 3
@@ -119,7 +121,7 @@ def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str])
         env=dict(t.env), config=config, verdict=verdict.verdict, reason=verdict.reason,
         host_bound=host_bound,
         estimates=CaptureEstimates(est.compute, est.loader, est.step, est.sync_share,
-                                   est.idle_share, est.background_loader),
+                                   est.idle_share, est.background_loader, est.data_wait),
         step_time=Distribution.of(bd.times[steady]), steps=tagged,
         device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
         findings=tuple(findings), recommendation=recommendation, anomalies=anomalies,
@@ -150,5 +152,14 @@ def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -
         first = dataclasses.replace(first, xprof=xprof_view.xprof_input_pipeline(files))
     if len(results) == 1:
         return first
-    return dataclasses.replace(first, hosts=tuple(_host_profile(r) for r in results))
+    return dataclasses.replace(first, hosts=tuple(_host_profile(r) for r in results),
+                               straggler=_straggler(results))
+
+
+def _straggler(results: Sequence[ProfileResult]) -> Straggler | None:
+    """The host the others wait for, from each host's data wait per step."""
+    values = [HostValue(i, str(r.env.get("host", i)), w.value, w.low, w.high)
+              for i, r in enumerate(results) if (w := r.estimates.data_wait) is not None]
+    return find_straggler(values, "data wait",
+                          step_s=float(np.median([r.estimates.step.value for r in results])))
 

@@ -439,6 +439,8 @@ class Estimates:
     or ran other Python between them."""
     calls_per_step: float
     """Median number of jitted calls (``PjitFunction``) the thread made per step."""
+    data_wait: Estimate | None = None
+    """The training thread's time in input per step (what a straggler host shows)."""
     paired_excess: Estimate | None = None
     """Per step, its time over the slower of its device busy time and its loader time: the
     step against its own parts (a busy machine slows all three together)."""
@@ -471,6 +473,7 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
         if med > 0 else 0.0,
         calls_per_step=float(np.median(bd.calls[steady])) if len(times) else 0.0,
         paired_excess=Estimate.of((times / bound).tolist()) if len(times) else None,
+        data_wait=Estimate.of(input_time.tolist()),
     )
 
 

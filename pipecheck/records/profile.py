@@ -14,6 +14,7 @@ from pipecheck.records.common import (
     Finding,
     StepRecord,
 )
+from pipecheck.records.hosts import Straggler
 from pipecheck.records.kinds import VerdictKind
 from pipecheck.records.steps import FloatColumn
 
@@ -36,6 +37,8 @@ class CaptureEstimates(Record):
     """Median share of a step the device sat idle."""
     background_loader: bool
     """The thread waited on other threads or processes for input (Grain workers, threads)."""
+    data_wait: Estimate | None = None
+    """The training thread's time in input per step (``pipecheck.Monitor``'s data wait)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +106,9 @@ class ProfileResult(Record):
     warnings: tuple[str, ...] = ()
     hosts: tuple[HostProfile, ...] = ()
     """Multi-host captures: every host's summary (empty for one host)."""
+    straggler: Straggler | None = None
+    """Multi-host captures: the host the others wait for, from each host's data wait per step
+    (``analysis/straggler.find_straggler``), or None."""
     xprof: XprofSummary | None = None
     """XProf's own reading of the capture, with ``--xprof`` (None otherwise)."""
     format_version: int = FORMAT_VERSION

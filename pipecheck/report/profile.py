@@ -49,6 +49,8 @@ def format_profile(result: ProfileResult) -> str:
         parts += ["", tabulate(host_rows, headers=["host", "steps", "step", "device busy",
                                                    "idle: input", "verdict"],
                                tablefmt="simple", disable_numparse=True)]
+        parts += [f"straggler: {result.straggler.evidence}" if result.straggler else
+                  "straggler: none (no host waits for data clearly longer than the others)"]
     if result.anomalies:
         parts += ["", anomalies_text(result.anomalies)]
     if result.findings:

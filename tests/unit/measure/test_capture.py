@@ -173,3 +173,16 @@ def test_xprof_missing_is_one_line(monkeypatch):
     monkeypatch.setitem(sys.modules, "xprof.convert", None)
     with pytest.raises(CaptureError, match=r"pip install 'pipecheck\[xprof\]'"):
         xprof_view.xprof_input_pipeline([CAPTURES / "input_bound.xplane.pb"])
+
+
+def test_one_file_per_host_names_the_straggler(tmp_path):
+    # two hosts' captures in one run folder: host0 waits 40 ms a step for data, host1 30 ms
+    run = tmp_path / "plugins" / "profile" / "2026_11_23_00_00_00"
+    run.mkdir(parents=True)
+    (run / "host0.xplane.pb").write_bytes((CAPTURES / "input_bound.xplane.pb").read_bytes())
+    (run / "host1.xplane.pb").write_bytes((CAPTURES / "compute_bound.xplane.pb").read_bytes())
+    r = profile_capture(ProfileOptions(str(tmp_path)))
+    assert [h.host for h in r.hosts] == ["host0", "host1"]
+    assert [h.verdict for h in r.hosts] == ["input-bound", "compute-bound"]
+    assert r.straggler is not None and r.straggler.hostname == "host0"
+    assert r.straggler.metric == "data wait"
