@@ -8,7 +8,8 @@ Each capture is made live with the real ``jax.profiler`` (tests/data/profile_loo
 generator of 1 ms a batch, ~1 ms of compute, StepTraceAnnotation markers, the Python
 tracer on, as ``start_trace`` captures by default). Each reading runs in its own process,
 which reports the wall and CPU time of the reading alone (JAX's import excluded) and the
-process's peak RSS: ``pipecheck profile`` (read with ProfileData, analyzed, the record
+process's peak RSS (and its growth over the RSS after importing JAX and pipecheck):
+``pipecheck profile`` (read with ProfileData, analyzed, the record
 built) and, where ``xprof`` imports, XProf's ``input_pipeline_analyzer`` on a copy of the
 same file. It prints a table and the growth of pipecheck's CPU time per step from the
 smallest to the largest capture (linear cost: a ratio near 1).
@@ -32,11 +33,13 @@ READ_PIPECHECK = """
 import json, resource, sys, time
 import jax  # imported before the clock starts
 from pipecheck.profiling import ProfileOptions, profile_capture
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 w0, c0 = time.perf_counter(), time.process_time()
 r = profile_capture(ProfileOptions(sys.argv[1]))
 wall, cpu = time.perf_counter() - w0, time.process_time() - c0
 print(json.dumps({"wall": wall, "cpu": cpu, "steps": len(r.steps), "verdict": r.verdict,
-                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "base_mb": base}))
 """
 
 READ_XPROF = """
@@ -92,14 +95,15 @@ def main() -> None:
             theirs = run(READ_XPROF, pb) if xprof else None
             rows.append((n, pb.stat().st_size, ours, theirs))
     print(f"{'steps':>6} {'capture':>9} {'pipecheck wall':>14} {'cpu':>7} {'cpu/step':>9} "
-          f"{'peak RSS':>9} {'verdict':>12} | {'XProf wall':>10} {'cpu':>7} {'peak RSS':>9}")
+          f"{'peak RSS':>9} {'growth':>7} {'verdict':>14} | {'XProf wall':>10} {'cpu':>7} "
+          f"{'peak RSS':>9}")
     for n, size, ours, theirs in rows:
         assert ours is not None, f"pipecheck profile failed on the {n}-step capture"
         x = (f"{theirs['wall']:>9.2f}s {theirs['cpu']:>6.2f}s {theirs['rss_mb']:>7.0f}MB"
              if theirs else f"{'-':>10} {'-':>7} {'-':>9}")
         print(f"{n:>6} {size / 2**20:>7.1f}MB {ours['wall']:>13.2f}s {ours['cpu']:>6.2f}s "
               f"{1e3 * ours['cpu'] / n:>7.2f}ms {ours['rss_mb']:>7.0f}MB "
-              f"{ours['verdict']:>12} | {x}")
+              f"{ours['rss_mb'] - ours['base_mb']:>5.0f}MB {ours['verdict']:>14} | {x}")
     (n0, _, a, _), (n1, _, b, _) = rows[0], rows[-1]
     print(f"pipecheck CPU time per step, {n1} vs {n0} steps: "
           f"{(b['cpu'] / n1) / (a['cpu'] / n0):.2f}x (1.00 = linear)")

@@ -47,8 +47,8 @@ HOST_BOUND = "host-bound (dispatch)"
 """The device waits for the host to launch its work (many small jitted calls)."""
 
 _PATTERNS = {
-    INPUT: re.compile(r"^data_wait$|^device_put$|^\$builtins next$|\s__next__$|\sload_next_batch$|^DevicePut$|"
-                      r"device_put|TransferToDevice|\sget_next$"),
+    INPUT: re.compile(r"^data_wait$|^device_put$|^\$builtins next$|\s__next__$|"
+                      r"\sload_next_batch$|^DevicePut$|device_put|TransferToDevice|\sget_next$"),
     CHECKPOINT: re.compile(r"checkpoint|orbax", re.IGNORECASE),
     COMPILE: re.compile(r"backend_compile|compile_or_get_cached|lower_sharding_computation|"
                         r"\scache_miss$|_pjit_lower|trace_to_jaxpr|^Compile"),

@@ -29,7 +29,7 @@ from pipecheck.records.env import input_warnings
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.records.monitor import MonitorResult
-from pipecheck.step_types import PyTree, StepHook
+from pipecheck.step_types import HookRecorder, PyTree, StepHook
 from pipecheck.workloads.base import Workload
 
 DEFAULT_STEPS = 60
@@ -103,7 +103,7 @@ firm ``pipecheck profile`` verdict, few enough to keep the capture small."""
 
 def _window_hook(window: ProfileWindow) -> StepHook:
     """A step hook that starts the capture before the next step is fetched."""
-    def hook(step: int, state: PyTree, metrics: PyTree, recorder: SpanRecorder) -> None:
+    def hook(step: int, state: PyTree, metrics: PyTree, recorder: HookRecorder) -> None:
         window.at_step(step + 1)
     return hook
 

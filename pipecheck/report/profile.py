@@ -76,7 +76,7 @@ def xprof_text(result: ProfileResult) -> str:
     ours += [["", ""]] * (height - len(ours))
     theirs += [["", ""]] * (height - len(theirs))
     rows = [["step time", ms(result.estimates.step.value), "step time", ms(x.step_s)]]
-    rows += [[*a, *b] for a, b in zip(ours, theirs)]
+    rows += [[*a, *b] for a, b in zip(ours, theirs, strict=True)]
     table = tabulate(rows, headers=["pipecheck (per step)", "", "XProf (per step)", ""],
                      tablefmt="simple", disable_numparse=True)
     return (f"XProf's input-pipeline analyzer on the same capture:\n{table}\n"

@@ -6,11 +6,11 @@ usage: python profile_loop.py OUT_DIR --loader {generator,grain,grain-workers}
            [--no-markers] [--small-calls N]
 
 The loop is written as users write it: a Python generator (or a Grain MapDataset mapped on
-the training thread, or a grain.DataLoader with a worker process) that costs ``--load-ms`` per batch, a jitted step of
-about ``--compute-ms``, ``StepTraceAnnotation("train", step_num=i)`` around each step, and
-with ``--sync float`` a ``float(loss)`` of the step just dispatched, in ``log_loss`` on the
-line marked FORCED-SYNC. ``--small-calls N`` replaces the step by N tiny jitted calls (the
-device waits for the host to dispatch them).
+the training thread, or a grain.DataLoader with a worker process) that costs ``--load-ms``
+per batch, a jitted step of about ``--compute-ms``, ``StepTraceAnnotation("train",
+step_num=i)`` around each step, and with ``--sync float`` a ``float(loss)`` of the step
+just dispatched, in ``log_loss`` on the line marked FORCED-SYNC. ``--small-calls N``
+replaces the step by N tiny jitted calls (the device waits for the host to dispatch them).
 """
 
 from __future__ import annotations

@@ -116,6 +116,7 @@ def test_profile_not_a_capture(capsys, tmp_path):
 
 def test_profile_without_markers(capsys):
     import pathlib
-    path = pathlib.Path(__file__).resolve().parents[2] / "data" / "captures" / "no_markers.xplane.pb"
+    data = pathlib.Path(__file__).resolve().parents[2] / "data"
+    path = data / "captures" / "no_markers.xplane.pb"
     err = one_line_error(capsys, ["profile", str(path)], 2)
     assert "no step markers" in err and "--step-fn NAME" in err
