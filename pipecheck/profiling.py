@@ -141,6 +141,8 @@ def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -
     """Read and analyze a capture; with one file per host, the first host's record carries
     every host's summary."""
     files = capture.capture_files(options.path, options.run)
+    if options.xprof:
+        xprof_view.check_available()
     search = [*options.source_dirs, os.getcwd()]
     results = []
     with progress.task("reading the capture", len(files), "file") as task:

@@ -13,6 +13,7 @@ user's folder is never written and one capture's cache never answers for another
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import pathlib
@@ -45,14 +46,22 @@ def _quiet_stderr() -> Iterator[None]:
             os.close(saved)
 
 
+MISSING = "--xprof needs XProf's analyzers: pip install 'pipecheck[xprof]'"
+
+
+def check_available() -> None:
+    """Refuse ``--xprof`` before any reading when the ``xprof`` package is missing."""
+    if importlib.util.find_spec("xprof") is None:
+        raise CaptureError(MISSING)
+
+
 def xprof_input_pipeline(files: Sequence[pathlib.Path]) -> XprofSummary:
     """XProf's input-pipeline conclusion and step-time breakdown for the capture files."""
     try:
         # lazy: an optional extra, only for --xprof
         from xprof.convert import raw_to_tool_data
     except ImportError:
-        raise CaptureError("--xprof needs XProf's analyzers: pip install 'pipecheck[xprof]'"
-                           ) from None
+        raise CaptureError(MISSING) from None
     with tempfile.TemporaryDirectory(prefix="pipecheck-xprof-") as tmp:
         copies = []
         for f in files:

@@ -37,7 +37,7 @@ def format_profile(result: ProfileResult) -> str:
          + (" (background loader)" if est.background_loader else "")],
         ["step R", _estimate(est.step)],
         ["device idle (median share)", f"{100 * est.idle_share:.0f}%"],
-        ["thread blocked in syncs", f"{100 * est.sync_share:.0f}%"],
+        ["thread blocked in your syncs", f"{100 * min(est.sync_share, 1.0):.0f}%"],
     ]
     parts = [f"pipecheck profile: {verdict}",
              f"why: {result.reason}",

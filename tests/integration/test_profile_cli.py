@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from pipecheck.records import store
 from tests.conftest import REPO
 
 LOOP = REPO / "tests" / "data" / "profile_loop.py"
@@ -90,3 +91,43 @@ def test_bad_step_fn_is_one_line(tmp_path: pathlib.Path, args: tuple[str, ...]) 
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert "--step-fn nope: the capture holds 0 call(s)" in r.stderr
+
+
+MONITOR_LOOP = '''
+import sys, time
+import jax, jax.numpy as jnp, numpy as np
+from pipecheck import Monitor
+
+@jax.jit
+def train_step(w, x):
+    h = jax.lax.fori_loop(0, 4, lambda _, a: jnp.tanh(a @ w), jnp.tile(x, (8, 1)))
+    return w - 1e-6 * jnp.mean(h), {"loss": jnp.mean(h * h)}
+
+def batches():
+    while True:
+        time.sleep(0.03)  # a slow reader
+        yield np.ones((64, 512), np.float32)
+
+w = jnp.eye(512, dtype=jnp.float32) * 0.5
+mon = Monitor(profile_steps=range(3, 23), profile_dir=sys.argv[1])
+for step, x in enumerate(mon.batches(batches())):
+    w, metrics = mon.step(train_step, w, x)
+    if step == 25:
+        break
+mon.finish()
+'''
+
+
+def test_monitor_profile_steps_capture_reads_as_input_bound(tmp_path: pathlib.Path) -> None:
+    loop = tmp_path / "user" / "monitored.py"
+    loop.parent.mkdir()
+    loop.write_text(MONITOR_LOOP)
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    r = subprocess.run([sys.executable, str(loop), str(tmp_path / "cap")], capture_output=True,
+                       text=True, timeout=240, env=env, cwd=loop.parent)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rec, report = profile(tmp_path / "cap", tmp_path)
+    loaded = store.load(tmp_path / "cap.json")
+    steps = [s.step for s in loaded.steps]
+    assert steps[0] == 3 and steps[-1] == 22  # the Monitor's own step markers, that window
+    assert rec["verdict"] == "input-bound", report

@@ -186,3 +186,17 @@ def test_one_file_per_host_names_the_straggler(tmp_path):
     assert [h.verdict for h in r.hosts] == ["input-bound", "compute-bound"]
     assert r.straggler is not None and r.straggler.hostname == "host0"
     assert r.straggler.metric == "data wait"
+
+
+def test_xprof_refused_before_reading_when_missing(monkeypatch, capsys):
+    import importlib.util
+
+    from pipecheck.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "xprof" else real(name, *a))
+    assert main(["profile", str(CAPTURES / "input_bound.xplane.pb"), "--xprof"]) == 2
+    err = capsys.readouterr().err
+    assert err == "pipecheck: error: --xprof needs XProf's analyzers: pip install " \
+                  "'pipecheck[xprof]'\n"
