@@ -138,24 +138,29 @@ def _host_profile(r: ProfileResult) -> HostProfile:
 
 
 def profile_capture(options: ProfileOptions, progress: Progress = NO_PROGRESS) -> ProfileResult:
-    """Read and analyze a capture; with one file per host, the first host's record carries
-    every host's summary."""
+    """Read and analyze a capture. With one file per host, every host's summary and the
+    straggler go into the record of the straggler (the host every other one waits for at
+    each step's collectives), or of the first host when there is none."""
     files = capture.capture_files(options.path, options.run)
     if options.xprof:
         xprof_view.check_available()
     search = [*options.source_dirs, os.getcwd()]
     results = []
     with progress.task("reading the capture", len(files), "file") as task:
-        for f in files:
-            results.append(analyze_host(capture.read_timeline(f), options, search))
+        for f, host in zip(files, capture.host_labels(files), strict=True):
+            results.append(analyze_host(capture.read_timeline(f, host), options, search))
             task.advance()
     first = results[0]
     if options.xprof:
         first = dataclasses.replace(first, xprof=xprof_view.xprof_input_pipeline(files))
     if len(results) == 1:
         return first
-    return dataclasses.replace(first, hosts=tuple(_host_profile(r) for r in results),
-                               straggler=_straggler(results))
+    straggler = _straggler(results)
+    # every host steps at the straggler's pace (collectives): its record is the job's answer
+    base = results[straggler.process_id] if straggler is not None else first
+    return dataclasses.replace(base, xprof=first.xprof,
+                               hosts=tuple(_host_profile(r) for r in results),
+                               straggler=straggler)
 
 
 def _straggler(results: Sequence[ProfileResult]) -> Straggler | None:

@@ -63,8 +63,28 @@ def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[
         raise CaptureError(
             f"{p} holds no profiler capture (*{XPLANE_SUFFIX}); give the folder passed to "
             "jax.profiler.start_trace / jax.profiler.trace, or one .xplane.pb file")
-    newest = max(runs, key=lambda r: (r.name, r.stat().st_mtime))
-    return sorted(newest.glob(f"*{XPLANE_SUFFIX}"))
+    by_root: dict[pathlib.Path, list[pathlib.Path]] = {}
+    for r in runs:
+        by_root.setdefault(_trace_root(r), []).append(r)
+    newest = [max(rs, key=lambda r: (r.name, r.stat().st_mtime)) for rs in by_root.values()]
+    return sorted(f for r in newest for f in r.glob(f"*{XPLANE_SUFFIX}"))
+
+
+def _trace_root(run: pathlib.Path) -> pathlib.Path:
+    """The folder given to start_trace for a ``<root>/plugins/profile/<run>`` folder: PATH
+    may hold one per process (``DIR/process_0``, ``DIR/process_1``), each read as a host."""
+    if run.parent.name == "profile" and run.parent.parent.name == "plugins":
+        return run.parent.parent.parent
+    return run.parent
+
+
+def host_labels(files: Sequence[pathlib.Path]) -> list[str]:
+    """A name per file: the host name the profiler gave it, prefixed by its start_trace
+    folder when two files carry the same host name (processes of one machine)."""
+    stems = [f.name[:-len(XPLANE_SUFFIX)] for f in files]
+    if len(set(stems)) == len(stems):
+        return stems
+    return [f"{_trace_root(f.parent).name}/{stem}" for f, stem in zip(files, stems, strict=True)]
 
 
 def _load(path: pathlib.Path) -> Any:
@@ -150,11 +170,11 @@ def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
     return env
 
 
-def read_timeline(path: pathlib.Path) -> Timeline:
-    """One host's capture as a ``Timeline``."""
+def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
+    """One host's capture as a ``Timeline`` (``host``: its name; default the file's)."""
     data = _load(path)
     planes = list(data.planes)
-    host = path.name[:-len(XPLANE_SUFFIX)]
+    host = host or path.name[:-len(XPLANE_SUFFIX)]
     device, busy, modules = _device_busy(planes)
     lines = _host_lines(planes)
     if not lines:

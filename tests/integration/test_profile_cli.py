@@ -131,3 +131,24 @@ def test_monitor_profile_steps_capture_reads_as_input_bound(tmp_path: pathlib.Pa
     steps = [s.step for s in loaded.steps]
     assert steps[0] == 3 and steps[-1] == 22  # the Monitor's own step markers, that window
     assert rec["verdict"] == "input-bound", report
+
+
+def test_processes_capturing_each_name_the_straggler(tmp_path: pathlib.Path) -> None:
+    # two jax.distributed processes on this machine, each capturing into its own folder;
+    # process 1 loads 8x slower and every step all-reduces: process 1 is the straggler
+    from .multihost import free_port, launched
+
+    script = tmp_path / "user" / "mh.py"
+    script.parent.mkdir()
+    shutil.copyfile(REPO / "tests" / "data" / "profile_multihost_loop.py", script)
+    port = str(free_port())
+    cmds = [[sys.executable, str(script), str(tmp_path / "cap"), str(i), "2", port]
+            for i in range(2)]
+    with launched(tmp_path, cmds, cwd=script.parent) as run:
+        codes = run.wait(240)
+        assert codes == [0, 0], [run.stderr(i)[-1500:] for i in range(2)]
+    rec, report = profile(tmp_path / "cap", tmp_path)
+    assert [h["host"].split("/")[0] for h in rec["hosts"]] == ["process_0", "process_1"]
+    assert rec["straggler"] is not None, report
+    assert rec["straggler"]["hostname"].startswith("process_1")
+    assert rec["verdict"] == "input-bound" and rec["env"]["host"].startswith("process_1")
