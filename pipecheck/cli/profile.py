@@ -32,7 +32,7 @@ def profile(path: str, run: str | None, step_fn: str | None, source_dirs: tuple[
     training thread did while the device sat idle.
 
     PATH is the folder given to jax.profiler.start_trace (or any folder above a
-    plugins/profile/<run>/ folder), or one .xplane.pb file. See docs/profile.md.
+    plugins/profile/<run>/ folder), or one .xplane.pb or .trace.json.gz file. See docs/profile.md.
     """
     check_outputs(force, json_path)
     result = profile_capture(ProfileOptions(path, run, step_fn, source_dirs, xprof),

@@ -13,13 +13,19 @@ events with a name, a start, a duration and stats. What is taken from it:
   ``step_num`` stat, as ``StepTraceAnnotation`` writes them), else the one calling jitted
   functions (``PjitFunction(...)``) most; all its events, Python frames included.
 
-The trace JSON carries the same events but not every stat XProf's converter drops (which
-line is a device stream is only in its process names), so the ``.xplane.pb`` is what is read.
+The trace JSON beside it (``<host>.trace.json.gz``, Chrome trace events, ``ts``/``dur`` in
+microseconds) carries the same events: planes as processes (``process_name``), lines as
+threads (``thread_name``), stats as ``args`` (strings). Given one, it is read with the
+standard library (``json``, ``gzip``) into the same plane/line/event shape; in a folder the
+``.xplane.pb`` files are read.
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import gzip
+import json
 import os
 import pathlib
 from typing import Any, Iterable, Sequence
@@ -27,7 +33,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from pipecheck.analysis.profile import SyncCall, Timeline
-from pipecheck.errors import CaptureError
+from pipecheck.errors import CaptureError, one_line
 
 XPLANE_SUFFIX = ".xplane.pb"
 TRACE_SUFFIX = ".trace.json.gz"
@@ -38,16 +44,10 @@ def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[
     (or holds, under ``plugins/profile/``): the newest run unless ``run`` names one."""
     p = pathlib.Path(path)
     if p.is_file():
-        if p.name.endswith(TRACE_SUFFIX):
-            sibling = p.with_name(p.name[:-len(TRACE_SUFFIX)] + XPLANE_SUFFIX)
-            if sibling.is_file():
-                return [sibling]
-            raise CaptureError(
-                f"{p}: pipecheck reads the .xplane.pb the profiler writes beside the trace "
-                "JSON (it carries the device planes and step markers); none is next to it")
-        if not p.name.endswith(XPLANE_SUFFIX):
-            raise CaptureError(f"{p} is not a profiler capture (expected a *{XPLANE_SUFFIX} "
-                               "file or the folder jax.profiler.start_trace wrote)")
+        if not p.name.endswith((XPLANE_SUFFIX, TRACE_SUFFIX)):
+            raise CaptureError(f"{p} is not a profiler capture (expected a *{XPLANE_SUFFIX} or "
+                               f"*{TRACE_SUFFIX} file, or the folder jax.profiler.start_trace "
+                               "wrote)")
         return [p]
     if not p.is_dir():
         raise CaptureError(f"{p} does not exist")
@@ -78,10 +78,18 @@ def _trace_root(run: pathlib.Path) -> pathlib.Path:
     return run.parent
 
 
+def _host_of(path: pathlib.Path) -> str:
+    """The host name the profiler gave a capture file (its name without the suffix)."""
+    for suffix in (XPLANE_SUFFIX, TRACE_SUFFIX):
+        if path.name.endswith(suffix):
+            return path.name[:-len(suffix)]
+    return path.stem
+
+
 def host_labels(files: Sequence[pathlib.Path]) -> list[str]:
     """A name per file: the host name the profiler gave it, prefixed by its start_trace
     folder when two files carry the same host name (processes of one machine)."""
-    stems = [f.name[:-len(XPLANE_SUFFIX)] for f in files]
+    stems = [_host_of(f) for f in files]
     if len(set(stems)) == len(stems):
         return stems
     return [f"{_trace_root(f.parent).name}/{stem}" for f, stem in zip(files, stems, strict=True)]
@@ -172,9 +180,9 @@ def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
 
 def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
     """One host's capture as a ``Timeline`` (``host``: its name; default the file's)."""
-    data = _load(path)
-    planes = list(data.planes)
-    host = host or path.name[:-len(XPLANE_SUFFIX)]
+    planes = (_trace_planes(path) if path.name.endswith(TRACE_SUFFIX)
+              else list(_load(path).planes))
+    host = host or _host_of(path)
     device, busy, modules = _device_busy(planes)
     lines = _host_lines(planes)
     if not lines:
@@ -201,6 +209,61 @@ def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
         marker_ends=(mk[:, 2] - t0) / 1e9, thread=thread, env=_env(planes, host),
         module_runs={m: np.sort((np.asarray(r, dtype=float) - t0) / 1e9, axis=0)
                      for m, r in modules.items() if m})
+
+
+@dataclasses.dataclass
+class _Event:
+    name: str
+    start_ns: float
+    duration_ns: float
+    stats: list[tuple[str, Any]]
+
+
+@dataclasses.dataclass
+class _Line:
+    name: str
+    events: list[_Event]
+
+
+@dataclasses.dataclass
+class _Plane:
+    name: str
+    lines: list[_Line]
+    stats: list[tuple[str, Any]]
+
+
+def _trace_planes(path: pathlib.Path) -> list[_Plane]:
+    """A trace JSON's events as planes, lines and events (the ``ProfileData`` shape)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            data = json.load(f)
+        events = data["traceEvents"] if isinstance(data, dict) else data
+        if not isinstance(events, list):
+            raise TypeError("traceEvents is not a list")
+    except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+        raise CaptureError(f"{path} cannot be read as a profiler trace JSON ({one_line(e, 120)});"
+                           " it may be truncated, or not a jax.profiler trace") from None
+    processes: dict[Any, str] = {}
+    threads: dict[tuple[Any, Any], str] = {}
+    lines: dict[tuple[Any, Any], list[_Event]] = {}
+    for ev in events:
+        if not isinstance(ev, dict):
+            continue
+        ph = ev.get("ph")
+        if ph == "M" and ev.get("name") == "process_name":
+            processes[ev.get("pid")] = str(ev.get("args", {}).get("name", ""))
+        elif ph == "M" and ev.get("name") == "thread_name":
+            threads[(ev.get("pid"), ev.get("tid"))] = str(ev.get("args", {}).get("name", ""))
+        elif ph == "X" and "ts" in ev:
+            args = ev.get("args") or {}
+            lines.setdefault((ev.get("pid"), ev.get("tid")), []).append(_Event(
+                str(ev.get("name", "")), float(ev["ts"]) * 1e3, float(ev.get("dur", 0.0)) * 1e3,
+                list(args.items()) if isinstance(args, dict) else []))
+    planes: dict[Any, _Plane] = {}
+    for (pid, tid), evs in lines.items():
+        plane = planes.setdefault(pid, _Plane(processes.get(pid, str(pid)), [], []))
+        plane.lines.append(_Line(threads.get((pid, tid), str(tid)), evs))
+    return list(planes.values())
 
 
 # --- the user's source ---------------------------------------------------------------------

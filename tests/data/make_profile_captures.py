@@ -3,9 +3,9 @@
 usage: python tests/data/make_profile_captures.py [NAME ...]   (default: all)
 
 Each capture is ``profile_loop.py`` run as a user would run it, with a real
-``jax.profiler.start_trace``; only the ``.xplane.pb`` is kept (the trace JSON beside it
-is not read). The numbers are chosen so each verdict holds with a wide margin on a busy
-2-core machine:
+``jax.profiler.start_trace``; the ``.xplane.pb`` is kept (the trace JSON beside it only
+for ``forced_sync``, to test reading it). The numbers are chosen so each verdict holds with
+a wide margin on a busy 2-core machine:
 
 - ``input_bound``: a generator sleeping 40 ms per batch, ~5 ms of compute, no sync;
 - ``forced_sync``: a generator of 30 ms, ~30 ms of compute, ``float(loss)`` every step in
@@ -28,6 +28,9 @@ LOOP = HERE / "profile_loop.py"
 OUT = HERE / "captures"
 STEPS = "12"
 
+KEEP_TRACE_JSON = ("forced_sync",)
+"""Scenarios whose trace JSON is kept too (the same events, read with the standard library)."""
+
 SCENARIOS = {
     "input_bound": ["--load-ms", "40", "--compute-ms", "5"],
     "forced_sync": ["--load-ms", "30", "--compute-ms", "30", "--sync", "float"],
@@ -43,6 +46,9 @@ def capture(name: str, args: list[str]) -> pathlib.Path:
         (pb,) = pathlib.Path(tmp).glob("plugins/profile/*/*.xplane.pb")
         target = OUT / f"{name}.xplane.pb"
         shutil.copyfile(pb, target)
+        if name in KEEP_TRACE_JSON:
+            shutil.copyfile(pb.with_name(pb.name.replace(".xplane.pb", ".trace.json.gz")),
+                            OUT / f"{name}.trace.json.gz")
     return target
 
 

@@ -200,3 +200,25 @@ def test_xprof_refused_before_reading_when_missing(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert err == "pipecheck: error: --xprof needs XProf's analyzers: pip install " \
                   "'pipecheck[xprof]'\n"
+
+
+def test_trace_json_reads_as_the_xplane():
+    # the same capture's two files: the trace JSON read with json/gzip, the .xplane.pb with
+    # ProfileData, give the same steps, device time and verdict
+    a = profile_capture(ProfileOptions(str(CAPTURES / "forced_sync.xplane.pb"),
+                                       source_dirs=(str(DATA),)))
+    b = profile_capture(ProfileOptions(str(CAPTURES / "forced_sync.trace.json.gz"),
+                                       source_dirs=(str(DATA),)))
+    assert b.env["host"] == "forced_sync" and b.verdict == a.verdict == "forced-sync"
+    assert [s.step for s in b.steps] == [s.step for s in a.steps]
+    assert b.step_time.samples_s == pytest.approx(a.step_time.samples_s, abs=1e-6)
+    assert b.device_busy_s == pytest.approx(a.device_busy_s, abs=1e-6)
+    assert [f.location for f in b.findings] == [f.location for f in a.findings]
+
+
+def test_truncated_trace_json(tmp_path):
+    data = (CAPTURES / "forced_sync.trace.json.gz").read_bytes()
+    bad = tmp_path / "h.trace.json.gz"
+    bad.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CaptureError, match="cannot be read as a profiler trace JSON"):
+        capture.read_timeline(bad)
