@@ -222,3 +222,36 @@ def test_truncated_trace_json(tmp_path):
     bad.write_bytes(data[: len(data) // 2])
     with pytest.raises(CaptureError, match="cannot be read as a profiler trace JSON"):
         capture.read_timeline(bad)
+
+
+def test_capture_without_device_activity_is_one_line(tmp_path, capsys):
+    import time
+
+    import jax
+
+    from pipecheck.cli import main
+
+    jax.profiler.start_trace(str(tmp_path))
+    for i in range(5):
+        with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            time.sleep(0.002)  # a loop that never runs anything on the device
+    jax.profiler.stop_trace()
+    assert main(["profile", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "shows no device activity" in err
+
+
+def test_profile_record_round_trips_and_diffs(tmp_path):
+    from pipecheck.analysis.diff import diff_runs, load_run
+    from pipecheck.records import store
+    from pipecheck.records.profile import ProfileResult
+
+    paths = []
+    for name in ("input_bound", "forced_sync"):
+        r = profile_capture(ProfileOptions(str(CAPTURES / f"{name}.xplane.pb")))
+        paths.append(tmp_path / f"{name}.json")
+        store.save(r, paths[-1])
+        back = store.load(paths[-1], expect=ProfileResult)
+        assert back.to_dict() == r.to_dict()
+    d = diff_runs(load_run(paths[0]), load_run(paths[1]))
+    assert d.a.kind == "profile" and d.b.kind == "profile"
