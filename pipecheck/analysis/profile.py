@@ -138,6 +138,8 @@ class Timeline:
 
 @dataclasses.dataclass(frozen=True)
 class Steps:
+    """The steps of a capture: their numbers and intervals (seconds)."""
+
     numbers: np.ndarray
     starts: np.ndarray
     ends: np.ndarray
@@ -497,7 +499,7 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
             INCONCLUSIVE,
             f"the device is idle {100 * e.idle_share:.0f}% of each {ms(e.step.value)} step "
             f"while the host dispatches work ({ms(e.compute.value)} of device work a step): "
-            "host-bound (dispatch), the device waits for the host to launch its work",
+            f"{HOST_BOUND}, the device waits for the host to launch its work",
             e.step.value / max(e.compute.value, 1e-12) - 1.0), True
     v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share, parts_of_real=True)
     if v.verdict != FORCED_SYNC and _paired_forced_sync(e):
@@ -508,9 +510,12 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
             f"slower of compute ({ms(e.compute.value)}) and loading ({ms(e.loader.value)}), "
             "step by step: the host waits for the device somewhere", excess)
     if v.verdict != COMPUTE_BOUND and e.idle_share < IDLE_COMPUTE_SHARE and e.step.usable:
+        # a device kept busy is the bound, whatever the intervals could not separate
         return Verdict(COMPUTE_BOUND,
                        f"the device is busy {100 * (1 - e.idle_share):.0f}% of each "
-                       f"{ms(e.step.value)} step; {v.reason}", v.excess_over_bound), False
+                       f"{ms(e.step.value)} step: compute ({ms(e.compute.value)}/step) is the "
+                       f"slower part; the loader gives a batch in {ms(e.loader.value)}",
+                       v.excess_over_bound), False
     return v, False
 
 
@@ -527,7 +532,7 @@ def profile_recommendation(verdict: Verdict, host_bound: bool, e: Estimates,
                            sync_text: str | None) -> str:
     """One sentence: what to do first (compare's texts where the verdict is the same)."""
     if host_bound:
-        return ("host-bound (dispatch): fuse the small jitted calls into one jitted step "
+        return (f"{HOST_BOUND}: fuse the small jitted calls into one jitted step "
                 "(jax.jit the whole update, jax.lax.scan over micro-steps) so the device is "
                 "not waiting for Python to launch each one")
     if verdict.verdict == "forced-sync":

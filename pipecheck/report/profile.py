@@ -6,6 +6,7 @@ from typing import Sequence
 
 from tabulate import tabulate
 
+from pipecheck.analysis.profile import HOST_BOUND
 from pipecheck.records.profile import ProfileResult
 from pipecheck.report.anomalies import anomalies_text
 from pipecheck.report.format import (
@@ -26,7 +27,7 @@ def format_profile(result: ProfileResult) -> str:
     """Reporter: the verdict with its evidence, the estimates, the device-time table, the
     hosts, sync sites (as findings), anomalies and warnings."""
     cfg, est = result.config, result.estimates
-    verdict = "host-bound (dispatch)" if result.host_bound else result.verdict
+    verdict = HOST_BOUND if result.host_bound else result.verdict
     rows: list[Sequence[object]] = [
         ["capture", f"{cfg.get('file')} ({cfg.get('device')}; steps from "
                     f"{cfg.get('steps_from')}; thread {cfg.get('thread')!s})"],
@@ -81,4 +82,4 @@ def xprof_text(result: ProfileResult) -> str:
                      tablefmt="simple", disable_numparse=True)
     return (f"XProf's input-pipeline analyzer on the same capture:\n{table}\n"
             f"XProf concludes: {x.conclusion}\npipecheck concludes: "
-            f"{'host-bound (dispatch)' if result.host_bound else result.verdict}")
+            f"{HOST_BOUND if result.host_bound else result.verdict}")
