@@ -40,8 +40,9 @@ TRACE_SUFFIX = ".trace.json.gz"
 
 
 def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[pathlib.Path]:
-    """The ``.xplane.pb`` files of one capture: ``path`` itself, or the run folder it is
-    (or holds, under ``plugins/profile/``): the newest run unless ``run`` names one."""
+    """The files of one capture: ``path`` itself, or the run folder it is (or holds, under
+    ``plugins/profile/``; one per process when it holds several start_trace folders): the
+    newest run unless ``run`` names one. ``.xplane.pb`` files, else trace JSONs."""
     p = pathlib.Path(path)
     if p.is_file():
         if not p.name.endswith((XPLANE_SUFFIX, TRACE_SUFFIX)):
@@ -51,23 +52,26 @@ def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[
         return [p]
     if not p.is_dir():
         raise CaptureError(f"{p} does not exist")
-    here = sorted(p.glob(f"*{XPLANE_SUFFIX}"))
+    # a folder: the .xplane.pb files, or the trace JSONs where a run has no .xplane.pb
+    suffix = XPLANE_SUFFIX if any(p.glob(f"**/*{XPLANE_SUFFIX}")) else TRACE_SUFFIX
+    here = sorted(p.glob(f"*{suffix}"))
     if here and run is None:
         return here
-    runs = sorted({f.parent for f in p.glob(f"**/*{XPLANE_SUFFIX}")})
+    runs = sorted({f.parent for f in p.glob(f"**/*{suffix}")})
     if run is not None:
         runs = [r for r in runs if r.name == run]
         if not runs:
             raise CaptureError(f"{p} holds no capture run named {run!r}")
     if not runs:
         raise CaptureError(
-            f"{p} holds no profiler capture (*{XPLANE_SUFFIX}); give the folder passed to "
-            "jax.profiler.start_trace / jax.profiler.trace, or one .xplane.pb file")
+            f"{p} holds no profiler capture (*{XPLANE_SUFFIX} or *{TRACE_SUFFIX}); give the "
+            "folder passed to jax.profiler.start_trace / jax.profiler.trace, or one capture "
+            "file")
     by_root: dict[pathlib.Path, list[pathlib.Path]] = {}
     for r in runs:
         by_root.setdefault(_trace_root(r), []).append(r)
     newest = [max(rs, key=lambda r: (r.name, r.stat().st_mtime)) for rs in by_root.values()]
-    return sorted(f for r in newest for f in r.glob(f"*{XPLANE_SUFFIX}"))
+    return sorted(f for r in newest for f in r.glob(f"*{suffix}"))
 
 
 def _trace_root(run: pathlib.Path) -> pathlib.Path:

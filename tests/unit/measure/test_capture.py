@@ -255,3 +255,11 @@ def test_profile_record_round_trips_and_diffs(tmp_path):
         assert back.to_dict() == r.to_dict()
     d = diff_runs(load_run(paths[0]), load_run(paths[1]))
     assert d.a.kind == "profile" and d.b.kind == "profile"
+
+
+def test_folder_with_only_trace_json(tmp_path):
+    run = tmp_path / "plugins" / "profile" / "2026_11_23_00_00_00"
+    run.mkdir(parents=True)
+    (run / "h.trace.json.gz").write_bytes((CAPTURES / "forced_sync.trace.json.gz").read_bytes())
+    assert capture.capture_files(tmp_path) == [run / "h.trace.json.gz"]
+    assert profile_capture(ProfileOptions(str(tmp_path))).verdict == "forced-sync"
