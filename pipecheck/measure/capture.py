@@ -28,7 +28,7 @@ import gzip
 import json
 import os
 import pathlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -153,19 +153,22 @@ def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]],
     return "cpu", out, modules
 
 
-def _host_lines(planes: Sequence[Any]) -> list[tuple[str, list[Any]]]:
-    return [(line.name, list(line.events)) for plane in planes if plane.name == "/host:CPU"
-            for line in plane.lines if "XLA" not in line.name]
+def _host_lines(planes: Sequence[Any]) -> list[Any]:
+    return [line for plane in planes if plane.name == "/host:CPU" for line in plane.lines
+            if "XLA" not in line.name]
 
 
-def _markers(events: Iterable[Any]) -> list[tuple[int, float, float]]:
-    found = []
-    for e in events:
+def _scan(line: Any) -> tuple[list[tuple[int, float, float]], int]:
+    """A line's step markers and its number of jitted calls, events not kept (a capture's
+    other threads can hold millions)."""
+    found, calls = [], 0
+    for e in line.events:
+        calls += e.name.startswith("PjitFunction(")
         for key, value in e.stats:
             if key == "step_num":
                 found.append((int(value), e.start_ns, e.start_ns + e.duration_ns))
                 break
-    return found
+    return found, calls
 
 
 def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
@@ -192,18 +195,22 @@ def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
     if not lines:
         raise CaptureError(f"{path} holds no host threads (/host:CPU); it is not a capture "
                            "of a JAX program's host")
-    marked = [(_markers(ev), name, ev) for name, ev in lines]
-    best = max(marked, key=lambda m: (len(m[0]),
-                                      sum(e.name.startswith("PjitFunction(") for e in m[2])))
-    markers, thread, events = best
-    t0 = min([e.start_ns for e in events] + [b[0] for b in busy], default=0.0)
+    scanned = [(_scan(line), line) for line in lines]
+    (markers, _), best = max(scanned, key=lambda m: (len(m[0][0]), m[0][1]))
+    thread = best.name
     table: dict[str, int] = {}
-    codes = np.fromiter((table.setdefault(e.name, len(table)) for e in events), dtype=np.int64,
-                        count=len(events))
-    starts = (np.fromiter((e.start_ns for e in events), dtype=float, count=len(events))
-              - t0) / 1e9
-    ends = starts + np.fromiter((e.duration_ns for e in events), dtype=float,
-                                count=len(events)) / 1e9
+    names: list[int] = []
+    start_ns: list[float] = []
+    dur_ns: list[float] = []
+    for e in best.events:
+        names.append(table.setdefault(e.name, len(table)))
+        start_ns.append(e.start_ns)
+        dur_ns.append(e.duration_ns)
+    t0 = min(min(start_ns, default=np.inf), min((b[0] for b in busy), default=np.inf))
+    t0 = 0.0 if not np.isfinite(t0) else t0
+    codes = np.asarray(names, dtype=np.int64)
+    starts = (np.asarray(start_ns, dtype=float) - t0) / 1e9
+    ends = starts + np.asarray(dur_ns, dtype=float) / 1e9
     mk = np.asarray(markers, dtype=float).reshape(-1, 3)
     return Timeline(
         host=host, device=device,
