@@ -30,6 +30,10 @@ from pipecheck.records.profile import CaptureEstimates, HostProfile, ProfileResu
 MIN_STEPS = 3
 """Fewer steady steps than this have no median worth deciding on."""
 
+FEW_STEPS = 10
+"""Fewer steady steps than this get a warning: bootstrap intervals of so few steps are wide,
+and one odd step weighs a tenth of the median."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ProfileOptions:
@@ -78,7 +82,7 @@ def _warnings(t: ap.Timeline, steps: ap.Steps, n_steady: int) -> list[str]:
         out.append("the capture has no Python frames (python_tracer_level=0): device idle "
                    "time cannot be told apart as input wait or host work, and a sync cannot "
                    "be named; capture with jax.profiler.ProfileOptions().python_tracer_level=1")
-    if n_steady < 10:
+    if n_steady < FEW_STEPS:
         out.append(f"only {n_steady} steady-state steps in the capture; capture more steps "
                    "for a firmer verdict")
     return out
