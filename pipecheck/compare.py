@@ -55,7 +55,7 @@ class CompareOptions:
     """The loader search stops before the measured memory exceeds it (None: half the RAM
     available)."""
     profile_dir: str | None = None
-    """Capture 20 real-data steps after the measured ones with jax.profiler here."""
+    """Capture PROFILE_STEPS real-data steps after the measured ones with jax.profiler here."""
 
 
 class AcrossHosts(Protocol):

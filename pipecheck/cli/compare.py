@@ -49,7 +49,7 @@ def _progress_lines(quiet: bool) -> Callable[[str], None]:
 
 def _wrote_capture(profile_dir: str | None) -> None:
     if profile_dir:
-        click.echo(f"captured 20 more real-data steps in {profile_dir} (read it with: "
+        click.echo(f"captured more real-data steps in {profile_dir} (read it with: "
                    f"pipecheck profile {profile_dir})")
 
 
@@ -96,7 +96,7 @@ def _wrote_capture(profile_dir: str | None) -> None:
               help="Write a Chrome trace event JSON of the real-data run (open in "
                    "ui.perfetto.dev or chrome://tracing).")
 @click.option("--profile", "profile_dir", type=click.Path(file_okay=False),
-              help="After the real-data run, train 20 more steps captured with jax.profiler "
+              help="After the real-data run, train 30 more steps captured with jax.profiler "
                    "into this folder (the measured steps are not profiled), for 'pipecheck "
                    "profile DIR', XProf or Perfetto (see docs/profile.md).")
 @output_options

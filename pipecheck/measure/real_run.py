@@ -96,7 +96,7 @@ def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threa
                    events, anomalies)
 
 
-PROFILE_STEPS = 20
+PROFILE_STEPS = 30
 """Steps ``compare --profile`` captures after the measured ones: enough steady steps for a
 firm ``pipecheck profile`` verdict, few enough to keep the capture small."""
 
