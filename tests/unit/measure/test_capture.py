@@ -1,6 +1,6 @@
 """Reading real jax.profiler captures: the committed CPU ones (tests/data/captures, made by
-tests/data/make_profile_captures.py) and the two real accelerator captures of
-../shared/real-captures (sources in docs/profile.md)."""
+tests/data/make_profile_captures.py) and two real accelerator captures from public
+repositories' test data (tests/data/captures/real, sources in its README)."""
 
 import json
 import pathlib
@@ -16,7 +16,7 @@ from pipecheck.profiling import ProfileOptions, profile_capture
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
 CAPTURES = DATA / "captures"
-REAL = pathlib.Path("/work/shared/real-captures")
+REAL = CAPTURES / "real"
 
 
 @pytest.mark.parametrize("name, verdict, host_bound", [
@@ -97,7 +97,6 @@ def test_sync_line_from_source(tmp_path):
     assert location == f"{src}:10" and code == "two() (__float__)"
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="the shared real captures are not on this machine")
 def test_real_tpu_capture():
     path = str(REAL / "tpu_v6e_host_offload.xplane.pb")
     with pytest.raises(CaptureError, match="no step markers.*f x200"):
@@ -109,7 +108,6 @@ def test_real_tpu_capture():
     assert any("no Python frames" in w for w in r.warnings)
 
 
-@pytest.mark.skipif(not REAL.is_dir(), reason="the shared real captures are not on this machine")
 def test_real_gpu_capture():
     path = str(REAL / "gpu_mi355_te_fused_attn.xplane.pb")
     r = profile_capture(ProfileOptions(path, step_fn="loss_fn"))
