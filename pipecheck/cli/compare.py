@@ -49,7 +49,7 @@ def _progress_lines(quiet: bool) -> Callable[[str], None]:
 
 def _wrote_capture(profile_dir: str | None) -> None:
     if profile_dir:
-        click.echo(f"captured more real-data steps in {profile_dir} (read it with: "
+        click.echo(f"captured 30 more real-data steps in {profile_dir} (read it with: "
                    f"pipecheck profile {profile_dir})")
 
 
