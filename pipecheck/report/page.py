@@ -26,6 +26,7 @@ from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.diff import DiffResult
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.profile import ProfileResult
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.report import charts
 from pipecheck.report.blocks import Part, Table
@@ -34,6 +35,7 @@ from pipecheck.report.compare import compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
 from pipecheck.report.monitor import monitor_parts
+from pipecheck.report.profile import profile_parts
 from pipecheck.report.synthetic import synthetic_parts
 
 
@@ -94,6 +96,12 @@ def synthetic_page(r: SyntheticResult) -> RunPage:
 @page_for(MonitorResult.KIND)
 def monitor_page(r: MonitorResult) -> RunPage:
     return RunPage(monitor_parts(r), _run_charts(r, r.step_time))
+
+
+@page_for(ProfileResult.KIND)
+def profile_page(r: ProfileResult) -> RunPage:
+    return RunPage(profile_parts(r), _run_charts(r, r.step_time),
+                   [f"recommendation: {r.recommendation}"])
 
 
 @page_for(ImportedRun.KIND)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from tabulate import tabulate
-
 from pipecheck.analysis.profile import HOST_BOUND
 from pipecheck.records.profile import ProfileResult
 from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
     findings_text,
@@ -26,6 +25,11 @@ def _estimate(e: object) -> str:
 def format_profile(result: ProfileResult) -> str:
     """Reporter: the verdict with its evidence, the estimates, the device-time table, the
     hosts, sync sites (as findings), anomalies and warnings."""
+    return render_text(profile_parts(result))
+
+
+def profile_parts(result: ProfileResult) -> list[Part]:
+    """The profile report as parts (``report.blocks``)."""
     cfg, est = result.config, result.estimates
     verdict = HOST_BOUND if result.host_bound else result.verdict
     rows: list[Sequence[object]] = [
@@ -40,16 +44,14 @@ def format_profile(result: ProfileResult) -> str:
         ["device idle (median share)", f"{100 * est.idle_share:.0f}%"],
         ["thread blocked in your syncs", f"{100 * min(est.sync_share, 1.0):.0f}%"],
     ]
-    parts = [f"pipecheck profile: {verdict}",
-             f"why: {result.reason}",
-             tabulate(rows, tablefmt="simple", disable_numparse=True), "",
-             format_breakdown(result.device_time, "where the device's time went")]
+    parts: list[Part] = [f"pipecheck profile: {verdict}", f"why: {result.reason}",
+                         Table(rows), "",
+                         format_breakdown(result.device_time, "where the device's time went")]
     if result.hosts:
         host_rows = [[h.host, h.steps, ms(h.step_s), ms(h.device_busy_s), ms(h.input_idle_s),
                       h.verdict] for h in result.hosts]
-        parts += ["", tabulate(host_rows, headers=["host", "steps", "step", "device busy",
-                                                   "idle: input", "verdict"],
-                               tablefmt="simple", disable_numparse=True)]
+        parts += ["", Table(host_rows, ["host", "steps", "step", "device busy",
+                                        "idle: input", "verdict"])]
         parts += [f"straggler: {result.straggler.evidence}" if result.straggler else
                   "straggler: none (no host waits for data clearly longer than the others)"]
     if result.anomalies:
@@ -58,13 +60,13 @@ def format_profile(result: ProfileResult) -> str:
         parts += ["", "findings:", findings_text(result.findings)]
     parts += ["", f"recommendation: {result.recommendation}"]
     if result.xprof is not None:
-        parts += ["", xprof_text(result)]
+        parts += ["", *xprof_parts(result)]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
-    return "\n".join(parts)
+    return parts
 
 
-def xprof_text(result: ProfileResult) -> str:
+def xprof_parts(result: ProfileResult) -> list[Part]:
     """XProf's reading next to pipecheck's: the step time and its breakdown, then XProf's
     conclusion."""
     x = result.xprof
@@ -78,8 +80,7 @@ def xprof_text(result: ProfileResult) -> str:
     theirs += [["", ""]] * (height - len(theirs))
     rows = [["step time", ms(result.estimates.step.value), "step time", ms(x.step_s)]]
     rows += [[*a, *b] for a, b in zip(ours, theirs, strict=True)]
-    table = tabulate(rows, headers=["pipecheck (per step)", "", "XProf (per step)", ""],
-                     tablefmt="simple", disable_numparse=True)
-    return (f"XProf's input-pipeline analyzer on the same capture:\n{table}\n"
-            f"XProf concludes: {x.conclusion}\npipecheck concludes: "
-            f"{HOST_BOUND if result.host_bound else result.verdict}")
+    return ["XProf's input-pipeline analyzer on the same capture:",
+            Table(rows, ["pipecheck (per step)", "", "XProf (per step)", ""]),
+            f"XProf concludes: {x.conclusion}",
+            f"pipecheck concludes: {HOST_BOUND if result.host_bound else result.verdict}"]

@@ -240,7 +240,8 @@ def test_capture_without_device_activity_is_one_line(tmp_path, capsys):
 
 
 def test_profile_record_round_trips_and_diffs(tmp_path):
-    from pipecheck.analysis.diff import diff_runs, load_run
+    from pipecheck.analysis.diff import diff_runs
+    from pipecheck.logs.runs import load_run
     from pipecheck.records import store
     from pipecheck.records.profile import ProfileResult
 
@@ -261,3 +262,13 @@ def test_folder_with_only_trace_json(tmp_path):
     (run / "h.trace.json.gz").write_bytes((CAPTURES / "forced_sync.trace.json.gz").read_bytes())
     assert capture.capture_files(tmp_path) == [run / "h.trace.json.gz"]
     assert profile_capture(ProfileOptions(str(tmp_path))).verdict == "forced-sync"
+
+
+def test_profile_record_has_an_html_page():
+    from pipecheck.report.page import render_page
+
+    r = profile_capture(ProfileOptions(str(CAPTURES / "forced_sync.xplane.pb"),
+                                       source_dirs=(str(DATA),)))
+    page = render_page([("p.json", r)])
+    assert "pipecheck profile: forced-sync" in page and "<svg" in page
+    assert "recommendation: remove the forced sync" in page
