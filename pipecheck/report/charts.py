@@ -40,6 +40,15 @@ bins' mean): 600 bars x 9 spans keeps the chart near 0.5 MB and quick to redraw.
 MANY_MARKS = 100
 """Above this many marked steps the markers are drawn smaller, so the line stays visible."""
 
+HOST_TIME_TYPICAL = 0.9
+"""The quantile of the host-time bars taken as a typical tall bar (the steps kept out of
+the steady state are usually well under a tenth of a run)."""
+
+HOST_TIME_CLIP = 3.0
+"""Bars over this many times the typical tall bar are cut at that height: room for a
+2x stall to show as one, while a 25x compile step no longer squeezes every other bar
+into the bottom few pixels."""
+
 RUN_COLORS = ("#1f77b4", "#ff7f0e")
 """Run A and run B in an overlay."""
 
@@ -193,6 +202,17 @@ def _bin_means(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 # long: one chart: bins, the stacked bars with their hover text, the zoom controls
+def host_time_ceiling(totals: np.ndarray) -> float:
+    """Pure: the top of the host-time chart's scale: the tallest bar, unless it is over
+    ``HOST_TIME_CLIP`` times the ``HOST_TIME_TYPICAL`` quantile of the bars, where the scale
+    stops there (the compile step alone would otherwise flatten every other bar)."""
+    if not totals.size:
+        return 1.0
+    tallest = float(np.max(totals))
+    typical = float(np.quantile(totals, HOST_TIME_TYPICAL))
+    return min(tallest, HOST_TIME_CLIP * typical) if typical > 0 else tallest
+
+
 def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
     """Per step (or per bin of steps), the host time stacked by span; the range controls
     under it move and zoom the window (``page.SCRIPT``)."""
@@ -206,18 +226,24 @@ def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
     means = {k: _bin_means(v, starts) * 1e3 for k, v in cols.items()}
     firsts = numbers[starts]
     lasts = numbers[np.append(starts[1:], n) - 1]
-    total = sum(means.values())
-    y = svg.Scale(0.0, float(np.max(total)) * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
+    total: np.ndarray = np.sum(list(means.values()), axis=0)
+    cap = host_time_ceiling(total)
+    y = svg.Scale(0.0, cap * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
     plot_h = svg.HEIGHT - svg.BOTTOM - svg.TOP
     inner: list[str] = []
     bottom = np.zeros(bins)
     for k, v in means.items():
         color = COLORS.get(k, "#bcbd22")
-        for i in np.flatnonzero(v > 0).tolist():
-            top = bottom[i] + v[i]
+        for i in np.flatnonzero((v > 0) & (bottom < cap)).tolist():
+            top = min(bottom[i] + v[i], cap)  # a bar over the ceiling is cut at it
             inner.append(f'<rect x="{i}" y="{y(top) - svg.TOP:.2f}" width="0.9" '
-                         f'height="{(v[i]) / (y.hi - y.lo) * plot_h:.2f}" fill="{color}"/>')
+                         f'height="{(top - bottom[i]) / (y.hi - y.lo) * plot_h:.2f}" '
+                         f'fill="{color}"/>')
         bottom += v
+    cut = np.flatnonzero(total > cap)
+    for i in cut.tolist():  # a red cap on each cut bar
+        inner.append(f'<rect class="cut" x="{i}" y="{y(cap) - svg.TOP - 4:.2f}" width="0.9" '
+                     'height="4" fill="#d62728"/>')
     for i in range(bins):
         label = (f"step {firsts[i]}" if firsts[i] == lasts[i]
                  else f"steps {firsts[i]}-{lasts[i]} (mean)")
@@ -239,6 +265,10 @@ def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
     note = ("Each bar is one step." if bins == n else
             f"{n:,} steps in {bins} bars: each bar is the mean of ~{math.ceil(n / bins):,} "
             "consecutive steps.")
+    if cut.size:
+        note += (f" {cut.size} bar(s) over {ms(cap / 1e3)} (the compile step, stalls) are cut "
+                 "at the top, capped in red, so they do not flatten the others; hover one "
+                 "for its time.")
     note += " Move and zoom the window with the sliders; hover a bar for its spans."
     keys = [(k, COLORS.get(k, "#bcbd22")) for k in means]
     return Chart(svg.svg(body, "host time per step", cls="chart stacked") + controls,

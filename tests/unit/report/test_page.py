@@ -176,3 +176,41 @@ def test_several_records_give_one_page_with_a_section_each(records, tmp_path):
     assert page.count('<section class="run"') == 2
     assert '<a href="#run-0">compare.json</a> | <a href="#run-1">diff.json</a>' in page
     assert page.index("pipecheck compare: INPUT-BOUND") < page.index("pipecheck diff:")
+
+
+def test_a_run_that_ended_early_says_so_first_on_its_page(records):
+    """A Monitor record marked ``incomplete`` (and a diff of one) leads its page with the
+    line every reader puts first, before the headline."""
+    from pipecheck.records.monitor import RunEnd
+
+    end = RunEnd("exception", "ValueError: loss is nan", 61)
+    monitor = dataclasses.replace(records["monitor"], incomplete=end)
+    lead = parse(render_page([("m.json", monitor)])).lead
+    assert lead[0].startswith("pipecheck: this run ended early at step 61 (ValueError: loss")
+    assert lead[1] == "pipecheck monitor: your training loop"
+    diff = records["diff"]
+    diff = dataclasses.replace(diff, b=dataclasses.replace(diff.b, incomplete=end))
+    lead = parse(render_page([("d.json", diff)])).lead
+    assert lead[0].startswith("pipecheck: B (") and "ended early at step 61" in lead[0]
+    assert not any("ended early" in line
+                   for line in parse(render_page([("m.json", records["monitor"])])).lead)
+
+
+def test_the_host_time_scale_stops_above_the_typical_bars():
+    import numpy as np
+
+    steady = np.full(99, 40.0)
+    assert charts.host_time_ceiling(steady) == 40.0  # nothing cut
+    with_compile = np.append(steady, 1100.0)
+    assert charts.host_time_ceiling(with_compile) == charts.HOST_TIME_CLIP * 40.0
+    two_x = np.append(steady, 80.0)  # a 2x stall keeps its full height
+    assert charts.host_time_ceiling(two_x) == 80.0
+
+
+def test_the_compile_step_no_longer_flattens_the_host_time_chart(records):
+    chart = charts.host_time_chart(records["monitor"].steps)
+    assert chart is not None and chart.note
+    assert "cut at the top" in chart.note and chart.svg.count('class="cut"') >= 1
+    first = records["monitor"].steps[0]
+    # the hover text of the cut compile step still gives its whole dispatch time
+    assert f"dispatch {charts.ms(first.spans['dispatch'])}" in chart.svg
