@@ -5,17 +5,21 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from tabulate import tabulate
-
 from pipecheck.records.common import Anomaly
+from pipecheck.report.blocks import Part, Table
 from pipecheck.units import ms
 
 MAX_LISTED_ANOMALIES = 12
 """Rows per run in the text report; the JSON record holds every anomaly."""
 
 
-def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
-    """Anomalous steps of one or more runs; with one unlabelled run, no run column."""
+HEADING = "anomalous steps (kept out of the steady state):"
+"""The line above one run's anomalies."""
+
+
+def anomalies_part(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> Table:
+    """Anomalous steps of one or more runs as a report part (a table: the page shows it as
+    one, wrapping its long evidence); with one unlabelled run, no run column."""
     table: list[Sequence[object]] = []
     for label, anomalies in runs:
         for an in anomalies[:MAX_LISTED_ANOMALIES]:
@@ -28,10 +32,9 @@ def anomalies_table(runs: Sequence[tuple[str, Sequence[Anomaly]]]) -> str:
     headers = ["run", "step", "time", "x median", "likely cause", "evidence"]
     if len(runs) == 1 and not runs[0][0]:
         headers, table = headers[1:], [row[1:] for row in table]
-    return tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+    return Table(table, headers)
 
 
-def anomalies_text(anomalies: Sequence[Anomaly]) -> str:
+def anomalies_parts(anomalies: Sequence[Anomaly], prefix: str = "") -> list[Part]:
     """The anomalies of one run under a heading that says what was done with them."""
-    return ("anomalous steps (kept out of the steady state):\n"
-            + anomalies_table([("", anomalies)]))
+    return [prefix + HEADING, anomalies_part([("", anomalies)])]

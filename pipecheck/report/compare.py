@@ -10,7 +10,7 @@ from typing import Sequence
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.units import ms
@@ -105,7 +105,7 @@ def compare_parts(r: CompareResult) -> list[Part]:
         parts += ["", "host time per real-data step (steady state):",
                   Table(host, ["span", "per step", "share"])]
     if r.anomalies:
-        parts += ["", "real-data " + anomalies_text(r.anomalies)]
+        parts += ["", *anomalies_parts(r.anomalies, "real-data ")]
     if r.findings:
         parts += ["", "findings:", findings_text(r.findings)]
     parts += ["", recommendation_line(r)]

@@ -10,7 +10,7 @@ import numpy as np
 
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun
-from pipecheck.report.anomalies import anomalies_table
+from pipecheck.report.anomalies import anomalies_part
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import warnings_text
 from pipecheck.report.monitor import ended_early
@@ -117,7 +117,7 @@ def diff_parts(result: DiffResult) -> list[Part]:
     parts += ["", result.verdict, "", inflation_line("A", a), inflation_line("B", b)]
     if a.anomalies or b.anomalies:
         parts += ["", "steps kept out of the steady state:",
-                  anomalies_table([("A", a.anomalies), ("B", b.anomalies)])]
+                  anomalies_part([("A", a.anomalies), ("B", b.anomalies)])]
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
     return parts
@@ -200,7 +200,7 @@ def imported_parts(run: ImportedRun) -> list[Part]:
              "", inflation_line("steady state", run)]
     if run.anomalies:
         parts += ["", "steps kept out of the steady state:",
-                  anomalies_table([("", run.anomalies)])]
+                  anomalies_part([("", run.anomalies)])]
     if run.warnings:
         parts += ["", warnings_text(run.warnings)]
     return parts

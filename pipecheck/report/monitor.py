@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipecheck.records.monitor import MonitorResult, RunEnd
-from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -55,7 +55,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
         parts += ["", "where the loop waited for the device:",
                   Table(site_rows, ["location", "code", "seconds", "share", ""])]
     if result.anomalies:
-        parts += ["", anomalies_text(result.anomalies)]
+        parts += ["", *anomalies_parts(result.anomalies)]
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
     if result.warnings:

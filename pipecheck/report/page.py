@@ -264,6 +264,7 @@ svg .step-edge{stroke:#999}svg .hover{fill:transparent}svg .hover:hover{fill:rgb
 .zoom-controls{font-size:12px}.zoom-controls input{width:35%;vertical-align:middle}
 table.words{border-collapse:collapse;margin:6px 0;font-size:13px}
 table.words th,table.words td{border-bottom:1px solid #ddd;padding:2px 8px;text-align:left}
+table.words td:not(:last-child){white-space:nowrap}
 pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}
 details.context{margin:12px 0}summary{cursor:pointer;color:#1f77b4}
 nav{margin:8px 0}footer{color:#777;font-size:12px;margin:24px 0}

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from pipecheck.analysis.breakdown import breakdown_of_steps
 from pipecheck.records.synthetic import SyntheticResult
-from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -47,7 +47,7 @@ def synthetic_parts(result: SyntheticResult) -> list[Part]:
     if result.steps:
         parts += ["", format_breakdown(breakdown_of_steps(result.steps, c.compile_s))]
     if result.anomalies:
-        parts += ["", anomalies_text(result.anomalies)]
+        parts += ["", *anomalies_parts(result.anomalies)]
     if c.findings:
         parts += ["", "findings:", findings_text(c.findings)]
     if result.warnings:
