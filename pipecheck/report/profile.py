@@ -6,7 +6,7 @@ from typing import Sequence
 
 from pipecheck.analysis.profile import HOST_BOUND
 from pipecheck.records.profile import ProfileResult
-from pipecheck.report.anomalies import anomalies_text
+from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import (
     distribution_rows,
@@ -55,7 +55,7 @@ def profile_parts(result: ProfileResult) -> list[Part]:
         parts += [f"straggler: {result.straggler.evidence}" if result.straggler else
                   "straggler: none (no host waits for data clearly longer than the others)"]
     if result.anomalies:
-        parts += ["", anomalies_text(result.anomalies)]
+        parts += ["", *anomalies_parts(result.anomalies)]
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
     parts += ["", f"recommendation: {result.recommendation}"]
