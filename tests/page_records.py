@@ -99,9 +99,38 @@ def imported_and_diff():
     return a, diff
 
 
+def profile_record():
+    """A profile of two hosts' captures: the loop's steps with the training thread's
+    categories, the device busy ~40 ms a step, a straggler."""
+    from pipecheck.records.common import Estimate, Finding
+    from pipecheck.records.profile import CaptureEstimates, HostProfile, ProfileResult
+
+    steps, anomalies = run_steps()
+    times = [s.time_s for s in steps[1:] if not s.tags]
+    busy = tuple(0.040 if i else 0.9 for i in range(len(steps)))
+    device = Breakdown(sum(s.time_s for s in steps), len(steps), (
+        BreakdownRow("device busy", 2.4, 0.86), BreakdownRow("idle: input wait", 0.3, 0.11),
+        BreakdownRow("idle: sync", 0.08, 0.03)))
+    hosts, straggler = two_hosts()
+    return ProfileResult(
+        env={"host": "host-a", "jax": "0.10.0"},
+        config={"file": "run.xplane.pb", "device": "cpu", "steps_from": "markers",
+                "thread": "python3"},
+        verdict="compute-bound", reason="the device is busy 86% of each step", host_bound=False,
+        estimates=CaptureEstimates(Estimate.of([0.040] * 20), Estimate.of([0.003] * 20),
+                                   Estimate.of(times), 0.1, 0.14, False),
+        step_time=Distribution.of(times), steps=steps, device_busy_s=busy, device_time=device,
+        findings=(Finding("compute-bound", "the device is busy 86% of each step"),),
+        recommendation="speed up the model step", anomalies=anomalies,
+        hosts=(HostProfile("host-a", 60, 0.045, 0.040, 0.002, "compute-bound"),
+               HostProfile("host-b", 60, 0.045, 0.040, 0.020, "compute-bound")),
+        straggler=straggler)
+
+
 def every_kind() -> dict[str, object]:
     """One record of each kind the page renders."""
     imported, diff = imported_and_diff()
     return {"compare": compare_with_steps(), "monitor": monitor_record(),
             "synthetic": dataclasses.replace(make_synthetic(), steps=run_steps()[0]),
-            "dataloader": make_dataloader(), "imported": imported, "diff": diff}
+            "dataloader": make_dataloader(), "imported": imported, "diff": diff,
+            "profile": profile_record()}

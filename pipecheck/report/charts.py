@@ -326,15 +326,17 @@ def _lane_order(kind: str) -> int:
     return order.index(kind) if kind in order else len(order) - 1
 
 
-def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None) -> Chart | None:
-    """One lane per host: its loader time D (last setting) or median data wait per step,
-    with its interval; the straggler in red, its evidence on hover."""
+def hosts_chart(hosts: Sequence[HostSummary], straggler: Straggler | None,
+                metric: str | None = None) -> Chart | None:
+    """One lane per host: its loader time D (last setting) or median data wait per step
+    (``metric`` names another value held as the data wait), with its interval; the
+    straggler in red, its evidence on hover."""
     if len(hosts) < 2:
         return None
     def value(h: HostSummary) -> tuple[float, float, float, str]:
         if h.data_wait_median_s is not None:
             return (h.data_wait_median_s, h.data_wait_low_s or h.data_wait_median_s,
-                    h.data_wait_high_s or h.data_wait_median_s, "data wait per step")
+                    h.data_wait_high_s or h.data_wait_median_s, metric or "data wait per step")
         if h.loader:
             d = h.loader[-1]
             return d.loader_s, d.low_s, d.high_s, "loader time D"

@@ -24,6 +24,7 @@ from pipecheck.records.base import Record
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.diff import DiffResult
+from pipecheck.records.hosts import HostSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.profile import ProfileResult
@@ -61,7 +62,7 @@ def page_for(kind: str) -> Callable[[Callable[[Any], RunPage]], Callable[[Any], 
     return register
 
 
-def _run_charts(r: Any, steady: Any) -> list[tuple[str, Chart | None]]:
+def _run_charts(r: Any, steady: Any, hosts: bool = True) -> list[tuple[str, Chart | None]]:
     """The charts of a run with steps: step times, host time per step, Gantt, hosts."""
     steps = getattr(r, "steps", ()) or ()
     out: list[tuple[str, Chart | None]] = []
@@ -70,8 +71,9 @@ def _run_charts(r: Any, steady: Any) -> list[tuple[str, Chart | None]]:
                     [SeriesRun("", steps, steady, getattr(r, "anomalies", ()))])),
                 ("host time per step", charts.host_time_chart(steps)),
                 ("Gantt of a window of steps", charts.gantt_chart(steps))]
-    out.append(("hosts", charts.hosts_chart(getattr(r, "hosts", ()),
-                                            getattr(r, "straggler", None))))
+    if hosts:
+        out.append(("hosts", charts.hosts_chart(getattr(r, "hosts", ()),
+                                                getattr(r, "straggler", None))))
     return out
 
 
@@ -100,8 +102,13 @@ def monitor_page(r: MonitorResult) -> RunPage:
 
 @page_for(ProfileResult.KIND)
 def profile_page(r: ProfileResult) -> RunPage:
-    return RunPage(profile_parts(r), _run_charts(r, r.step_time),
-                   [f"recommendation: {r.recommendation}"])
+    steps = _run_charts(r, r.step_time, hosts=False)  # its hosts are captures: below
+    hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
+                         steps=h.steps) for i, h in enumerate(r.hosts)]
+    return RunPage(profile_parts(r), [
+        *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
+                                             "device idle for input per step"))],
+        [f"recommendation: {r.recommendation}"])
 
 
 @page_for(ImportedRun.KIND)

@@ -50,17 +50,18 @@ def pages(tmp_path_factory):
                        "--html", str(out / f"{kind}.html"))
         assert proc.returncode == 0, proc.stderr
     records = page_records.every_kind()
-    for kind in ("compare", "monitor", "imported", "diff"):
+    for kind in ("compare", "monitor", "imported", "diff", "profile"):
         write_page([(f"{kind}.json", records[kind])], out / f"{kind}.html")
     return out
 
 
 CHARTS = {"compare": 6, "monitor": 3, "synthetic": 3, "dataloader": 2, "imported": 1,
-          "diff": 1}
+          "diff": 1, "profile": 4}
 """Charts each page draws (compare: steps, host time, Gantt, hosts, tuning path, batch
-times; a run with spans: steps, host time, Gantt; dataloader: tuning path, batch times)."""
+times; a run with spans: steps, host time, Gantt; dataloader: tuning path, batch times;
+profile: steps, host time, Gantt, hosts)."""
 
-ZOOMED = ("compare", "monitor", "synthetic")
+ZOOMED = ("compare", "monitor", "synthetic", "profile")
 """Pages with the host-time chart, whose window the script sets on load."""
 
 

@@ -19,13 +19,15 @@ from pipecheck.report.dataloader import dataloader_parts, format_dataloader
 from pipecheck.report.diff import diff_parts, format_diff, format_imported, imported_parts
 from pipecheck.report.monitor import format_monitor, monitor_parts
 from pipecheck.report.page import PAGES, render_page
+from pipecheck.report.profile import format_profile, profile_parts
 from pipecheck.report.synthetic import format_synthetic, synthetic_parts
 from tests import page_records
 
 TEXT = {"compare": (compare_parts, format_compare), "monitor": (monitor_parts, format_monitor),
         "synthetic": (synthetic_parts, format_synthetic),
         "dataloader": (dataloader_parts, format_dataloader),
-        "imported": (imported_parts, format_imported), "diff": (diff_parts, format_diff)}
+        "imported": (imported_parts, format_imported), "diff": (diff_parts, format_diff),
+        "profile": (profile_parts, format_profile)}
 
 
 class PageText(html.parser.HTMLParser):
