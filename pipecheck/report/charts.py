@@ -315,9 +315,11 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
     body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
                 f'text-anchor="middle">{end:.1f} ms from the start of step {first} '
                 "(spans in loop order per step)</text>")
-    note = (f"Steps {first}-{last}: around the first checkpoint/eval/gc step, as pipecheck "
-            "plot picks it, the compile step left out. Step numbers in red carry a tag "
-            "(hover for it).")
+    special = [s.step for s in win if {"checkpoint", "eval", "gc"} & set(s.tags)]
+    where = (f"around step {special[0]}, the first checkpoint/eval/gc step" if special
+             else "from the start of the run (no checkpoint/eval/gc step to centre on)")
+    note = (f"Steps {first}-{last}: {where}, as pipecheck plot picks the window, the "
+            "compile step left out. Step numbers in red carry a tag (hover for it).")
     return Chart(svg.svg(body, "gantt", height=height), "", note)
 
 

@@ -216,3 +216,14 @@ def test_the_compile_step_no_longer_flattens_the_host_time_chart(records):
     first = records["monitor"].steps[0]
     # the hover text of the cut compile step still gives its whole dispatch time
     assert f"dispatch {charts.ms(first.spans['dispatch'])}" in chart.svg
+
+
+def test_the_gantt_note_says_which_window_it_shows():
+    steps, _ = page_records.run_steps(60)
+    chart = charts.gantt_chart(steps)
+    assert chart is not None and "around step 30, the first checkpoint/eval/gc step" in chart.note
+    untagged = tuple(dataclasses.replace(s, tags=()) if "checkpoint" in s.tags else s
+                     for s in steps)
+    chart = charts.gantt_chart(untagged)
+    assert chart is not None and "from the start of the run (no checkpoint" in chart.note
+    assert "around step" not in chart.note
