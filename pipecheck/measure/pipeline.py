@@ -175,14 +175,11 @@ def release(iterators: list[Any], before: set[int], failed: bool,
     """
     if failed:
         stop_workers(before)
-    for iterator in iterators:
-        try:
-            close_iterator(iterator)
+    for i in range(len(iterators)):  # indexed: a loop variable would keep the last
+        try:                             # iterator alive past the wait below
+            close_iterator(iterators[i])
         except Exception:  # noqa: BLE001 - closing a failed pipeline is best effort
             pass
-    # The loop variable would keep the last iterator alive past the wait below (it waited
-    # its whole ITERATOR_COLLECT_WAIT_S for every setting).
-    del iterator
     gone = [weakref.ref(it) for it in iterators]
     iterators.clear()  # the last references: their shared memory must be freed below
     stop_workers(before)

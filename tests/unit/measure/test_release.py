@@ -36,3 +36,11 @@ def test_release_closes_and_lets_every_iterator_be_collected_at_once(monkeypatch
     # time (ITERATOR_COLLECT_WAIT_S, 5 s per measured setting)
     assert waited == [True]
     assert all(r() is None for r in refs)
+
+
+def test_release_of_a_pipeline_that_opened_no_iterator_raises_nothing(monkeypatch):
+    """A pipeline that failed while building its iterator (the user's dataset raised) leaves
+    nothing to close: the clean-up must not raise and hide that error."""
+    monkeypatch.setattr(pipeline, "stop_workers", lambda keep: None)
+    monkeypatch.setattr(pipeline, "flush_shared_memory_unlinks", lambda: None)
+    pipeline.release([], before=set(), failed=True)

@@ -128,3 +128,26 @@ def test_plot_reports_progress_stage_by_stage(tmp_path) -> None:
     assert events == [("task", "plotting r.json", PLOT_STAGES, "stage"),
                       ("advance", 1, False), ("advance", 1, False), ("advance", 1, True),
                       ("close",)]
+
+
+def test_plot_title_gives_the_steady_state_median(tmp_path, monkeypatch) -> None:
+    """The title names the run's steady-state median in milliseconds (not "-")."""
+    from pipecheck.records import store
+    from pipecheck.records.common import Distribution
+    from pipecheck.records.imported import ImportedRun, LogStep
+    from pipecheck.report import plot
+
+    titles = []
+    real_render = plot.render_png
+
+    def render(steps, window, title, anomalies=()):
+        titles.append(title)
+        return real_render(steps, window, title, anomalies)
+
+    monkeypatch.setattr(plot, "render_png", render)
+    steps = tuple(LogStep(step=i, time_s=t) for i, t in enumerate([30.0] + [0.5] * 20))
+    run = ImportedRun(source="gen.log", env={}, config={}, steps=steps,
+                      step_time=Distribution.of([0.5] * 20), mean_all_s=1.9)
+    store.save(run, tmp_path / "r.json")
+    plot.plot_run(tmp_path / "r.json", tmp_path / "r.png")
+    assert titles == ["r.json (imported): steady-state median 500.0 ms"]
