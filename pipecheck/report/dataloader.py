@@ -11,7 +11,7 @@ from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.report.blocks import Part, Table, render_text
-from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.report.format import findings_text, warnings_text, workload_name
 from pipecheck.units import ms, rate
 
 MAX_STAGE_NAME = 60
@@ -116,7 +116,7 @@ SETTING_HEADERS = ["workers", "threads", "first batch", "D/batch", "95% CI", "me
 def dataloader_parts(result: DataloaderResult) -> list[Part]:
     """The dataloader report as parts (``report.blocks``)."""
     cfg = result.config
-    workload = cfg.get("workload")
+    workload = workload_name(cfg.get("workload"))
     source = f", source {cfg['source']}" if "source" in cfg else ""
     put = "with device_put" if result.device_put else "without device_put"
     lines: list[Part] = [

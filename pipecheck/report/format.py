@@ -3,12 +3,25 @@ breakdown (units come from ``pipecheck.units``). Pure functions; only the CLI pr
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from tabulate import tabulate
 
 from pipecheck.records.common import Breakdown, Distribution, Finding
 from pipecheck.units import ms, short_location
+
+
+def workload_name(workload: object) -> str:
+    """A config's ``workload`` as a person names it: a built-in workload's name; for entry
+    points, the files (or modules) they live in, as the config wrote them."""
+    if not isinstance(workload, Mapping):
+        return "-" if workload is None else str(workload)
+    places: list[str] = []
+    for ref in workload.values():
+        place = str(ref).rpartition(":")[0] or str(ref)
+        if place not in places:
+            places.append(place)
+    return ", ".join(places)
 
 
 def findings_text(findings: Sequence[Finding]) -> str:

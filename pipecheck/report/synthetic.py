@@ -13,6 +13,7 @@ from pipecheck.report.format import (
     findings_text,
     format_breakdown,
     warnings_text,
+    workload_name,
 )
 from pipecheck.units import ms, nbytes, rate
 
@@ -25,7 +26,7 @@ def format_synthetic(result: SyntheticResult) -> str:
 def synthetic_parts(result: SyntheticResult) -> list[Part]:
     """The synthetic report as parts (``report.blocks``)."""
     c, t = result.compile, result.throughput
-    rows: list[Sequence[object]] = [["workload", result.config.get("workload")]]
+    rows: list[Sequence[object]] = [["workload", workload_name(result.config.get("workload"))]]
     rows += distribution_rows(result.step_time, "target step time")
     rows += [
         ["first step (incl. compile)", ms(c.first_step_s)],

@@ -65,3 +65,25 @@ def test_the_report_does_not_judge_a_record_without_stored_findings():
     row = [ln for ln in text.splitlines() if ln.startswith("2  ") and "MB" in ln]
     assert row and row[0].rstrip().endswith("-")
     assert "Why more workers stop helping" not in text
+
+
+def test_a_user_workload_is_named_by_its_file_not_as_a_dict():
+    """A user workload's header names the file its entry points live in, as the user wrote
+    it in the config (a raw ``{'init': ...}`` dict is not a name)."""
+    from dataclasses import replace
+
+    from pipecheck.report.synthetic import format_synthetic
+    from tests.unit.report.test_report import make_result as make_synthetic
+
+    workload = {"init": "path/to/my.py:init", "train_step": "path/to/my.py:train_step",
+                "dataset": "path/to/my.py:make_dataset"}
+    loader = replace(make_result(), config={"workload": workload})
+    assert format_dataloader(loader).splitlines()[0].startswith(
+        "pipecheck dataloader: the input pipeline alone (workload path/to/my.py; ")
+    synthetic = replace(make_synthetic(), config={"workload": workload})
+    assert ["workload", "path/to/my.py"] in [
+        line.split() for line in format_synthetic(synthetic).splitlines()]
+    two = {"init": "mypkg.model:init", "train_step": "mypkg.model:step",
+           "dataset": "/abs/data.py:make"}
+    assert format_dataloader(replace(make_result(), config={"workload": two})).startswith(
+        "pipecheck dataloader: the input pipeline alone (workload mypkg.model, /abs/data.py; ")
