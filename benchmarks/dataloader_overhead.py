@@ -23,11 +23,13 @@ import sys
 import time
 from typing import Any, Callable
 
+from pipecheck.records.grain_settings import GrainSettings
+
 
 def bare_loop(dataset: Any, workers: int, threads: int, batches: int, batch_size: int) -> float:
     from pipecheck.data.grain_pipeline import build_iter_dataset
 
-    it = iter(build_iter_dataset(dataset, workers, threads))
+    it = iter(build_iter_dataset(dataset, GrainSettings(workers, threads=threads)))
     try:
         next(it)  # the first batch (worker start-up) is left out, as in the other two
         t0 = time.perf_counter()
@@ -49,7 +51,7 @@ def tfds_benchmark(dataset: Any, workers: int, threads: int, batches: int,
 
     from pipecheck.data.grain_pipeline import build_iter_dataset
 
-    it = iter(build_iter_dataset(dataset, workers, threads))
+    it = iter(build_iter_dataset(dataset, GrainSettings(workers, threads=threads)))
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             raw = raw_benchmark(it, num_iter=batches + 1, batch_size=batch_size)
@@ -63,7 +65,7 @@ def pipecheck_setting(dataset: Any, workers: int, threads: int, batches: int,
                       tokens_key: str | None) -> float:
     from pipecheck.measure.dataloader import measure_setting
 
-    result = measure_setting(dataset, workers, threads, batches, put=None,
+    result = measure_setting(dataset, GrainSettings(workers, threads=threads), batches, put=None,
                              tokens_key=tokens_key, timeout_s=120.0)
     return result.examples_per_s
 

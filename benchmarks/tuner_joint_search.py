@@ -37,7 +37,7 @@ import time
 
 from pipecheck.analysis.tuner import Trial, choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
-from pipecheck.data.grain_pipeline import build_iter_dataset, ensure_absl_flags_parsed
+from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.errors import PipecheckError
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for, loader_trial
@@ -79,11 +79,10 @@ def measure_table(keys: dict, settings: list[GrainSettings], batches: int) -> li
         t0 = time.perf_counter()
         for attempt in (1, 2):  # a shared machine: another program may disturb one run
             try:
-                m = measure_setting(ds, s.workers, s.threads,
+                m = measure_setting(ds, s,
                                     batches_for(s.workers, batches, s.per_worker_buffer,
                                                 s.prefetch),
-                                    put=None, tokens_key=None, stage_wait_s=0.0,
-                                    per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
+                                    put=None, tokens_key=None, stage_wait_s=0.0)
                 break
             except PipecheckError as e:
                 if attempt == 2:
@@ -100,7 +99,8 @@ def grain_pick(keys: dict, max_workers: int) -> GrainSettings:
 
     cfg = resolve({"workload": "calibrated", **keys})
     perf = grain.experimental.pick_performance_config(
-        build_iter_dataset(make_dataset(cfg), 0, 0), ram_budget_mb=int(default_ram_budget_mb()),
+        build_iter_dataset(make_dataset(cfg), IN_PROCESS),
+        ram_budget_mb=int(default_ram_budget_mb()),
         max_workers=max_workers, max_buffer_size=None)
     mp, read = perf.multiprocessing_options, perf.read_options
     return GrainSettings(int(mp.num_workers), int(mp.per_worker_buffer_size),

@@ -24,9 +24,10 @@ import psutil
 
 from pipecheck.analysis.findings import loader_time
 from pipecheck.analysis.tuner import Trial, choose, tune
-from pipecheck.data.grain_pipeline import build_iter_dataset, ensure_absl_flags_parsed
+from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 
@@ -45,8 +46,8 @@ def main() -> None:
     target = args.target_ms / 1000.0
 
     def measure(w: int, t: int) -> float:
-        s = measure_setting(ds, w, t, batches_for(w, args.batches), put=None, tokens_key=None,
-                            stage_wait_s=0.0)
+        s = measure_setting(ds, GrainSettings(w, threads=t), batches_for(w, args.batches),
+                            put=None, tokens_key=None, stage_wait_s=0.0)
         return loader_time(s)
 
     exhaustive = [Trial(w, args.threads, measure(w, args.threads))
@@ -56,7 +57,7 @@ def main() -> None:
                     cores=os.cpu_count() or 1, threads=args.threads)
     budget = int(psutil.virtual_memory().available / 2**20 / 2)
     perf = grain.experimental.pick_performance_config(
-        build_iter_dataset(ds, 0, 0), ram_budget_mb=budget, max_workers=args.max_workers,
+        build_iter_dataset(ds, IN_PROCESS), ram_budget_mb=budget, max_workers=args.max_workers,
         max_buffer_size=None)
     grain_w = int(perf.multiprocessing_options.num_workers)
 

@@ -491,18 +491,20 @@ def tune(
     max_workers: int,
     cores: int,
     threads: int = DEFAULT_THREADS,
+    prefetch: int = 0,
     fixed_workers: Sequence[int] | None = None,
     run_steps: int = 0,
     remeasure: bool = True,
 ) -> TuningOutcome:
-    """Search worker counts only, with ``measure(workers, threads) -> seconds per batch``;
+    """Search worker counts only, with ``measure(workers, threads) -> seconds per batch``, at
+    ``threads`` read threads and a read prefetch of ``prefetch`` (0: the default);
     ``remeasure``: measure a reading that disagrees with the others again (fixed worker
     counts are measured once each, as asked)."""
 
     def measure_settings(s: GrainSettings) -> Trial:
         return Trial.of(s, measure(s.workers, s.threads))
 
-    base = GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, threads)
+    base = GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, threads, prefetch)
     search = _Search(measure_settings, target_s * LOADER_HEADROOM, max_workers, None,
                      remeasure and not fixed_workers)
     if fixed_workers:

@@ -19,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from pipecheck.errors import ConfigError
+from pipecheck.records.grain_settings import GrainSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     import grain
@@ -31,9 +32,8 @@ def is_data_loader(dataset: object) -> bool:
     return isinstance(loader_type, type) and isinstance(dataset, loader_type)
 
 
-def with_settings(loader: grain.DataLoader, workers: int, threads: int,
-                  per_worker_buffer: int, prefetch: int) -> grain.IterDataset:
-    """The IterDataset of ``loader`` rebuilt with pipecheck's setting."""
+def with_settings(loader: grain.DataLoader, settings: GrainSettings) -> grain.IterDataset:
+    """The IterDataset of ``loader`` rebuilt with ``settings``."""
     # lazy: Grain imported where used, so `import pipecheck` stays light
     import grain
 
@@ -48,8 +48,8 @@ def with_settings(loader: grain.DataLoader, workers: int, threads: int,
                           "instead") from None
     rebuilt = grain.DataLoader(
         **parts,
-        worker_count=workers,
-        worker_buffer_size=per_worker_buffer,
-        read_options=grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch),
+        worker_count=settings.workers,
+        worker_buffer_size=settings.per_worker_buffer,
+        read_options=settings.options()[1],
     )
     return rebuilt._dataset

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import sys
 from multiprocessing import shared_memory
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Union
 
 from pipecheck.data.grain_dataloader import is_data_loader, with_settings
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, default_prefetch
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.step_types import Batch
 
 if TYPE_CHECKING:  # Grain is imported where used: `import pipecheck` stays light
     import grain
@@ -42,12 +44,12 @@ class BatchedExamples:
     ``mp_prefetch``. Iterating it directly yields whole batches (no threads, no workers).
     """
 
-    examples: Any
+    examples: grain.MapDataset
     batch_size: int
     drop_remainder: bool = True
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(build_iter_dataset(self, workers=0, threads=0))
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(build_iter_dataset(self, IN_PROCESS))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,19 +58,51 @@ class MainProcessMap:
     output (collation, format conversion, ...): ``build_iter_dataset`` builds ``dataset``
     as usual and maps ``fn`` over its batches after ``mp_prefetch``."""
 
-    dataset: Any
-    fn: Callable[[Any], Any]
+    dataset: InputPipeline
+    fn: Callable[[Batch], Batch]
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(build_iter_dataset(self, workers=0, threads=0))
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(build_iter_dataset(self, IN_PROCESS))
 
 
 InputPipeline = Union["grain.MapDataset", "grain.IterDataset", "grain.DataLoader",
-                      "MainProcessMap"]
+                      BatchedExamples, MainProcessMap]
 """What a workload's ``dataset`` builds: a Grain dataset or ``grain.DataLoader`` (which
-pipecheck runs with the setting it measures), or a pipeline with a last transform in the
-training process. Grain ships no type information, so mypy reads these as ``Any``; the
-names say what is meant."""
+pipecheck runs with the setting it measures), examples pipecheck batches, or a pipeline with
+a last transform in the training process. Grain ships no type information, so mypy reads
+the Grain types as ``Any``; the names say what is meant."""
+
+IN_PROCESS = GrainSettings(workers=0, threads=0)
+"""Everything in the calling process, read by no thread: a pipeline iterated directly."""
+
+
+def own_read_options(dataset: InputPipeline) -> tuple[int, int] | None:
+    """``(num_threads, prefetch_buffer_size)`` of the ``grain.ReadOptions`` an IterDataset
+    built by the user passes to its own ``to_iter_dataset``, or None where pipecheck sets
+    them (a MapDataset, :class:`BatchedExamples`, a ``grain.DataLoader``)."""
+    if isinstance(dataset, MainProcessMap):
+        return own_read_options(dataset.dataset)
+    grain = sys.modules.get("grain")
+    iter_type = getattr(grain, "IterDataset", None)
+    if not isinstance(iter_type, type) or not isinstance(dataset, iter_type):
+        return None
+    todo = [dataset]
+    while todo:  # Grain's private graph: each dataset's parents in ``_parents``
+        node = todo.pop()
+        read = getattr(node, "_read_options", None)
+        if read is not None:
+            return int(read.num_threads), int(read.prefetch_buffer_size)
+        todo.extend(getattr(node, "_parents", ()))
+    return None
+
+
+def own_read_note(own: tuple[int, int]) -> str:
+    """What a report says of a pipeline that sets its own read options."""
+    threads, prefetch = own
+    return (f"the pipeline sets its own read options (grain.ReadOptions(num_threads={threads}, "
+            f"prefetch_buffer_size={prefetch}) in its to_iter_dataset): reported as they are; "
+            "pipecheck sets and tunes only the worker processes and their buffers "
+            "(mp_prefetch)")
 
 
 def set_stage_report_period(seconds: float = STAGE_REPORT_PERIOD_S) -> None:
@@ -88,15 +122,13 @@ def _stage_timing_worker_init(worker_index: int, worker_count: int) -> None:
     set_stage_report_period()
 
 
-def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
+def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
                        stage_timing: bool = False,
                        worker_init_fn: Callable[[int, int], None] | None = None,
-                       per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-                       prefetch: int = 0, shm_tag: str | None = None) -> Any:
-    """A Grain IterDataset over ``dataset`` read with ``threads`` threads (and a read
-    prefetch buffer of ``prefetch`` elements; 0: ``default_prefetch(threads)``) and
-    ``workers`` worker processes, each holding up to ``per_worker_buffer`` batches ready
-    (0 workers: everything in the calling process, as a loop without workers).
+                       shm_tag: str | None = None) -> grain.IterDataset:
+    """A Grain IterDataset over ``dataset`` read with ``settings``: its read threads and
+    prefetch buffer, its worker processes, each holding up to its per-worker buffer of
+    batches ready (0 workers: everything in the calling process, as a loop without workers).
 
     ``dataset`` is a MapDataset or IterDataset of whole batches, :class:`BatchedExamples`
     or :class:`MainProcessMap`. ``stage_timing`` turns on Grain's STAGE_TIMING execution
@@ -104,19 +136,17 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
     ``new_shm_tag``) the workers name their shared-memory segments with it, so a failed run
     can reclaim exactly its own (``reclaim_shared_memory``).
     """
+    # lazy: Grain imported where used, so `import pipecheck` stays light
     import grain
 
     if isinstance(dataset, MainProcessMap):
-        inner = build_iter_dataset(dataset.dataset, workers, threads, stage_timing=stage_timing,
-                                   worker_init_fn=worker_init_fn,
-                                   per_worker_buffer=per_worker_buffer, prefetch=prefetch,
-                                   shm_tag=shm_tag)
+        inner = build_iter_dataset(dataset.dataset, settings, stage_timing=stage_timing,
+                                   worker_init_fn=worker_init_fn, shm_tag=shm_tag)
         return inner.map(dataset.fn)
     ensure_absl_flags_parsed()
-    prefetch = prefetch or default_prefetch(threads)
     if is_data_loader(dataset):  # its own workers; Grain's stage timing cannot see inside
-        return with_settings(dataset, workers, threads, per_worker_buffer, prefetch)
-    read = grain.ReadOptions(num_threads=threads, prefetch_buffer_size=prefetch)
+        return with_settings(dataset, settings)
+    multiprocessing_options, read = settings.options()
     if isinstance(dataset, BatchedExamples):
         ds = dataset.examples.to_iter_dataset(read).batch(
             dataset.batch_size, drop_remainder=dataset.drop_remainder)
@@ -131,19 +161,14 @@ def build_iter_dataset(dataset: Any, workers: int, threads: int, *,
         ds = grain.experimental.WithOptionsIterDataset(ds, options)
         if worker_init_fn is None:
             worker_init_fn = _stage_timing_worker_init
-    if workers > 0:
+    if settings.workers > 0:
         if shm_tag is not None:
             worker_init_fn = TagSharedMemory(shm_tag, worker_init_fn)
-        ds = ds.mp_prefetch(
-            grain.MultiprocessingOptions(
-                num_workers=workers, per_worker_buffer_size=per_worker_buffer
-            ),
-            worker_init_fn=worker_init_fn,
-        )
+        ds = ds.mp_prefetch(multiprocessing_options, worker_init_fn=worker_init_fn)
     return ds
 
 
-def grain_stage_summary(iterator: Iterator[Any]) -> ExecutionSummary:
+def grain_stage_summary(iterator: Iterator[Batch]) -> ExecutionSummary:
     """Grain's execution summary (a proto) of an iterator built with ``stage_timing``."""
     from grain._src.python.dataset import dataset as grain_dataset
 

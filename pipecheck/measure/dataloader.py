@@ -36,10 +36,13 @@ from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (
+    InputPipeline,
     build_iter_dataset,
     ensure_absl_flags_parsed,
     grain_stage_summary,
     new_shm_tag,
+    own_read_note,
+    own_read_options,
 )
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.pipeline import (
@@ -55,6 +58,7 @@ from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resour
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
+from pipecheck.step_types import Batch
 from pipecheck.tuned_config import usable_cores
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
@@ -280,27 +284,36 @@ def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderP
     return LoaderParts(kind.dataset(config), put_global(batch_sharding(mesh)), kind.tokens_key)
 
 
-def _time_guarded(ds: Any, opened: list[Any], waits: list[int], n_batches: int,
+@dataclasses.dataclass
+class OpenedPipeline:
+    """One setting's pipeline while it runs: the iterators opened on it (for the clean-up)
+    and how many batches were asked for."""
+
+    dataset: Any
+    """The IterDataset built for the setting."""
+    iterators: list[Any] = dataclasses.field(default_factory=list)
+    asked: int = 0
+
+    def open(self) -> Iterator[Any]:
+        it = iter(self.dataset)
+        self.iterators.append(it)
+        return it
+
+
+def _time_guarded(pipeline: OpenedPipeline, n_batches: int,
                   put: Callable[[Any], Any] | None, clock: Callable[[], float],
                   timeout_s: float | None, on_first: Callable[[float], None],
                   window: ResourceWindow | None = None) -> BatchTiming:
-    """``time_batches`` under the stall timer; every iterator opened is appended to
-    ``opened`` (for the clean-up) and ``waits[0]`` counts the batches asked for. The
-    resource ``window`` opens at its batch boundary."""
-
-    def open_iterator() -> Iterator[Any]:
-        it = iter(ds)
-        opened.append(it)
-        return it
-
+    """``time_batches`` under the stall timer, counting in ``pipeline`` the batches asked for.
+    The resource ``window`` opens at its batch boundary."""
     with StallTimer(timeout_s) as timer:
 
         def arm() -> None:
-            waits[0] += 1
+            pipeline.asked += 1
             timer.arm()
 
         try:
-            return time_batches(open_iterator, n_batches, put=put, clock=clock, arm=arm,
+            return time_batches(pipeline.open, n_batches, put=put, clock=clock, arm=arm,
                                 on_first=on_first,
                                 window_at=window.start_after if window else 0,
                                 on_window=window.open if window else None)
@@ -325,7 +338,8 @@ def _failure(e: BaseException, label: str, waits: int, timeout_s: float | None
 def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
              stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
              tokens_key: str | None, data_loader: bool,
-             usage: Resources | None = None) -> LoaderSetting:
+             usage: Resources | None = None,
+             own_read: tuple[int, int] | None = None) -> LoaderSetting:
     """The record of a timed setting: throughput, D, quality warnings, stages."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
@@ -344,6 +358,8 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     elif not complete:
         warnings.append("the workers' stage timings did not cover every batch in "
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
+    if own_read is not None:
+        warnings.append(own_read_note(own_read))
     return LoaderSetting(
         workers=workers,
         threads=settings.threads,
@@ -385,53 +401,59 @@ class _Timed:
     complete: bool
 
 
-def _run(ds: Any, dataset: Any, opened: list[Any], waits: list[int], n_batches: int,
+def _run(pipeline: OpenedPipeline, data_loader: bool, n_batches: int,
          put: Callable[[Any], Any] | None, clock: Callable[[], float],
          timeout_s: float | None, on_first: Callable[[float], None],
          window: ResourceWindow | None, stage_wait_s: float) -> _Timed:
     """Time the batches, close the resource window, then read Grain's stage timing."""
-    timing = _time_guarded(ds, opened, waits, n_batches, put, clock, timeout_s, on_first,
-                           window)
+    timing = _time_guarded(pipeline, n_batches, put, clock, timeout_s, on_first, window)
     usage = window.close(n_batches) if window is not None else None
     stages: tuple[Stage, ...] = ()
     complete = False
-    if not is_data_loader(dataset):
-        stages, complete = collect_stages(lambda: grain_stage_summary(opened[0]),
+    if not data_loader:
+        first = pipeline.iterators[0]
+        stages, complete = collect_stages(lambda: grain_stage_summary(first),
                                           consumed=n_batches + 1, wait_s=stage_wait_s)
     return _Timed(timing, usage, stages, complete)
 
 
+def as_run(dataset: InputPipeline, settings: GrainSettings) -> GrainSettings:
+    """The setting as it runs on ``dataset``: a pipeline that sets its own read options
+    (``own_read_options``) keeps them, whatever ``settings`` asks."""
+    own = own_read_options(dataset)
+    if own is None:
+        return settings
+    return dataclasses.replace(settings, threads=own[0], prefetch=own[1])
+
+
 def measure_setting(
-    dataset: Any,
-    workers: int,
-    threads: int,
+    dataset: InputPipeline,
+    settings: GrainSettings,
     n_batches: int,
     *,
-    put: Callable[[Any], Any] | None,
+    put: Callable[[Batch], Any] | None,
     tokens_key: str | None,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
     stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
     progress: Callable[[str], None] | None = None,
-    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-    prefetch: int = 0,
     resources: bool = True,
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns.
 
-    With ``resources``, the CPU time and peak memory of the training process and of the
-    workers over the steady batches are read too (``ResourceProbe``, in a window opened
-    past the batches buffered at start-up, outside every timed interval)."""
-
-    settings = GrainSettings(workers, per_worker_buffer, threads, prefetch)
+    A pipeline that sets its own read options is measured and recorded with them
+    (``as_run``), with a warning saying so. With ``resources``, the CPU time and peak memory
+    of the training process and of the workers over the steady batches are read too
+    (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
+    every timed interval)."""
+    own_read = own_read_options(dataset)
+    settings = as_run(dataset, settings)
+    data_loader = is_data_loader(dataset)
     label = settings.short_label()
     before = worker_pids()
     shm_tag = new_shm_tag()
-    ds = build_iter_dataset(dataset, workers, threads, stage_timing=True,
-                            per_worker_buffer=per_worker_buffer, prefetch=settings.prefetch,
-                            shm_tag=shm_tag)
-    opened: list[Any] = []
-    waits = [0]
+    pipeline = OpenedPipeline(build_iter_dataset(dataset, settings, stage_timing=True,
+                                                 shm_tag=shm_tag))
     window = _resource_window(settings, n_batches, before, clock) if resources else None
 
     def report_first(seconds: float) -> None:
@@ -445,21 +467,20 @@ def measure_setting(
     stalled = False
     timed: _Timed | None = None
     try:
-        timed = _run(ds, dataset, opened, waits, n_batches, put, clock, timeout_s,
-                     report_first, window, stage_wait_s)
+        timed = _run(pipeline, data_loader, n_batches, put, clock, timeout_s, report_first,
+                     window, stage_wait_s)
     except (PipelineStalled, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - any failure
         stalled = isinstance(e, PipelineStalled)
-        error = _failure(e, label, waits[0], timeout_s)  # text only: no frame outlives it
+        error = _failure(e, label, pipeline.asked, timeout_s)  # text only: no frame outlives it
         del e
     if window is not None:
         window.abandon()
-    release(opened, before, failed=stalled, shm_tag=shm_tag)
-    opened.clear()
+    release(pipeline.iterators, before, failed=stalled, shm_tag=shm_tag)
     if error is not None:
         raise error
     assert timed is not None
     return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
-                    stage_wait_s, tokens_key, is_data_loader(dataset), timed.usage)
+                    stage_wait_s, tokens_key, data_loader, timed.usage, own_read)
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],
@@ -498,12 +519,15 @@ def measure_dataloader(
     ensure_absl_flags_parsed()
     parts = parts or loader_parts(config)
     env = collect_env()
+    grid: list[GrainSettings] = []
+    for s in settings_grid(workers, threads, buffers, prefetch):
+        if as_run(parts.dataset, s) not in grid:  # the pipeline's own read options: once
+            grid.append(as_run(parts.dataset, s))
     results = [
-        measure_setting(parts.dataset, s.workers, s.threads, batches,
+        measure_setting(parts.dataset, s, batches,
                         put=parts.put if device_put else None, tokens_key=parts.tokens_key,
-                        timeout_s=timeout_s, clock=clock, progress=progress,
-                        per_worker_buffer=s.per_worker_buffer, prefetch=s.prefetch)
-        for s in settings_grid(workers, threads, buffers, prefetch)
+                        timeout_s=timeout_s, clock=clock, progress=progress)
+        for s in grid
     ]
     return DataloaderResult(
         env=env,

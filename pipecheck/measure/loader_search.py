@@ -27,9 +27,14 @@ from pipecheck.analysis.tuner import (
     tune_grain,
 )
 from pipecheck.config import RunConfig
-from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.data.grain_pipeline import InputPipeline, own_read_note, own_read_options
 from pipecheck.errors import ConfigError, ResultFormatError
-from pipecheck.measure.dataloader import BUFFER_WARNING_FACTOR, LoaderParts, measure_setting
+from pipecheck.measure.dataloader import (
+    BUFFER_WARNING_FACTOR,
+    LoaderParts,
+    as_run,
+    measure_setting,
+)
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
@@ -142,6 +147,18 @@ class SearchOptions:
     """The user's run length: start-up is weighed against it (0: not weighed)."""
 
 
+def _read_setting(dataset: InputPipeline, opts: SearchOptions,
+                  own: tuple[int, int] | None) -> GrainSettings:
+    """The read threads and prefetch the worker search runs at: ``--threads``, or the
+    pipeline's own read options (which ``--threads`` cannot change: a one-line error)."""
+    if own is not None and not opts.search_threads and opts.threads != own[0]:
+        raise ConfigError(f"--threads {opts.threads} cannot change this pipeline's read "
+                          f"threads: it sets grain.ReadOptions(num_threads={own[0]}, ...) "
+                          "itself in to_iter_dataset; leave --threads out (pipecheck tunes "
+                          "the workers) or change it in your pipeline")
+    return as_run(dataset, GrainSettings(threads=opts.threads))
+
+
 def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
                   tokens_key: str | None,
                   target_s: float, opts: SearchOptions, *,
@@ -157,13 +174,16 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
     cores = int(agree(usable_cores(), "min"))
     max_workers = int(agree(opts.max_workers, "min"))
 
+    own = own_read_options(dataset)
+    read = _read_setting(dataset, opts, own)
+
     def measure_settings(g: GrainSettings) -> Trial:
+        g = as_run(dataset, g)
         n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch)
         progress(f"[2/4] loader: {g.label()}, {n} batches")
-        s = measure_setting(dataset, g.workers, g.threads, n, put=put, tokens_key=tokens_key,
+        s = measure_setting(dataset, g, n, put=put, tokens_key=tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,
-                            stage_wait_s=TUNING_STAGE_WAIT_S,
-                            per_worker_buffer=g.per_worker_buffer, prefetch=g.prefetch)
+                            stage_wait_s=TUNING_STAGE_WAIT_S)
         here = loader_trial(s)
         # every host decides on the same numbers: the slowest host's (and its memory)
         t = dataclasses.replace(
@@ -180,23 +200,24 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
         return t
 
     def measure(w: int, t: int) -> float:
-        return measure_settings(GrainSettings(w, threads=t)).batch_s
+        return measure_settings(dataclasses.replace(read, workers=w, threads=t)).batch_s
 
     ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
     if opts.fixed is not None or opts.workers:
-        fixed = [opts.fixed] if opts.fixed is not None else \
-            [GrainSettings(w, threads=opts.threads) for w in opts.workers or ()]
+        fixed = [as_run(dataset, opts.fixed)] if opts.fixed is not None else \
+            [dataclasses.replace(read, workers=w) for w in opts.workers or ()]
         why = ("the Grain settings of the config" if opts.fixed is not None
                else "worker counts fixed by --workers")
         tuning = outcome([measure_settings(g) for g in fixed], target_s, cores, "fixed", why,
                          opts.run_steps)
-    elif opts.search_threads:
+    elif opts.search_threads and own is None:
         tuning = tune_grain(measure_settings, target_s, max_workers=max_workers,
                             cores=cores, ram_budget_mb=ram_budget, run_steps=opts.run_steps)
-    else:  # --threads fixes the read threads: search the workers only
+    else:  # the read threads are fixed (--threads, or by the pipeline): search the workers
         tuning = tune(measure, target_s, max_workers=max_workers, cores=cores,
-                      threads=opts.threads, run_steps=opts.run_steps)
-    return _choice([measured[t.settings][1] for t in tuning.trials], tuning, ())
+                      threads=read.threads, prefetch=read.prefetch, run_steps=opts.run_steps)
+    warnings = (own_read_note(own),) if own is not None else ()
+    return _choice([measured[t.settings][1] for t in tuning.trials], tuning, warnings)
 
 
 def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],

@@ -17,9 +17,10 @@ from multiprocessing import shared_memory
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-from pipecheck.data.grain_pipeline import build_iter_dataset, new_shm_tag
+from pipecheck.data.grain_pipeline import InputPipeline, build_iter_dataset, new_shm_tag
 from pipecheck.errors import PipelineStallError
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.step_types import Batch
 from pipecheck.user_code import pipeline_error
 
 WORKER_EXIT_WAIT_S = 3.0
@@ -199,10 +200,8 @@ def stall_error(label: str, timeout_s: float | None, arrived: int) -> PipelineSt
 
 
 @contextlib.contextmanager
-def open_batches(dataset: Any, workers: int, threads: int, *,
-                 timeout_s: float | None = None,
-                 per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-                 prefetch: int = 0) -> Iterator[Iterator[Any]]:
+def open_batches(dataset: InputPipeline, settings: GrainSettings, *,
+                 timeout_s: float | None = None) -> Iterator[Iterator[Batch]]:
     """The pipeline's batches for a training loop, cleaned up whatever happens.
 
     Every ``next()`` is guarded by the stall timer (``timeout_s``; main thread only). A
@@ -211,15 +210,13 @@ def open_batches(dataset: Any, workers: int, threads: int, *,
     unchanged. On exit the iterator is closed and every worker process it started is
     stopped, also on Ctrl-C.
     """
-    label = f"workers={workers}, threads={threads}"
+    label = f"workers={settings.workers}, threads={settings.threads}"
     before = worker_pids()
     shm_tag = new_shm_tag()
-    opened = [iter(build_iter_dataset(dataset, workers, threads,
-                                      per_worker_buffer=per_worker_buffer, prefetch=prefetch,
-                                      shm_tag=shm_tag))]
+    opened = [iter(build_iter_dataset(dataset, settings, shm_tag=shm_tag))]
     failure: list[BaseException] = []
 
-    def guarded(timer: StallTimer) -> Iterator[Any]:
+    def guarded(timer: StallTimer) -> Iterator[Batch]:
         n = 0
         while True:
             timer.arm()

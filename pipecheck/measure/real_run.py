@@ -27,7 +27,7 @@ from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.events import CompileEvent
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.step_types import HookRecorder, PyTree, StepHook
 from pipecheck.workloads.base import Workload
@@ -59,22 +59,20 @@ class RealRun:
         return self.total_steps or len(self.steps)
 
 
-def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threads: int, steps: int,
-                 timeout_s: float | None,
+def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSettings,
+                 steps: int, timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
-                 per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER,
-                 prefetch: int = 0, profile_dir: str | None = None) -> RealRun:
-    """Train ``steps`` steps on the real pipeline, timed by the lagged sync, with the sync
-    locator sampling this thread. With ``profile_dir``, ``PROFILE_STEPS`` more steps follow,
-    captured with jax.profiler there: the profiler's own cost never enters the measured
-    steps (the captured ones are not part of the record)."""
+                 profile_dir: str | None = None) -> RealRun:
+    """Train ``steps`` steps on the real pipeline read with ``settings``, timed by the lagged
+    sync, with the sync locator sampling this thread. With ``profile_dir``,
+    ``PROFILE_STEPS`` more steps follow, captured with jax.profiler there: the profiler's own
+    cost never enters the measured steps (the captured ones are not part of the record)."""
     state = workload.init_state()
     recorder = SpanRecorder(clock)
     extra = PROFILE_STEPS if profile_dir else 0
     window = ProfileWindow(range(steps, steps + extra), profile_dir) if profile_dir else None
     hooks = workload.hooks if window is None else (*workload.hooks, _window_hook(window))
-    with open_batches(dataset, workers, threads, timeout_s=timeout_s,
-                      per_worker_buffer=per_worker_buffer, prefetch=prefetch) as batches, \
+    with open_batches(dataset, settings, timeout_s=timeout_s) as batches, \
             CompileWatcher(workload.train_step_name, clock) as watcher, \
             SyncLocator(clock=clock) as locator:
         try:
@@ -89,7 +87,8 @@ def measure_real(workload: Workload, dataset: InputPipeline, workers: int, threa
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     events = (*watcher.events, *watcher.other_events)
     tagged, anomalies = with_anomalies(
-        tag_warmup(measured, warmup_steps(workers, per_worker_buffer, prefetch)),
+        tag_warmup(measured, warmup_steps(settings.workers, settings.per_worker_buffer,
+                                          settings.prefetch)),
         compiles_per_step(recorder, events))
     # the sync locator sampled the captured steps too: its sites cover every step
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
@@ -127,6 +126,5 @@ def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
         return read_real_run(path, config.to_dict())
     assert workload is not None
     progress(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
-    return measure_real(workload, parts().dataset, chosen.workers, chosen.threads, steps,
-                        timeout_s, clock, per_worker_buffer=chosen.per_worker_buffer,
-                        prefetch=chosen.settings.prefetch, profile_dir=profile_dir)
+    return measure_real(workload, parts().dataset, chosen.settings, steps, timeout_s, clock,
+                        profile_dir=profile_dir)

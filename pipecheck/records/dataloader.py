@@ -7,11 +7,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
-from pipecheck.records.grain_settings import (
-    DEFAULT_PER_WORKER_BUFFER,
-    GrainSettings,
-    default_prefetch,
-)
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -117,8 +113,7 @@ class LoaderSetting(Record):
 
     @property
     def settings(self) -> GrainSettings:
-        return GrainSettings(self.workers, self.per_worker_buffer, self.threads,
-                             self.prefetch or default_prefetch(self.threads))
+        return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
 
 
 @register_kind

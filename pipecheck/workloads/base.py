@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.errors import ConfigError
 from pipecheck.step_types import Batch, BatchSpec, PyTree, StepHook, TrainStep
 
 if TYPE_CHECKING:  # pragma: no cover
     import jax
-    import numpy as np
     from jax.sharding import Mesh, Sharding
 
 
@@ -71,6 +73,35 @@ class Workload:
         return {k: jax.make_array_from_process_local_data(
                     self.batch_spec[k].sharding, v, self.batch_spec[k].shape)
                 for k, v in host_batch.items()}
+
+
+TOKEN_ENTRY_NAMES = ("tokens", "inputs", "input_ids")
+"""Batch entries that hold token ids by name: pipecheck's demo, MaxText and most language-model
+pipelines (``inputs``/``targets``), Hugging Face tokenizers."""
+
+
+def tokens_key_of(batch: Mapping[str, Any], named: str | None = None) -> str | None:
+    """The batch entry whose elements are tokens (for tokens/s): ``named`` (the config's
+    ``tokens_key``) when given; else ``tokens``; else the first of ``TOKEN_ENTRY_NAMES``, then
+    of the batch's entries, that is an integer ``[batch, seq]`` array; None when none is.
+    Entries are arrays or ShapeDtypeStructs (``dtype`` and ``shape``)."""
+    if named is not None:
+        if named not in batch:
+            raise ConfigError(f"tokens_key {named!r} is not a batch entry; the batch has "
+                              f"{', '.join(map(repr, batch))}")
+        return named
+    if "tokens" in batch:
+        return "tokens"
+
+    def token_ids(value: Any) -> bool:
+        shape = tuple(getattr(value, "shape", ()))
+        return (len(shape) == 2 and shape[1] > 1
+                and np.issubdtype(np.dtype(getattr(value, "dtype", float)), np.integer))
+
+    for name in (*TOKEN_ENTRY_NAMES, *batch):
+        if name in batch and token_ids(batch[name]):
+            return name
+    return None
 
 
 def spec_of(host_batch: Mapping[str, np.ndarray],

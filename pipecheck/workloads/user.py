@@ -26,16 +26,18 @@ import cloudpickle
 import numpy as np
 
 from pipecheck.config import Key, RunConfig
-from pipecheck.data.grain_pipeline import build_iter_dataset
+from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset
 from pipecheck.errors import ConfigError
 from pipecheck.step_types import PyTree
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
-from pipecheck.workloads.base import Workload, spec_of
+from pipecheck.workloads.base import Workload, spec_of, tokens_key_of
 from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
 from pipecheck.workloads.step_styles import UserStep, place_state
 
 KEYS: tuple[Key, ...] = (
     Key("params", dict, {}, "free-form settings passed to your entry points as config['params']"),
+    Key("tokens_key", str, None, "the batch entry holding token ids, for tokens/s (unset: "
+        "`tokens`, `inputs`, `input_ids`, else the first integer [batch, seq] entry)"),
 )
 ROLES_REQUIRED = ("init", "train_step")
 ROLES_OPTIONAL = ("dataset", "batch")
@@ -143,7 +145,7 @@ def build(config: RunConfig) -> Workload:
         example = dict(fns["batch"](user_config))
     else:
 
-        it = iter(build_iter_dataset(fns["dataset"](user_config), workers=0, threads=0))
+        it = iter(build_iter_dataset(fns["dataset"](user_config), IN_PROCESS))
         try:
             example = dict(next(it))
         except Exception as e:  # noqa: BLE001 - the user's dataset may raise anything
@@ -178,5 +180,5 @@ def build(config: RunConfig) -> Workload:
         batch_spec=spec,
         host_batch=lambda: example,
         dataset=dataset,
-        tokens_key="tokens" if "tokens" in example else None,
+        tokens_key=tokens_key_of(example, config.get("tokens_key")),
     )

@@ -21,6 +21,7 @@ from pipecheck.cli import main
 from pipecheck.data.grain_pipeline import build_iter_dataset
 from pipecheck.data.sources import open_records
 from pipecheck.measure.pipeline import close_iterator
+from pipecheck.records.grain_settings import GrainSettings
 
 CATALOG = "imdb_reviews"
 N_EXAMPLES = 24
@@ -40,8 +41,8 @@ def test_mocked_catalog_records_reach_grain_workers(mocked_catalog):
     source = open_records(f"tfds:{CATALOG}", num_docs=0, seed=0, data_dir="", split="train")
     assert len(source) == N_EXAMPLES
     in_process = sorted(str(source[i]["text"]) for i in range(N_EXAMPLES))
-    it = iter(build_iter_dataset(grain.MapDataset.source(source).map(text_of), workers=2,
-                                 threads=0))
+    it = iter(build_iter_dataset(grain.MapDataset.source(source).map(text_of),
+                                 GrainSettings(workers=2, threads=0)))
     try:
         from_workers = sorted(str(next(it)) for _ in range(N_EXAMPLES))
     finally:

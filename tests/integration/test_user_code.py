@@ -301,3 +301,109 @@ def test_nnx_training_script_under_the_monitor(tmp_path):
     assert run["kind"] == "monitor" and run["total_steps"] == 60
     assert run["compile"]["train_step_compiles"] == 1
     assert "pipecheck monitor: your training loop" in proc.stdout
+
+
+# --- a MaxText-shaped pipeline: its own ReadOptions, first-fit packing, inputs/targets -------
+MAXTEXT_LIKE = textwrap.dedent('''
+    """A MaxText-shaped input pipeline and a tiny language model, as a user writes them."""
+    import json
+    import os
+
+    import grain
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    SEQ = 32
+    VOCAB = 256
+
+
+    def write_corpus(path, n=400):
+        from array_record.python.array_record_module import ArrayRecordWriter
+
+        writer = ArrayRecordWriter(path, "group_size:1")
+        rng = np.random.default_rng(0)
+        for i in range(n):
+            words = " ".join("w%d" % rng.integers(0, 999) for _ in range(rng.integers(3, 20)))
+            writer.write(json.dumps({"id": i, "text": words}).encode())
+        writer.close()
+
+
+    class ParseAndTokenize(grain.transforms.Map):
+        def map(self, record):
+            text = json.loads(record)["text"]
+            ids = np.frombuffer(text.encode(), np.uint8).astype(np.int32)[:SEQ]
+            return {"inputs": ids, "targets": np.roll(ids, -1)}
+
+
+    def make_dataset(config):
+        path = config["params"]["corpus"]
+        if not os.path.exists(path):
+            write_corpus(path)
+        source = grain.sources.ArrayRecordDataSource([path])
+        ds = (grain.MapDataset.source(source).seed(0).shuffle().repeat().map(ParseAndTokenize())
+              .to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=64)))
+        ds = grain.experimental.FirstFitPackIterDataset(
+            ds, length_struct={"inputs": SEQ, "targets": SEQ}, num_packing_bins=4)
+        return ds.batch(config["batch_size"], drop_remainder=True)
+
+
+    def init(config):
+        rng = np.random.default_rng(0)
+        return {"emb": rng.standard_normal((VOCAB, 16)).astype(np.float32) * 0.1,
+                "out": rng.standard_normal((16, VOCAB)).astype(np.float32) * 0.1}
+
+
+    @jax.jit
+    def train_step(state, batch):
+        def loss_fn(p):
+            logits = p["emb"][batch["inputs"]] @ p["out"]
+            logp = jax.nn.log_softmax(logits)
+            return -jnp.mean(jnp.take_along_axis(logp, batch["targets"][..., None], -1))
+
+        loss, g = jax.value_and_grad(loss_fn)(state)
+        return jax.tree.map(lambda p, d: p - 0.1 * d, state, g), {"loss": loss}
+''')
+
+
+def maxtext_config(tmp_path: pathlib.Path) -> pathlib.Path:
+    d = tmp_path / "lm"
+    d.mkdir()
+    (d / "maxtext_like.py").write_text(MAXTEXT_LIKE)
+    cfg = tmp_path / "lm.yml"
+    cfg.write_text("workload:\n"
+                   + "".join(f"  {r}: {d / 'maxtext_like.py'}:{r}\n"
+                             for r in ("init", "train_step"))
+                   + f"  dataset: {d / 'maxtext_like.py'}:make_dataset\n"
+                   + f"batch_size: 8\nparams: {{corpus: {d / 'corpus.array_record'}}}\n")
+    return cfg
+
+
+def test_a_pipeline_with_its_own_read_options_is_reported_as_it_is(tmp_path):
+    """ArrayRecord of JSON, parse and tokenize, to_iter_dataset(grain.ReadOptions(
+    num_threads=4, ...)), Grain's first-fit packing, batch: the report gives the pipeline's
+    own read threads and prefetch (not pipecheck's defaults), says only workers and buffers
+    were tuned, names the workload by its file, and counts the tokens of ``inputs``."""
+    cfg = maxtext_config(tmp_path)
+    out = tmp_path / "dl.json"
+    proc = run_cli("dataloader", "--config", str(cfg), "--workers", "1", "--batches", "8",
+                   "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    [setting] = data["results"]
+    assert (setting["workers"], setting["threads"], setting["prefetch"]) == (1, 4, 64)
+    assert setting["tokens_per_s"] and setting["tokens_per_s"] > setting["examples_per_s"]
+    header = proc.stdout.splitlines()[0]
+    assert f"(workload {tmp_path / 'lm' / 'maxtext_like.py'};" in header, header
+    assert ("the pipeline sets its own read options (grain.ReadOptions(num_threads=4, "
+            "prefetch_buffer_size=64) in its to_iter_dataset)") in proc.stdout
+    assert "tunes only the worker processes and their buffers" in proc.stdout
+
+    out = tmp_path / "c.json"
+    proc = run_cli("compare", "--config", str(cfg), "--workers", "1", "--steps", "10",
+                   "--target-steps", "5", "--batches", "5", "--quiet", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
+    assert data["chosen_threads"] == 4
+    assert any("sets its own read options" in w for w in data["warnings"]), data["warnings"]

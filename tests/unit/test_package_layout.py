@@ -44,7 +44,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "records": frozenset({"errors", "stats"}),
     # Where batches come from (sources, tokenizer, the Grain pipeline for a setting); the
     # user's entry points run with their errors as one line.
-    "data": frozenset({"errors", "records"}),
+    "data": frozenset({"errors", "records", "step_types"}),
     "user_code": frozenset({"errors", "step_types", "units"}),
     # Pure functions of what was measured (files are opened in logs/).
     "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),

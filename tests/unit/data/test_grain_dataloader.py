@@ -10,6 +10,7 @@ import numpy as np
 
 from pipecheck.data.grain_dataloader import is_data_loader, with_settings
 from pipecheck.data.grain_pipeline import build_iter_dataset
+from pipecheck.records.grain_settings import GrainSettings
 
 
 class Source:
@@ -43,13 +44,13 @@ def test_a_data_loader_is_recognised():
 def test_rebuilt_with_pipecheck_settings_it_yields_the_users_batches():
     theirs = [b["x"].tolist() for b in itertools.islice(iter(loader(worker_count=0)), 5)]
     ours = [b["x"].tolist() for b in
-            itertools.islice(iter(with_settings(loader(), 0, 2, 2, 4)), 5)]
+            itertools.islice(iter(with_settings(loader(), GrainSettings(0, 2, 2, 4))), 5)]
     assert ours == theirs
     assert theirs[0] != [[1, 1], [2, 2], [3, 3], [4, 4]]  # shuffled: the sampler is kept
 
 
 def test_build_iter_dataset_takes_a_data_loader():
-    it = iter(build_iter_dataset(loader(), workers=0, threads=1))
+    it = iter(build_iter_dataset(loader(), GrainSettings(workers=0, threads=1)))
     assert next(it)["x"].shape == (4, 2)
 
 

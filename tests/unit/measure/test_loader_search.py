@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.measure.loader_search import batches_for, best_setting
 from pipecheck.records.common import Distribution
@@ -45,3 +47,57 @@ def test_the_setting_saved_weighs_start_up_against_the_run():
     assert best_setting(settings, run_steps=10_000)[0].workers == 8
     short, why = best_setting(settings, run_steps=100)
     assert short.workers == 2 and "first batch takes 21.00 s" in why, why
+
+
+def _fake_measure(asked: list):
+    """measure_setting as a fake: records the setting asked for; D falls with the workers."""
+    import dataclasses
+
+    def measure(dataset, settings, n_batches, **kwargs):
+        asked.append(settings)
+        d = dataclasses.replace(measured(settings.workers, 40.0 / (1 + settings.workers)),
+                                threads=settings.threads, prefetch=settings.prefetch,
+                                per_worker_buffer=settings.per_worker_buffer)
+        return d
+
+    return measure
+
+
+def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monkeypatch):
+    """A MaxText-shaped IterDataset sets grain.ReadOptions(num_threads=4, ...) itself: every
+    setting tried keeps it (pipecheck cannot change it), only workers are searched, and the
+    choice says so."""
+    import grain
+
+    from pipecheck.measure import loader_search as ls
+
+    own = (grain.MapDataset.range(64).map(lambda i: {"inputs": i})
+           .to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=16))
+           .batch(4))
+    asked: list = []
+    monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
+    choice = ls.search_loader(own, lambda b: b, None, 0.012,
+                              ls.SearchOptions(batches=5, threads=1, max_workers=4,
+                                               ram_budget_mb=1e6),
+                              progress=lambda line: None)
+    assert asked and {(s.threads, s.prefetch) for s in asked} == {(4, 16)}
+    assert len({s.workers for s in asked}) == len(asked) > 1
+    assert (choice.chosen.threads, choice.chosen.prefetch) == (4, 16)
+    assert choice.warnings and "num_threads=4, prefetch_buffer_size=16" in choice.warnings[0]
+    with pytest.raises(ls.ConfigError, match="--threads 2 cannot change"):
+        ls.search_loader(own, lambda b: b, None, 0.012,
+                         ls.SearchOptions(batches=5, threads=2, max_workers=4,
+                                          search_threads=False), progress=lambda line: None)
+
+
+def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
+    import grain
+
+    from pipecheck.measure import loader_search as ls
+
+    asked: list = []
+    monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
+    ls.search_loader(grain.MapDataset.range(64), lambda b: b, None, 0.001,
+                     ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6),
+                     progress=lambda line: None)
+    assert len({s.threads for s in asked}) > 1
