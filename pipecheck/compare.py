@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
@@ -20,16 +20,22 @@ from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
 from pipecheck.measure import loader_search as ls
-from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S, loader_parts
-from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
+from pipecheck.measure.dataloader import (
+    DEFAULT_THREADS,
+    DEFAULT_TIMEOUT_S,
+    LoaderParts,
+    loader_parts,
+)
+from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, read_real_run, real_stage
 from pipecheck.measure.resources import default_ram_budget_mb
-from pipecheck.measure.target import DEFAULT_TARGET_STEPS, target_again, target_stage
+from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again, target_stage
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
 from pipecheck.tuned_config import config_settings, usable_cores
 from pipecheck.units import ms
 from pipecheck.workloads import build_workload
+from pipecheck.workloads.base import Workload
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,44 +98,81 @@ def _loader_times(loader: ls.LoaderChoice, hosts: AcrossHosts | None
         f"(this host's is {ms(own_d.value)}): every host waits for it at each step"]
 
 
+@dataclasses.dataclass(frozen=True)
+class Stages:
+    """compare's stages and what it reads of the machine (the real ones unless a test gives
+    fakes): build the workload and its pipeline, T (and T again), D, R measured or R read."""
+
+    build_workload: Callable[[RunConfig], Workload] = build_workload
+    loader_parts: Callable[[RunConfig, Workload | None], LoaderParts] = loader_parts
+    target: Callable[..., Target] = target_stage
+    target_again: Callable[..., tuple[tuple[float, ...], str | None]] = target_again
+    loader: Callable[..., ls.LoaderChoice] = ls.loader_stage
+    real: Callable[..., RealRun] = real_stage
+    read_real: Callable[..., RealRun] = read_real_run
+    env: Callable[[], Mapping[str, Any]] = collect_env
+    cores: Callable[[], int] = usable_cores
+    ram_budget_mb: Callable[[], float] = default_ram_budget_mb
+
+
 def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                 progress: Callable[[str], None] = lambda msg: None,
-                clock: Callable[[], float] = time.perf_counter) -> CompareRun:
-    workload = None if o.synthetic_file and o.real_file else build_workload(config)
-    parts = functools.cache(lambda: loader_parts(config, workload))
-    target = target_stage(config, o.synthetic_file, o.target_steps, workload, progress, clock)
+                clock: Callable[[], float] = time.perf_counter,
+                stages: Stages = Stages()) -> CompareRun:
+    # R from a file is read first: a run of another workload is refused before measuring
+    read_real = (stages.read_real(o.real_file, config.to_dict(),
+                                  not (o.synthetic_file and o.dataloader_file))
+                 if o.real_file else None)
+    workload = None if o.synthetic_file and o.real_file else stages.build_workload(config)
+    parts = functools.cache(lambda: stages.loader_parts(config, workload))
+    target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
 
     fixed = config_settings(config) if not o.workers and o.search_threads else None
-    ram_budget = o.ram_budget_mb or default_ram_budget_mb()
+    ram_budget = o.ram_budget_mb or stages.ram_budget_mb()
     run_steps = int(config.get("run_steps") or 0)
-    loader = ls.loader_stage(
+    loader = stages.loader(
         config, o.dataloader_file, parts, target.result.step_time.summary.median,
         ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
                          o.hosts.agree if o.hosts else None,
                          search_threads=o.search_threads, fixed=fixed,
                          ram_budget_mb=ram_budget, run_steps=run_steps),
         progress, clock)
-    real = real_stage(config, o.real_file, workload, parts, loader.chosen, o.steps,
-                      o.timeout_s, progress, clock, profile_dir=o.profile_dir)
+    if read_real is not None:
+        real = read_real
+    else:
+        assert workload is not None
+        real = stages.real(workload, parts, loader.chosen, o.steps, o.timeout_s, progress, clock,
+                           profile_dir=o.profile_dir)
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
     progress(f"      real-data step time R = {ms(real_est.value)}")
     t_samples, drift = target.result.step_time.samples_s, None
     if not o.synthetic_file and workload is not None:
         progress(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
-        after, drift = target_again(config, max(10, o.target_steps // 2), workload, target, clock)
+        after, drift = stages.target_again(config, max(10, o.target_steps // 2), workload,
+                                           target, clock)
         t_samples += after
+    return CompareRun(_result(config, o, stages, target, loader, real, real_dist, real_est,
+                              t_samples, drift, ram_budget, run_steps), real)
+
+
+def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target,
+            loader: ls.LoaderChoice, real: RealRun, real_dist: Distribution,
+            real_est: Estimate, t_samples: tuple[float, ...], drift: str | None,
+            ram_budget: float, run_steps: int) -> CompareResult:
+    """The verdict on T, D and R, the findings and the recommendation, as the record."""
     chosen_d, baseline_d, host_warnings = _loader_times(loader, o.hosts)
     target_dist = Distribution.of(t_samples)
     est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value))
+    cores = stages.cores()
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
-                                    real.sync_sites, real.n_steps, usable_cores(), ram_budget)
+                                    real.sync_sites, real.n_steps, cores, ram_budget)
     t = loader.tuning
-    return CompareRun(CompareResult(
-        env=collect_env(), config=config.to_dict(), target_step_s=est.target.value,
+    return CompareResult(
+        env=dict(stages.env()), config=config.to_dict(), target_step_s=est.target.value,
         target=target_dist, loader=loader.settings,
         chosen_workers=loader.chosen.workers, chosen_threads=loader.chosen.threads,
         loader_step_s=est.loader.value, real_step_s=real_est.value,
@@ -146,4 +189,4 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         steps=real.steps, anomalies=real.anomalies,
         warnings=(*target.warnings, *loader.warnings, *real.warnings, *([drift] if drift else []),
                   *target.result.warnings, *host_warnings),
-        estimates=est), real)
+        estimates=est)

@@ -13,8 +13,8 @@ import time
 from typing import Callable, Mapping
 
 from pipecheck.analysis.steady_state import tag_warmup, warmup_steps, with_anomalies
-from pipecheck.config import RunConfig
 from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.errors import ConfigError
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.dataloader import LoaderParts
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
@@ -25,7 +25,7 @@ from pipecheck.measure.sync_locator import SyncLocator
 from pipecheck.records import store
 from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.records.env import input_warnings
+from pipecheck.records.env import input_warnings, other_workload
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
@@ -107,24 +107,32 @@ def _window_hook(window: ProfileWindow) -> StepHook:
     return hook
 
 
-def read_real_run(path: str, config: Mapping[str, object]) -> RealRun:
-    """The real-data steps and sync sites of a Monitor run of the user's own loop."""
+def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = True
+                  ) -> RealRun:
+    """The real-data steps and sync sites of a Monitor run of the user's own loop.
+
+    With ``one_workload`` (T or D measured on ``config``'s workload), a run of another
+    workload is refused: a verdict on T, D and R from two workloads means nothing."""
     run = store.load(path, expect=MonitorResult)
+    differs = other_workload(run.config, config) if one_workload else None
+    if differs:
+        raise ConfigError(
+            f"--real {path}: {differs}; a verdict needs T, D and R from one workload: point "
+            "compare at your loop's code with --config FILE (workload: init, train_step and "
+            "dataset entry points, see docs/user-workloads.md), or give --synthetic and "
+            "--dataloader files measured on it")
     steps, _ = with_anomalies(run.steps)  # tagged as in pipecheck's run; its anomalies kept
     warnings = input_warnings(path, run.env, run.config or None, config)
     return RealRun(steps, tuple(run.sync_sites), total_steps=run.total_steps,
                    anomalies=tuple(run.anomalies), warnings=tuple(warnings))
 
 
-def real_stage(config: RunConfig, path: str | None, workload: Workload | None,
-               parts: Callable[[], LoaderParts], chosen: LoaderSetting, steps: int,
-               timeout_s: float | None, progress: Callable[[str], None],
+def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
+               steps: int, timeout_s: float | None, progress: Callable[[str], None],
                clock: Callable[[], float] = time.perf_counter,
                profile_dir: str | None = None) -> RealRun:
-    """compare's step 3: R read from a Monitor run at ``path``, or measured at ``chosen``."""
-    if path:
-        return read_real_run(path, config.to_dict())
-    assert workload is not None
+    """compare's step 3 measured: R on the real pipeline at ``chosen`` (``read_real_run``
+    reads it from a Monitor run instead)."""
     progress(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
     return measure_real(workload, parts().dataset, chosen.settings, steps, timeout_s, clock,
                         profile_dir=profile_dir)

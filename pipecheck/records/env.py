@@ -66,3 +66,20 @@ def input_warnings(path: str, env: Mapping[str, object], config: Mapping[str, ob
         out.append(f"{path} was measured in another environment ({'; '.join(env_diffs)}): its "
                    "times may not compare with this run's")
     return out
+
+
+def other_workload(run_config: Mapping[str, object], this_config: Mapping[str, object]
+                   ) -> str | None:
+    """How the workload of a Monitor run (``run_config``, what the user passed to
+    ``Monitor(config=...)``) differs from the one ``this_config`` measures, in words; None
+    when they can be one. A run whose config names no workload ran in the user's own loop:
+    only the user's entry points (a mapping) can stand for it, never a built-in workload."""
+    theirs, ours = run_config.get("workload"), this_config.get("workload")
+    if theirs is None:
+        if isinstance(ours, Mapping):
+            return None
+        return (f"it timed your own training loop, and T and D would be measured on the "
+                f"built-in {ours} workload")
+    if theirs != ours:
+        return f"it timed workload {theirs}, and T and D would be measured on {ours}"
+    return None

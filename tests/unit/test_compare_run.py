@@ -1,0 +1,187 @@
+"""compare_run, its stages faked: hand-made T, D and R give each verdict, in milliseconds,
+with the chosen setting, the findings and the recommendation the real stages would feed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pipecheck import compare
+from pipecheck.analysis.tuner import outcome
+from pipecheck.config import RunConfig
+from pipecheck.errors import ConfigError
+from pipecheck.measure.dataloader import LoaderParts
+from pipecheck.measure.loader_search import LoaderChoice, loader_trial
+from pipecheck.measure.real_run import RealRun, read_real_run
+from pipecheck.measure.target import Target
+from pipecheck.records import store
+from pipecheck.records.common import (
+    Breakdown,
+    CompileInfo,
+    Distribution,
+    Estimate,
+    StepRecord,
+    SyncSite,
+    Throughput,
+)
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.synthetic import SyntheticResult
+
+CONFIG = RunConfig("demo", {"batch_size": 8, "run_steps": 0})
+SYNC_LINE = "/home/me/train.py:42"
+
+
+def around(ms: float, n: int = 40, spread: float = 0.01) -> list[float]:
+    """``n`` samples within +/-``spread`` of ``ms`` milliseconds (seconds), deterministic."""
+    return [ms / 1000.0 * (1 + spread * ((i * 7) % 5 - 2) / 2) for i in range(n)]
+
+
+def target(ms: float) -> Target:
+    return Target(SyntheticResult(env={}, config={}, step_time=Distribution.of(around(ms)),
+                                  compile=CompileInfo(1.0, 0.5, 1),
+                                  throughput=Throughput(100.0)))
+
+
+def setting(workers: int, ms: float) -> LoaderSetting:
+    """D = ``ms`` per batch, every batch steady (an estimate of its own samples)."""
+    samples = around(ms)
+    return LoaderSetting(
+        workers=workers, threads=1, first_batch_s=0.5, batch_time=Distribution.of(samples),
+        batches_per_s=1000.0 / ms, examples_per_s=8000.0 / ms,
+        loader_time=Estimate.mean_of(Distribution.of(samples)))
+
+
+def loader(*settings: LoaderSetting):
+    """The loader stage: the settings in the order tried, the tuner's choice among them."""
+
+    def stage(config, path, parts, target_s, opts, progress, clock):
+        tuning = outcome([loader_trial(s) for s in settings], target_s, 2, "fixed", "faked")
+        chosen = next(s for s in settings if s.settings == tuning.chosen.settings)
+        return LoaderChoice(tuple(settings), chosen, tuning)
+
+    return stage
+
+
+def real(ms: list[float], sync_s: float = 0.0):
+    """The real-data stage: steps of ``ms``; ``sync_s`` per step blocked at SYNC_LINE."""
+    ran: list = []
+
+    def stage(workload, parts, chosen, steps, timeout_s, progress, clock, profile_dir=None):
+        ran.append(chosen.settings)
+        sites = (SyncSite(SYNC_LINE, "train", "float(loss)", sync_s * len(ms), len(ms),
+                          False),) if sync_s else ()
+        return RealRun(tuple(StepRecord(i, t) for i, t in enumerate(ms)), sites)
+
+    stage.ran = ran  # type: ignore[attr-defined]
+    return stage
+
+
+def stages(t_ms: float, loader_stage, real_stage) -> compare.Stages:
+    return compare.Stages(
+        build_workload=lambda config: "workload",
+        loader_parts=lambda config, workload: LoaderParts(None, lambda b: b, None),
+        target=lambda config, path, steps, workload, progress, clock: target(t_ms),
+        target_again=lambda config, steps, workload, before, clock: (tuple(around(t_ms, 20)),
+                                                                     None),
+        loader=loader_stage, real=real_stage, env=lambda: {"backend": "fake"},
+        cores=lambda: 2, ram_budget_mb=lambda: 4096.0)
+
+
+def run(t_ms: float, loader_stage, real_stage):
+    return compare.compare_run(CONFIG, stages=stages(t_ms, loader_stage, real_stage)).result
+
+
+def test_compute_bound():
+    real_stage = real(around(51.0))
+    result = run(50.0, loader(setting(0, 10.0)), real_stage)
+    assert result.verdict == "compute-bound", result.verdict_reason
+    assert result.target_step_s == pytest.approx(0.050, rel=0.01)
+    assert result.loader_step_s == pytest.approx(0.010, rel=0.01)
+    assert result.real_step_s == pytest.approx(0.051, rel=0.01)
+    assert real_stage.ran == [setting(0, 10.0).settings]  # R measured at the chosen setting
+    assert result.target.summary.n == 60  # T before and again after the real-data run
+
+
+def test_input_bound_fixed_by_tuning():
+    real_stage = real(around(52.0))
+    result = run(50.0, loader(setting(0, 80.0), setting(4, 20.0)), real_stage)
+    assert result.verdict == "input-bound", result.verdict_reason
+    assert result.verdict_reason.startswith("input-bound as loaded at first (80.0 ms per batch")
+    assert result.chosen_workers == 4 and real_stage.ran == [setting(4, 20.0).settings]
+    assert result.estimates.baseline is not None
+    assert result.estimates.baseline.value == pytest.approx(0.080, rel=0.01)
+    assert "4 Grain workers" in result.recommendation
+
+
+def test_forced_sync_names_the_line():
+    result = run(50.0, loader(setting(0, 10.0)), real(around(90.0), sync_s=0.035))
+    assert result.verdict == "forced-sync", result.verdict_reason
+    [sync] = [f for f in result.findings if f.kind == "forced-sync"]
+    assert sync.location == SYNC_LINE
+
+
+def test_slower_than_both_without_a_sync_is_inconclusive():
+    result = run(50.0, loader(setting(0, 10.0)), real(around(90.0)))
+    assert result.verdict == "inconclusive", result.verdict_reason
+    assert "the sampler found no host sync that explains it" in result.verdict_reason
+
+
+def test_too_noisy_is_inconclusive():
+    noisy = [0.02 if i % 2 else 0.2 for i in range(40)]
+    result = run(50.0, loader(setting(0, 10.0)), real(noisy))
+    assert result.verdict == "inconclusive", result.verdict_reason
+    assert "too noisy" in result.verdict_reason
+
+
+def monitor_run(tmp_path, config: dict) -> str:
+    run = MonitorResult(env={}, config=config, step_time=Distribution.of(around(20.0)),
+                        first_step_s=1.0,
+                        steps=tuple(StepRecord(i, t) for i, t in enumerate(around(20.0))),
+                        sync_sites=(), breakdown=Breakdown(wall_s=1.0, steps=40, rows=()),
+                        wall_s=1.0, total_steps=40)
+    path = tmp_path / f"run{len(list(tmp_path.iterdir()))}.json"
+    store.save(run, path)
+    return str(path)
+
+
+def test_a_monitor_run_of_the_users_loop_is_not_judged_against_the_demo(tmp_path):
+    """--real RUN.json from the user's own loop, without --config: T and D would come from
+    the built-in demo. Refused before anything is measured, in one line saying how."""
+    path = monitor_run(tmp_path, {"example": "nnx_train", "lr": 0.1})
+    built: list = []
+    s = dataclasses.replace(stages(50.0, loader(setting(0, 10.0)), real([])),
+                            build_workload=built.append)
+    with pytest.raises(ConfigError) as e:
+        compare.compare_run(CONFIG, compare.CompareOptions(real_file=path), stages=s)
+    assert str(e.value).startswith(
+        f"--real {path}: it timed your own training loop, and T and D would be measured on "
+        "the built-in demo workload; a verdict needs T, D and R from one workload: point "
+        "compare at your loop's code with --config FILE")
+    assert "\n" not in str(e.value) and built == []
+
+
+def test_a_monitor_run_is_read_when_the_workloads_can_be_one(tmp_path):
+    mine = {"init": "my.py:init", "train_step": "my.py:step", "dataset": "my.py:data"}
+    users = monitor_run(tmp_path, {"lr": 0.1})
+    assert len(read_real_run(users, {"workload": mine}).steps) == 40
+    demo = monitor_run(tmp_path, CONFIG.to_dict())
+    assert len(read_real_run(demo, CONFIG.to_dict()).steps) == 40
+    with pytest.raises(ConfigError, match="it timed workload calibrated, and T and D would be "
+                                          "measured on demo"):
+        read_real_run(monitor_run(tmp_path, {"workload": "calibrated"}), CONFIG.to_dict())
+    # T and D from files of the user's workload: only their own config checks apply
+    assert read_real_run(users, CONFIG.to_dict(), one_workload=False).steps
+
+
+def test_compare_real_without_config_refuses_in_one_line(capsys, tmp_path):
+    """`pipecheck compare --real RUN.json` with no --config: no verdict from two workloads."""
+    from pipecheck.cli import main
+
+    path = monitor_run(tmp_path, {"example": "nnx_train"})
+    assert main(["compare", "--real", path, "--quiet"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert err.startswith(f"pipecheck: error: --real {path}: it timed your own training loop")
+    assert "--config FILE" in err and "\n" not in err and captured.out == ""
