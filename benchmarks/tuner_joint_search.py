@@ -107,6 +107,14 @@ def grain_pick(keys: dict, max_workers: int) -> GrainSettings:
                          int(read.num_threads), int(read.prefetch_buffer_size))
 
 
+def stored_trial(t: dict) -> Trial:
+    """A Trial of a --tables file: its settings nested, or flat (files of older runs)."""
+    t = dict(t)
+    knobs = t.pop("settings", None) or {k: t.pop(k) for k in
+                                        ("workers", "per_worker_buffer", "threads", "prefetch")}
+    return Trial(GrainSettings(**knobs), **t)
+
+
 def _replay(table: dict[GrainSettings, Trial], asked: list[GrainSettings], keys: dict,
             batches: int):
     """The tuner's measure function: a setting's first reading from the measured table, a
@@ -157,7 +165,7 @@ def main() -> None:
             continue  # replaying measures nothing: only the pipelines the file holds
         target = target_ms / 1000.0
         if name in stored:
-            table = [Trial(**t) for t in stored[name]["table"]]
+            table = [stored_trial(t) for t in stored[name]["table"]]
             picked = GrainSettings(**stored[name]["grain"])
         else:
             print(f"measuring {name} ...", file=sys.stderr)

@@ -50,7 +50,7 @@ def main() -> None:
                             put=None, tokens_key=None, stage_wait_s=0.0)
         return loader_time(s)
 
-    exhaustive = [Trial(w, args.threads, measure(w, args.threads))
+    exhaustive = [Trial(GrainSettings(w, threads=args.threads), measure(w, args.threads))
                   for w in range(0, args.max_workers + 1)]
     ex_choice, ex_ok = choose(exhaustive, target)
     adaptive = tune(measure, target, max_workers=args.max_workers,

@@ -104,30 +104,33 @@ class Trial:
     """One measured setting: D (``batch_s``: mean seconds per batch, 1 / throughput, the
     loader time the verdict uses), its start-up and its memory."""
 
-    workers: int
-    threads: int
+    settings: GrainSettings
     batch_s: float
-    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
-    prefetch: int = 0
-    """0: ``default_prefetch(threads)``."""
     first_batch_s: float = 0.0
     worker_rss_mb: float = math.nan
     """Peak resident memory of one worker process (the largest), MB."""
     main_rss_mb: float = math.nan
     """Peak resident memory of the training process, MB."""
 
-    def __post_init__(self) -> None:
-        if self.prefetch == 0:
-            object.__setattr__(self, "prefetch", default_prefetch(self.threads))
+    @property
+    def workers(self) -> int:
+        return self.settings.workers
 
     @property
-    def settings(self) -> GrainSettings:
-        return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
+    def threads(self) -> int:
+        return self.settings.threads
+
+    @property
+    def per_worker_buffer(self) -> int:
+        return self.settings.per_worker_buffer
+
+    @property
+    def prefetch(self) -> int:
+        return self.settings.prefetch
 
     @classmethod
     def of(cls, settings: GrainSettings, batch_s: float, **extra: float) -> Trial:
-        return cls(settings.workers, settings.threads, batch_s, settings.per_worker_buffer,
-                   settings.prefetch, **extra)
+        return cls(settings, batch_s, **extra)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -66,7 +66,7 @@ def setting(workers, mean_ms):
 ])
 def test_a_loader_no_setting_fixes_gets_the_fix_its_search_outcome_calls_for(stop, scaling, fix):
     slow = [setting(1, 120.0), setting(2, 80.0)]
-    trials = tuple(Trial(s.workers, 1, s.loader_time.value) for s in slow)
+    trials = tuple(Trial(s.settings, s.loader_time.value) for s in slow)
     tuning = TuningOutcome(trials, trials[1], False, scaling, stop, "any words at all")
     (f,) = loader_findings(slow, slow[1], tuning, 0.040, Verdict(INPUT_BOUND, "r", 0.0))
     assert f.kind == "input-bound" and f.fix is not None and f.fix.startswith(fix)

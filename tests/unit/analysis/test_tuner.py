@@ -76,5 +76,9 @@ def test_fixed_workers_measure_exactly_those():
 
 def test_choose_prefers_fewest_workers_meeting_goal():
     from pipecheck.analysis.tuner import Trial
-    trials = [Trial(4, 0, 0.010), Trial(2, 0, 0.030), Trial(1, 0, 0.050)]
+    from pipecheck.records.grain_settings import GrainSettings
+
+    trials = [Trial(GrainSettings(4, threads=0), 0.010),
+              Trial(GrainSettings(2, threads=0), 0.030),
+              Trial(GrainSettings(1, threads=0), 0.050)]
     assert choose(trials, 0.040)[0].workers == 2

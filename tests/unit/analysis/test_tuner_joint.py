@@ -106,7 +106,8 @@ def test_ram_worker_ceiling():
 
 def test_a_short_run_does_not_pay_for_the_start_up_of_more_workers():
     # 0 workers: 50 ms/batch, starts at once; 4 workers: 12 ms/batch after 2.4 s of start-up
-    trials = [Trial(0, 1, 0.050, first_batch_s=0.05), Trial(4, 1, 0.012, first_batch_s=2.45)]
+    trials = [Trial(GrainSettings(0), 0.050, first_batch_s=0.05),
+              Trial(GrainSettings(4), 0.012, first_batch_s=2.45)]
     target = 0.020
     assert run_time(trials[0], target, 50) == pytest.approx(0.05 + 50 * 0.050)
     short, ok = choose(trials, target, run_steps=50)   # 2.55 s vs 3.45 s
