@@ -28,6 +28,7 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.records.common import Finding
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
 from pipecheck.records.kinds import FindingKind
 
@@ -270,12 +271,12 @@ def stall_findings(hosts: Sequence[HostSummary]) -> list[Finding]:
 
 
 # --- the whole analysis ------------------------------------------------------------------------
-def loader_values(hosts: Sequence[HostSummary], workers: int, threads: int) -> list[HostValue]:
-    """D with its interval on every host that timed the setting ``(workers, threads)``."""
+def loader_values(hosts: Sequence[HostSummary], settings: GrainSettings) -> list[HostValue]:
+    """D with its interval on every host that timed ``settings``."""
     out = []
     for h in hosts:
         for s in h.loader:
-            if (s.workers, s.threads) == (workers, threads):
+            if s.settings == settings:
                 out.append(HostValue(h.process_id, h.hostname, s.loader_s, s.low_s, s.high_s))
     return out
 
@@ -287,12 +288,12 @@ def data_wait_values(hosts: Sequence[HostSummary]) -> list[HostValue]:
             for h in hosts if h.data_wait_median_s is not None]
 
 
-def _settings(hosts: Sequence[HostSummary]) -> list[tuple[int, int]]:
-    seen: list[tuple[int, int]] = []
+def _settings(hosts: Sequence[HostSummary]) -> list[GrainSettings]:
+    seen: list[GrainSettings] = []
     for h in hosts:
         for s in h.loader:
-            if (s.workers, s.threads) not in seen:
-                seen.append((s.workers, s.threads))
+            if s.settings not in seen:
+                seen.append(s.settings)
     return seen
 
 
@@ -302,7 +303,7 @@ def _median_step(hosts: Sequence[HostSummary]) -> float | None:
 
 
 def analyze(hosts: Sequence[HostSummary],
-            setting: tuple[int, int] | None = None) -> HostsAnalysis:
+            setting: GrainSettings | None = None) -> HostsAnalysis:
     """The straggler (or None) and the findings about the hosts.
 
     The loader time D is compared at ``setting`` (the one training used), or at every
@@ -314,9 +315,8 @@ def analyze(hosts: Sequence[HostSummary],
     step_s = _median_step(hosts)
     candidates: list[Straggler] = []
     settings = [setting] if setting is not None else _settings(hosts)
-    for w, t in settings:
-        s = find_straggler(loader_values(hosts, w, t), "loader time",
-                           f"workers={w}, threads={t}", step_s)
+    for g in settings:
+        s = find_straggler(loader_values(hosts, g), "loader time", g.short_label(), step_s)
         if s is not None:
             candidates.append(s)
     if not settings:

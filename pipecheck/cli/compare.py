@@ -147,7 +147,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
         run = compare_mod.compare_run(cfg, opts, progress=progress)
     _say_if_ended_early(real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
-                      setting=(run.result.chosen_workers, run.result.chosen_threads))
+                      setting=run.result.tuning.chosen)
     chosen = run.result.tuning.chosen
     if save_config_path and reported is not None and chosen is not None:
         save_config(save_config_path, cfg, chosen,

@@ -26,6 +26,7 @@ from pipecheck.measure.distributed import (
 )
 from pipecheck.measure.hosts import HostResult, host_summary
 from pipecheck.records import store
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.report.hosts import format_hosts
 
 R = TypeVar("R")
@@ -121,7 +122,7 @@ def joined(dist: DistributedOptions, command: str, config: RunConfig,
 
 def report(session: Session | None, dist: DistributedOptions, result: H,
            render: Callable[[H], str], json_path: str | None, force: bool,
-           setting: tuple[int, int] | None = None) -> H | None:
+           setting: GrainSettings | None = None) -> H | None:
     """Print and save ``result`` (one process), or gather the hosts to process 0, which
     prints and saves the record with ``hosts`` and ``straggler``; the others print one
     line. Returns the record this process reported (None on the other processes)."""

@@ -16,9 +16,9 @@ from pipecheck.records.synthetic import SyntheticResult
 
 def host_loader(setting: LoaderSetting) -> HostLoader:
     """D with its interval at one loader setting, as the verdict uses it."""
-    est = setting.loader_time
-    return HostLoader(setting.workers, setting.threads, est.value, est.low, est.high,
-                      setting.first_batch_s)
+    est, s = setting.loader_time, setting.settings
+    return HostLoader(s.workers, s.threads, est.value, est.low, est.high,
+                      setting.first_batch_s, s.per_worker_buffer, s.prefetch)
 
 
 NOT_COMPARABLE_TAGS = ("compile", "drain", "warmup")

@@ -4,8 +4,10 @@ whatever the run's length) and the straggler named from them."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from pipecheck.records.base import Record
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,6 +21,13 @@ class HostLoader(Record):
     low_s: float
     high_s: float
     first_batch_s: float
+    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
+    prefetch: int = 0
+    """0 in files written before it was stored: GrainSettings' default."""
+
+    @functools.cached_property
+    def settings(self) -> GrainSettings:
+        return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from pipecheck.records.common import Finding
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostLoader, HostSummary, Straggler
 from pipecheck.report.format import findings_text
 from pipecheck.units import ms
@@ -15,12 +16,12 @@ MAX_ROWS = 16
 """Hosts listed one per row; past this, the slowest ones and the median host only."""
 
 
-def _loader(h: HostSummary, setting: tuple[int, int] | None) -> HostLoader | None:
+def _loader(h: HostSummary, setting: GrainSettings | None) -> HostLoader | None:
     if not h.loader:
         return None
     if setting is not None:
         for s in h.loader:
-            if (s.workers, s.threads) == setting:
+            if s.settings == setting:
                 return s
     return h.loader[-1]
 
@@ -29,7 +30,7 @@ def _d(s: HostLoader | None) -> str:
     return "-" if s is None else f"{ms(s.loader_s)} [{ms(s.low_s)}, {ms(s.high_s)}]"
 
 
-def host_rows(hosts: Sequence[HostSummary], setting: tuple[int, int] | None = None,
+def host_rows(hosts: Sequence[HostSummary], setting: GrainSettings | None = None,
               max_rows: int = MAX_ROWS) -> list[list[str]]:
     """Rows of the hosts table; a long list keeps the slowest hosts and the median one."""
     def key(h: HostSummary) -> float:
@@ -50,12 +51,12 @@ def host_rows(hosts: Sequence[HostSummary], setting: tuple[int, int] | None = No
 
 
 def format_hosts(hosts: Sequence[HostSummary], straggler: Straggler | None,
-                 findings: Sequence[Finding], setting: tuple[int, int] | None = None) -> str:
+                 findings: Sequence[Finding], setting: GrainSettings | None = None) -> str:
     """The hosts table, the straggler line and the hosts' findings."""
     if not hosts:
         return ""
     rows = host_rows(hosts, setting)
-    where = "" if setting is None else f" at workers={setting[0]}, threads={setting[1]}"
+    where = "" if setting is None else f" at {setting.short_label()}"
     lines = [f"hosts: {len(hosts)} processes"
              + (f" (showing {len(rows)})" if len(rows) < len(hosts) else ""),
              tabulate(rows, headers=["process", "host", f"loader D [95% CI]{where}",

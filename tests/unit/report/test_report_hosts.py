@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostLoader, HostSummary
 from pipecheck.report.hosts import format_hosts, host_rows
 
@@ -18,7 +19,7 @@ def test_rows_exact():
 
 def test_many_hosts_keep_the_slowest_and_the_median():
     hosts = [host(p, 0.030 + 0.0001 * p) for p in range(100)]
-    rows = host_rows(hosts, (2, 1), max_rows=5)
+    rows = host_rows(hosts, GrainSettings(2, threads=1), max_rows=5)
     assert [r[0] for r in rows] == ["49", "96", "97", "98", "99"]
     assert format_hosts(hosts, None, ()).startswith("hosts: 100 processes (showing 16)")
 
