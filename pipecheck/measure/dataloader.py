@@ -66,6 +66,7 @@ from pipecheck.workloads.base import Workload
 from pipecheck.workloads.devices import batch_sharding, data_mesh, host_batch_size, put_global
 
 if TYPE_CHECKING:  # Grain is imported where used: `import pipecheck` stays light
+    import grain
     from grain.proto.execution_summary_pb2 import ExecutionSummary
 
 DEFAULT_BATCHES = 50
@@ -260,8 +261,8 @@ class LoaderParts:
     """What the measurement needs from a workload: its dataset, how training puts a batch on
     the devices, and which batch entry holds tokens."""
 
-    dataset: Any
-    put: Callable[[Any], Any]
+    dataset: InputPipeline | None
+    put: Callable[[Batch], Batch]
     tokens_key: str | None
 
 
@@ -289,19 +290,19 @@ class OpenedPipeline:
     """One setting's pipeline while it runs: the iterators opened on it (for the clean-up)
     and how many batches were asked for."""
 
-    dataset: Any
+    dataset: grain.IterDataset
     """The IterDataset built for the setting."""
-    iterators: list[Any] = dataclasses.field(default_factory=list)
+    iterators: list[Iterator[Batch]] = dataclasses.field(default_factory=list)
     asked: int = 0
 
-    def open(self) -> Iterator[Any]:
+    def open(self) -> Iterator[Batch]:
         it = iter(self.dataset)
         self.iterators.append(it)
         return it
 
 
 def _time_guarded(pipeline: OpenedPipeline, n_batches: int,
-                  put: Callable[[Any], Any] | None, clock: Callable[[], float],
+                  put: Callable[[Batch], Batch] | None, clock: Callable[[], float],
                   timeout_s: float | None, on_first: Callable[[float], None],
                   window: ResourceWindow | None = None) -> BatchTiming:
     """``time_batches`` under the stall timer, counting in ``pipeline`` the batches asked for.
@@ -402,7 +403,7 @@ class _Timed:
 
 
 def _run(pipeline: OpenedPipeline, data_loader: bool, n_batches: int,
-         put: Callable[[Any], Any] | None, clock: Callable[[], float],
+         put: Callable[[Batch], Batch] | None, clock: Callable[[], float],
          timeout_s: float | None, on_first: Callable[[float], None],
          window: ResourceWindow | None, stage_wait_s: float) -> _Timed:
     """Time the batches, close the resource window, then read Grain's stage timing."""
@@ -431,7 +432,7 @@ def measure_setting(
     settings: GrainSettings,
     n_batches: int,
     *,
-    put: Callable[[Batch], Any] | None,
+    put: Callable[[Batch], Batch] | None,
     tokens_key: str | None,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
