@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from typing import Callable, Mapping
 
 import click
 
@@ -13,12 +13,17 @@ from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
+    given_options,
     int_list,
     load_config,
     output_options,
     wrote_trace,
 )
+from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S
 from pipecheck.measure.distributed import DistributedOptions, Session
+from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS
+from pipecheck.measure.real_run import DEFAULT_STEPS
+from pipecheck.measure.target import DEFAULT_TARGET_STEPS
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
@@ -27,14 +32,22 @@ from pipecheck.report.trace import write_recorder_trace
 from pipecheck.tuned_config import save_config
 
 
-def _refuse_what_files_replace(given: Sequence[tuple[str, object, str | None]]) -> None:
-    """An option of a measurement that a file replaces is a usage error, not ignored."""
-    ignored = [opt for opt, value, source in given
-               if value is not None and source and opt != "--trace"]
+def _refuse_what_files_replace(given: Mapping[str, bool], synthetic_file: str | None,
+                               dataloader_file: str | None, real_file: str | None) -> None:
+    """An option given for a measurement that a file replaces is a usage error, not
+    ignored (``given``: whether the command line gave each option)."""
+    replaced = (("--workers", "workers_opt", dataloader_file),
+                ("--max-workers", "max_workers", dataloader_file),
+                ("--batches", "batches", dataloader_file),
+                ("--threads", "threads", dataloader_file),
+                ("--ram-budget-mb", "ram_budget_mb", dataloader_file),
+                ("--target-steps", "target_steps", synthetic_file),
+                ("--steps", "steps", real_file), ("--profile", "profile_dir", real_file))
+    ignored = [opt for opt, name, source in replaced if given[name] and source]
     if ignored:
         raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
                                "replaces that measurement (--dataloader, --synthetic, --real)")
-    if any(opt == "--trace" and value and source for opt, value, source in given):
+    if given["trace_path"] and real_file:
         raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
                                "writes its trace with mon.write_trace(PATH)")
 
@@ -56,27 +69,29 @@ def _wrote_capture(profile_dir: str | None) -> None:
 # long: each option passed on once (the command's steps are helpers of this module)
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
-@click.option("--steps", type=click.IntRange(min=5), default=None,
-              help="Real-data training steps to time. [default: 60]")
-@click.option("--target-steps", type=click.IntRange(min=5), default=None,
-              help="Synthetic steps for the target step time T. [default: 30]")
-@click.option("--batches", type=click.IntRange(min=3), default=None,
-              help="Batches timed per loader setting, after the first. [default: 30]")
+@click.option("--steps", type=click.IntRange(min=5), default=DEFAULT_STEPS,
+              show_default=True, help="Real-data training steps to time.")
+@click.option("--target-steps", type=click.IntRange(min=5), default=DEFAULT_TARGET_STEPS,
+              show_default=True, help="Synthetic steps for the target step time T.")
+@click.option("--batches", type=click.IntRange(min=3), default=DEFAULT_BATCHES,
+              show_default=True, help="Batches timed per loader setting, after the first.")
 @click.option("--workers", "workers_opt", metavar="N[,N...]", default=None,
               callback=lambda ctx, param, value: None if value is None
               else int_list(ctx, param, value),
               help="Fix the Grain worker count, or give a list to choose from, instead of "
                    "searching.")
-@click.option("--threads", type=click.IntRange(min=0), default=None,
-              help="Grain read threads per worker (ReadOptions.num_threads). [default: 1]")
-@click.option("--max-workers", type=click.IntRange(min=1), default=None,
+@click.option("--threads", type=click.IntRange(min=0), default=DEFAULT_THREADS,
+              show_default=True,
+              help="Grain read threads per worker (ReadOptions.num_threads); searched with the "
+                   "workers unless given.")
+@click.option("--max-workers", type=click.IntRange(min=1), default=DEFAULT_MAX_WORKERS,
+              show_default="max(8, 2 x cores)",
               help="Ceiling of the worker search; above the core count by default because "
-                   "latency-bound pipelines keep gaining past the cores. "
-                   "[default: max(8, 2 x cores)]")
+                   "latency-bound pipelines keep gaining past the cores.")
 @click.option("--ram-budget-mb", "ram_budget_mb", type=click.FloatRange(min=1), default=None,
-              metavar="MB",
+              metavar="MB", show_default="half of the available RAM",
               help="RAM the loader may use: the search measures each worker's peak memory "
-                   "and stops before the budget. [default: half of the available RAM]")
+                   "and stops before the budget.")
 @click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
               metavar="FILE",
               help="Write the config with the chosen Grain settings as YAML, for --config or "
@@ -88,9 +103,10 @@ def _wrote_capture(profile_dir: str | None) -> None:
 @click.option("--real", "real_file", type=click.Path(exists=True, dir_okay=False),
               help="Take the real-data step times and sync sites from a pipecheck.Monitor run "
                    "of your own loop (RUN.json).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=None,
-              metavar="SECONDS", help="Stop if the pipeline produces no batch for this many "
-                                      "seconds (0: wait forever). [default: 120]")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S,
+              metavar="SECONDS", show_default=True,
+              help="Stop if the pipeline produces no batch for this many seconds (0: wait "
+                   "forever).")
 @click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the real-data run (open in "
@@ -101,11 +117,11 @@ def _wrote_capture(profile_dir: str | None) -> None:
                    "profile DIR', XProf or Perfetto (see docs/profile.md).")
 @output_options
 @distributed_options
-def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
-            target_steps: int | None, batches: int | None, workers_opt: list[int] | None,
-            threads: int | None, max_workers: int | None, ram_budget_mb: float | None,
+def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
+            target_steps: int, batches: int, workers_opt: list[int] | None,
+            threads: int, max_workers: int, ram_budget_mb: float | None,
             save_config_path: str | None, synthetic_file: str | None,
-            dataloader_file: str | None, real_file: str | None, timeout_s: float | None,
+            dataloader_file: str | None, real_file: str | None, timeout_s: float,
             quiet: bool, trace_path: str | None, profile_dir: str | None,
             json_path: str | None, force: bool, dist: DistributedOptions) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
@@ -118,29 +134,24 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int | No
     """
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
-    _refuse_what_files_replace((
-        ("--workers", workers_opt, dataloader_file), ("--max-workers", max_workers,
-                                                      dataloader_file),
-        ("--batches", batches, dataloader_file), ("--threads", threads, dataloader_file),
-        ("--ram-budget-mb", ram_budget_mb, dataloader_file),
-        ("--target-steps", target_steps, synthetic_file), ("--steps", steps, real_file),
-        ("--trace", trace_path, real_file), ("--profile", profile_dir, real_file)))
+    given = given_options()
+    _refuse_what_files_replace(given, synthetic_file, dataloader_file, real_file)
 
     progress = _progress_lines(quiet)
 
-    default = compare_mod.CompareOptions()
     opts = compare_mod.CompareOptions(
-        steps=steps or default.steps, target_steps=target_steps or default.target_steps,
-        batches=batches or default.batches, workers=tuple(workers_opt) if workers_opt else None,
-        threads=default.threads if threads is None else threads,
-        max_workers=max_workers or default.max_workers,
-        timeout_s=default.timeout_s if timeout_s is None else timeout_s,
-        synthetic_file=synthetic_file, dataloader_file=dataloader_file, real_file=real_file,
-        search_threads=threads is None, ram_budget_mb=ram_budget_mb, profile_dir=profile_dir)
-    fixed = {"steps": steps, "target_steps": target_steps, "batches": batches,
-             "workers": workers_opt, "threads": threads, "max_workers": max_workers,
-             "ram_budget_mb": ram_budget_mb,
-             "synthetic": synthetic_file, "dataloader": dataloader_file, "real": real_file}
+        steps=steps, target_steps=target_steps, batches=batches,
+        workers=tuple(workers_opt) if workers_opt else None, threads=threads,
+        max_workers=max_workers, timeout_s=timeout_s, synthetic_file=synthetic_file,
+        dataloader_file=dataloader_file, real_file=real_file,
+        search_threads=not given["threads"], ram_budget_mb=ram_budget_mb,
+        profile_dir=profile_dir)
+    fixed: dict[str, object] = {key: value if given[name] else None for key, name, value in (
+        ("steps", "steps", steps), ("target_steps", "target_steps", target_steps),
+        ("batches", "batches", batches), ("workers", "workers_opt", workers_opt),
+        ("threads", "threads", threads), ("max_workers", "max_workers", max_workers),
+        ("ram_budget_mb", "ram_budget_mb", ram_budget_mb))}
+    fixed.update(synthetic=synthetic_file, dataloader=dataloader_file, real=real_file)
     with joined(dist, "compare", cfg, fixed) as session:
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)

@@ -14,10 +14,16 @@ from pipecheck.cli.options import (
     output_options,
     wrote_trace,
 )
-from pipecheck.measure.dataloader import measure_dataloader
+from pipecheck.measure.dataloader import (
+    DEFAULT_BATCHES,
+    DEFAULT_THREADS,
+    DEFAULT_TIMEOUT_S,
+    measure_dataloader,
+)
 from pipecheck.measure.distributed import DistributedOptions
 from pipecheck.measure.loader_search import best_setting
 from pipecheck.measure.resources import default_ram_budget_mb
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
 from pipecheck.report.dataloader import format_dataloader
 from pipecheck.report.trace import dataloader_trace, write_trace
 from pipecheck.tuned_config import save_config
@@ -28,25 +34,25 @@ from pipecheck.tuned_config import save_config
 @click.option("--workers", default=None, callback=optional_int_list, metavar="N[,N...]",
               help="Grain worker processes (mp_prefetch); a comma-separated list sweeps them, "
                    "e.g. --workers 0,1,2,4. 0 loads in the main process, as a training loop "
-                   "without workers does. [default: the config's num_workers, else 0]")
+                   "without workers does.", show_default="the config's num_workers, else 0")
 @click.option("--threads", default=None, callback=optional_int_list, metavar="N[,N...]",
-              help="Read threads per process (ReadOptions.num_threads); a list sweeps them. "
-                   "[default: the config's num_threads, else 1]")
+              help="Read threads per process (ReadOptions.num_threads); a list sweeps them.",
+              show_default=f"the config's num_threads, else {DEFAULT_THREADS}")
 @click.option("--per-worker-buffer-size", "buffers", default=None, callback=optional_int_list,
               metavar="N[,N...]",
               help="Batches each worker may hold ready "
-                   "(MultiprocessingOptions.per_worker_buffer_size); a list sweeps them. "
-                   "[default: the config's, else 2]")
+                   "(MultiprocessingOptions.per_worker_buffer_size); a list sweeps them.",
+              show_default=f"the config's, else {DEFAULT_PER_WORKER_BUFFER}")
 @click.option("--prefetch-buffer-size", "prefetch", default=None, callback=optional_int_list,
               metavar="N[,N...]",
               help="Elements the read threads prefetch (ReadOptions.prefetch_buffer_size); a "
-                   "list sweeps them. [default: the config's, else 2 x threads]")
-@click.option("--batches", type=click.IntRange(min=1), default=50, show_default=True,
+                   "list sweeps them.", show_default="the config's, else 2 x threads")
+@click.option("--batches", type=click.IntRange(min=1), default=DEFAULT_BATCHES, show_default=True,
               help="Batches to time after the first (the first batch is reported apart).")
 @click.option("--no-device-put", "no_device_put", is_flag=True,
               help="Do not move each batch to the devices (by default it is put with the "
                    "workload's sharding, as training does: that host work is loading cost).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=120.0,
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S,
               show_default=True, metavar="SECONDS",
               help="Stop with an error when the pipeline produces no batch for this long "
                    "(0: wait forever).")
@@ -57,11 +63,11 @@ from pipecheck.tuned_config import save_config
               metavar="MB",
               help="RAM the loader may use: settings whose measured peak memory (training "
                    "process + workers) leaves no room for another worker are reported "
-                   "memory-bound. [default: half of the available RAM]")
+                   "memory-bound.", show_default="half of the available RAM")
 @click.option("--steps", "run_steps", type=click.IntRange(min=1), default=None,
               help="Length of your training run, in steps, for --save-config: a setting whose "
-                   "start-up costs more than it saves over the run is not chosen. "
-                   "[default: the config's run_steps; 0: start-up not weighed]")
+                   "start-up costs more than it saves over the run is not chosen.",
+              show_default="the config's run_steps; 0: start-up not weighed")
 @click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
               metavar="FILE",
               help="Write the config with the best setting measured (the cheapest within 10% "
@@ -88,8 +94,8 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
         return given or [cfg[key] if cfg.get(key) is not None else default]
 
     knobs = {"workers": knob(workers, "num_workers", 0),
-             "threads": knob(threads, "num_threads", 1),
-             "buffers": knob(buffers, "per_worker_buffer_size", 2),
+             "threads": knob(threads, "num_threads", DEFAULT_THREADS),
+             "buffers": knob(buffers, "per_worker_buffer_size", DEFAULT_PER_WORKER_BUFFER),
              "prefetch": knob(prefetch, "prefetch_buffer_size", 0)}
     options = {**knobs, "batches": batches, "no_device_put": no_device_put}
     try:

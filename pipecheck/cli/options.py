@@ -6,6 +6,7 @@ import os
 from typing import Callable, Sequence, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from pipecheck import config as config_mod
 from pipecheck.records import store
@@ -85,6 +86,15 @@ def save_json(record: Record, json_path: str | None, force: bool) -> None:
 
 def wrote_trace(trace_path: str) -> None:
     click.echo(f"wrote {trace_path} (open in ui.perfetto.dev)")
+
+
+def given_options() -> dict[str, bool]:
+    """Whether the command line gave each option of the running command (False: it has
+    its default)."""
+    ctx = click.get_current_context()
+    return {name: ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT,
+                                                         ParameterSource.DEFAULT_MAP)
+            for name in ctx.params}
 
 
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:

@@ -9,6 +9,7 @@ from pipecheck.cli.hosts import distributed_options, joined, report
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
+    given_options,
     load_config,
     output_options,
     wrote_trace,
@@ -21,15 +22,15 @@ from pipecheck.report.trace import write_recorder_trace
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
-@click.option("--steps", type=click.IntRange(min=3), default=None,
+@click.option("--steps", type=click.IntRange(min=3), default=DEFAULT_STEPS, show_default=True,
               help="Training steps to time, the first (compile) and the last (drain) step "
-                   "included; at least 3. [default: 40]")
+                   "included; at least 3.")
 @output_options
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
                    "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
 @distributed_options
-def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | None,
+def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int,
               json_path: str | None, force: bool, trace_path: str | None,
               dist: DistributedOptions) -> None:
     """Measure the target step time: train on one batch that already sits on the devices.
@@ -41,8 +42,9 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int | 
     """
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path)
-    with joined(dist, "synthetic", cfg, {"steps": steps}) as session:
-        run = synthetic_run(cfg, steps or DEFAULT_STEPS)
+    given = given_options()
+    with joined(dist, "synthetic", cfg, {"steps": steps if given["steps"] else None}) as session:
+        run = synthetic_run(cfg, steps)
     reported = report(session, dist, run.result, format_synthetic, json_path, force)
     if trace_path and reported is not None:
         write_recorder_trace(trace_path, run.recorder, run.compile_events,
