@@ -24,6 +24,7 @@ from pipecheck.records.kinds import (
     INPUT_BOUND,
     LATENCY_BOUND,
 )
+from pipecheck.records.monitor import SyncSiteRecord
 from pipecheck.units import ms, short_location
 
 
@@ -192,3 +193,20 @@ def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[Loa
         findings.append(interference_finding(target_s, estimates.loader.value, real_s,
                                              chosen.workers))
     return findings
+
+
+def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
+    """The user's sync sites costing at least ``HARMLESS_SYNC_SHARE`` of the wall time.
+
+    The Monitor sees where the loop waits, not whether the wait costs time (an input-bound
+    loop hides it): `pipecheck compare --real` judges that."""
+    return [Finding(
+        kind="host-sync",
+        message=(f"the loop waits for the device at {short_location(s.location)} ({s.code}): "
+                 f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
+                 "`pipecheck compare --real` tells whether it costs step time"),
+        numbers={"seconds": s.seconds, "share": s.share},
+        location=s.location,
+        fix=("if it costs step time: read values of the previous step instead (keep the "
+             "step's metrics and convert them one step later), or do it every N steps"),
+    ) for s in sites if not s.internal and s.share >= HARMLESS_SYNC_SHARE]

@@ -65,6 +65,7 @@ from typing import (
 
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
+from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.analysis.straggler import analyze
 from pipecheck.errors import MonitorError, PipecheckError
@@ -106,7 +107,6 @@ from pipecheck.report.hosts import format_hosts
 from pipecheck.report.monitor import format_monitor
 from pipecheck.report.trace import write_recorder_trace
 from pipecheck.step_types import PyTree
-from pipecheck.units import short_location
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -117,10 +117,6 @@ RUNNING_MESSAGE = "written while the run was going; it ended before its next wri
 
 TAGGING_SPANS = frozenset({"checkpoint", "eval", "gc"})
 """Spans that also tag their step: work that does not happen every step."""
-
-FORCED_SYNC_MIN_SHARE = 0.02
-"""A user sync site costing at least this share of the wall time becomes a finding."""
-
 
 def _function_name(fn: Callable[..., object]) -> str | None:
     """The name JAX's compile events give ``fn`` (``jit(NAME)``), or None."""
@@ -689,23 +685,6 @@ class Monitor:
             self._stop_saving()
             if self._profile is not None:  # the capture so far is still written
                 self._profile.close()
-
-
-def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
-    """The user's sync sites costing at least ``FORCED_SYNC_MIN_SHARE`` of the wall time.
-
-    The Monitor sees where the loop waits, not whether the wait costs time (an input-bound
-    loop hides it): `pipecheck compare --real` judges that."""
-    return [Finding(
-        kind="host-sync",
-        message=(f"the loop waits for the device at {short_location(s.location)} ({s.code}): "
-                 f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
-                 "`pipecheck compare --real` tells whether it costs step time"),
-        numbers={"seconds": s.seconds, "share": s.share},
-        location=s.location,
-        fix=("if it costs step time: read values of the previous step instead (keep the "
-             "step's metrics and convert them one step later), or do it every N steps"),
-    ) for s in sites if not s.internal and s.share >= FORCED_SYNC_MIN_SHARE]
 
 
 def build_result(
