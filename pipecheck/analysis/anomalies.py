@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from pipecheck.records.common import Anomaly, StepRecord
+from pipecheck.records.kinds import StepTag
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 
 SLOW_STEP_RATIO = 2.0
@@ -97,18 +98,18 @@ SPAN_CAUSES = {
 """The likely cause when a span holds most of a slow step's extra time; a user span's cause
 is ``span 'NAME'``."""
 
-CAUSE_TAGS = {
+CAUSE_TAGS: dict[str, StepTag] = {
     CAUSE_COMPILATION: "compile",
     CAUSE_ATTRIBUTION: "attribution_shift",
 }
 """The tag a slow/fast step gets for its cause; any other slow step is tagged ``slow`` and
 any other fast one ``fast``."""
 
-ANOMALY_TAGS = ("slow", "fast", "attribution_shift")
+ANOMALY_TAGS: tuple[StepTag, ...] = ("slow", "fast", "attribution_shift")
 """Tags that only annotate an anomaly found from the step times (the steady-state rule
 recomputes them, so a record read back gives the same steady state)."""
 
-KEPT_APART_TAGS = ("drain", "warmup")
+KEPT_APART_TAGS: tuple[StepTag, ...] = ("drain", "warmup")
 """Steps kept out of the steady state by design: never listed as anomalies."""
 
 

@@ -10,6 +10,7 @@ from pipecheck.records.common import StepRecord
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.hosts import HostLoader, HostSummary
+from pipecheck.records.kinds import StepTag
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.synthetic import SyntheticResult
 
@@ -21,7 +22,7 @@ def host_loader(setting: LoaderSetting) -> HostLoader:
                       setting.first_batch_s, s.per_worker_buffer, s.prefetch)
 
 
-NOT_COMPARABLE_TAGS = ("compile", "drain", "warmup")
+NOT_COMPARABLE_TAGS: tuple[StepTag, ...] = ("compile", "drain", "warmup")
 """Steps no host can compare with another's: compiling, the drain interval, and batches
 served from the start-up buffer. Slow steps (anomalies, checkpoints, evals) stay: they are
 the stalls the hosts are compared on, and the medians are robust to them."""

@@ -96,4 +96,4 @@ class CompareResult(Record):
     estimates: Estimates = dataclasses.field(kw_only=True)
     """T, D and R with their intervals, as the verdict was decided on them."""
     format_version: int = FORMAT_VERSION
-    kind: str = "compare"
+    kind: str = KIND

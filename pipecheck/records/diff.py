@@ -102,7 +102,7 @@ class DiffResult(Record):
     warnings: tuple[str, ...] = ()
     confidence: float = DEFAULT_CONFIDENCE
     format_version: int = FORMAT_VERSION
-    kind: str = "diff"
+    kind: str = KIND
 
     def row(self, name: str) -> DiffRow:
         for r in self.rows:

@@ -105,7 +105,7 @@ class ImportedRun(Record):
     warnings: tuple[str, ...] = ()
     log_format: str = "maxtext"
     format_version: int = FORMAT_VERSION
-    kind: str = "imported"
+    kind: str = KIND
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):  # built from a tuple of LogStep rows

@@ -1,5 +1,5 @@
 """The closed sets of names a record may carry: verdicts, how a pipeline scales, why a
-worker search stopped, host span names and finding kinds.
+worker search stopped, host span names, step tags and finding kinds.
 
 They are ``Literal`` types, so mypy checks every place that makes or reads one; in JSON
 they are plain strings."""
@@ -39,6 +39,15 @@ DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
 """The spans that wait for or move input data."""
 HOOK_SPANS: tuple[SpanName, ...] = ("checkpoint", "eval", "log", "gc")
 """Host work a step's hooks (or a collection) do outside fetching and running steps."""
+
+StepTag = Literal["compile", "checkpoint", "eval", "gc", "drain", "warmup", "slow", "fast",
+                  "attribution_shift", "outlier"]
+"""The tags pipecheck itself gives a step (users may add their own with ``Monitor.tag``):
+what ran in it (a compilation, a checkpoint, an eval, a garbage collection), the interval
+after the last step (``drain``), a batch served from the start-up buffer (``warmup``), and
+an anomaly's cause (slower or faster than the steady state with no named cause, an
+attribution shift, an unexplained outlier in an imported log)."""
+STEP_TAGS: tuple[StepTag, ...] = typing.get_args(StepTag)
 
 FindingKind = Literal["recompile", "input-bound", "slow-stage", "forced-sync",
                       "harmless-sync", "interference", "host-sync", "straggler",

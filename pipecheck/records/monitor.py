@@ -92,7 +92,7 @@ class MonitorResult(Record):
     incomplete: RunEnd | None = None
     """Set when the run did not finish: how it ended and at which step (None: it finished)."""
     format_version: int = FORMAT_VERSION
-    kind: str = "monitor"
+    kind: str = KIND
 
     @property
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:

@@ -39,4 +39,4 @@ class SyntheticResult(Record):
     anomalies: tuple[Anomaly, ...] = ()
     """Steps far from the steady state (kept out of it), each with its likely cause."""
     format_version: int = FORMAT_VERSION
-    kind: str = "synthetic"
+    kind: str = KIND
