@@ -71,15 +71,14 @@ def input_warnings(path: str, env: Mapping[str, object], config: Mapping[str, ob
 def other_workload(run_config: Mapping[str, object], this_config: Mapping[str, object]
                    ) -> str | None:
     """How the workload of a Monitor run (``run_config``, what the user passed to
-    ``Monitor(config=...)``) differs from the one ``this_config`` measures, in words; None
-    when they can be one. A run whose config names no workload ran in the user's own loop:
-    only the user's entry points (a mapping) can stand for it, never a built-in workload."""
+    ``Monitor(config=...)``) differs from the built-in workload ``this_config`` measures, in
+    words; None when they can be one. A Monitor runs in the user's own loop: only a config
+    naming the same built-in workload, or the user's entry points (a mapping, which pipecheck
+    cannot match to the loop and trusts), stands for it."""
     theirs, ours = run_config.get("workload"), this_config.get("workload")
+    if isinstance(ours, Mapping) or theirs == ours:
+        return None
     if theirs is None:
-        if isinstance(ours, Mapping):
-            return None
         return (f"it timed your own training loop, and T and D would be measured on the "
                 f"built-in {ours} workload")
-    if theirs != ours:
-        return f"it timed workload {theirs}, and T and D would be measured on {ours}"
-    return None
+    return f"it timed workload {theirs}, and T and D would be measured on the built-in {ours}"

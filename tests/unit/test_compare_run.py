@@ -168,8 +168,9 @@ def test_a_monitor_run_is_read_when_the_workloads_can_be_one(tmp_path):
     assert len(read_real_run(users, {"workload": mine}).steps) == 40
     demo = monitor_run(tmp_path, CONFIG.to_dict())
     assert len(read_real_run(demo, CONFIG.to_dict()).steps) == 40
+    assert read_real_run(monitor_run(tmp_path, {"workload": "my-lm"}), {"workload": mine}).steps
     with pytest.raises(ConfigError, match="it timed workload calibrated, and T and D would be "
-                                          "measured on demo"):
+                                          "measured on the built-in demo"):
         read_real_run(monitor_run(tmp_path, {"workload": "calibrated"}), CONFIG.to_dict())
     # T and D from files of the user's workload: only their own config checks apply
     assert read_real_run(users, CONFIG.to_dict(), one_workload=False).steps
