@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 from typing import Callable, Iterator, Mapping, TypeVar
 
 import click
 
-from pipecheck.analysis.straggler import analyze
 from pipecheck.cli.options import save_json
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError, DistributedError, PipecheckError
@@ -24,7 +22,7 @@ from pipecheck.measure.distributed import (
     looks_like_lost_peer,
     per_host_path,
 )
-from pipecheck.measure.hosts import HostResult, host_summary
+from pipecheck.measure.hosts import HostResult, gather_hosts
 from pipecheck.records import store
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.report.hosts import format_hosts
@@ -131,19 +129,15 @@ def report(session: Session | None, dist: DistributedOptions, result: H,
         save_json(result, json_path, force)
         return result
 
-    own = host_summary(session.process_id, result, session.hostname)
-    hosts = session.gather(own)
+    gathered = gather_hosts(session, result, setting)
     if dist.json_per_host and json_path:
-        path = per_host_path(json_path, session.process_id)
-        store.save(dataclasses.replace(result, hosts=(own,)), path, force)
-    reported = None
-    if hosts is not None:
-        analysis = analyze(hosts, setting)
-        reported = dataclasses.replace(result, hosts=tuple(hosts), straggler=analysis.straggler,
-                                       host_findings=analysis.findings)
+        store.save(gathered.own, per_host_path(json_path, session.process_id), force)
+    reported = gathered.reported
+    if reported is not None:
         click.echo(render(reported))
         click.echo("")
-        click.echo(format_hosts(hosts, analysis.straggler, analysis.findings, setting))
+        click.echo(format_hosts(reported.hosts, reported.straggler, reported.host_findings,
+                                setting))
         save_json(reported, json_path, force)
     else:
         where = f" and writes {json_path}" if json_path else ""

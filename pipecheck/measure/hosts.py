@@ -1,11 +1,15 @@
-"""What one host sends to process 0: its result reduced to a bounded ``HostSummary``."""
+"""What one host sends to process 0: its result reduced to a bounded ``HostSummary``; and
+the tail every multi-process run shares (the CLI's commands and the Monitor): gather the
+summaries, and on process 0 the record of every host with the straggler named."""
 
 from __future__ import annotations
 
+import dataclasses
 import socket
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Generic, Sequence, TypeVar, Union
 
-from pipecheck.analysis.straggler import summarize_host
+from pipecheck.analysis.straggler import analyze, summarize_host
+from pipecheck.measure.distributed import missing_hosts_message
 from pipecheck.records.common import StepRecord
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
@@ -13,6 +17,10 @@ from pipecheck.records.hosts import HostLoader, HostSummary
 from pipecheck.records.kinds import StepTag
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.synthetic import SyntheticResult
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pipecheck.measure.distributed import Session
+    from pipecheck.records.grain_settings import GrainSettings
 
 
 def host_loader(setting: LoaderSetting) -> HostLoader:
@@ -50,3 +58,42 @@ def host_summary(process_id: int, result: HostResult,
     loader = [host_loader(s) for s in result.loader] if isinstance(result, CompareResult) \
         else []
     return summarize_host(process_id, hostname, loader, steps)
+
+
+H = TypeVar("H", bound=HostResult)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gathered(Generic[H]):
+    """A multi-process run's records after the gather."""
+
+    own: H
+    """This process's record, with its own summary in ``hosts``."""
+    reported: H | None
+    """On process 0: the record with every host's summary, the straggler and the hosts'
+    findings; None on the other processes."""
+
+
+def gather_hosts(session: Session, result: H, setting: GrainSettings | None = None, *,
+                 tolerate_missing: bool = False) -> Gathered[H]:
+    """Send this process's summary of ``result`` to process 0, which compares the hosts (the
+    loader time at ``setting``, or at every setting timed; see ``analysis.straggler``).
+
+    A host that sends nothing within the timeout is a DistributedError, or, with
+    ``tolerate_missing`` (the Monitor: the user's run is over and its record must be
+    written), left out and named in process 0's warnings (a Monitor record's)."""
+    summary = host_summary(session.process_id, result, session.hostname)
+    if tolerate_missing:
+        hosts, missing = session.gather_available(summary)
+    else:
+        hosts, missing = session.gather(summary), []
+    own = dataclasses.replace(result, hosts=(summary,))
+    if hosts is None:
+        return Gathered(own, None)
+    analysis = analyze(hosts, setting)
+    reported = dataclasses.replace(result, hosts=tuple(hosts), straggler=analysis.straggler,
+                                   host_findings=analysis.findings)
+    if missing and isinstance(reported, MonitorResult):
+        reported = dataclasses.replace(reported, warnings=(
+            *reported.warnings, missing_hosts_message(missing, session.timeout_s)))
+    return Gathered(own, reported)

@@ -67,11 +67,10 @@ from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.steady_state import table_with_anomalies
-from pipecheck.analysis.straggler import analyze
 from pipecheck.errors import MonitorError, PipecheckError
 from pipecheck.measure import distributed
 from pipecheck.measure.compile_watch import CompileWatcher
-from pipecheck.measure.hosts import host_summary
+from pipecheck.measure.hosts import gather_hosts
 from pipecheck.measure.loop import read_scalar
 from pipecheck.measure.profile_window import DEFAULT_PROFILE_DIR, ProfileWindow
 from pipecheck.measure.run_saver import (
@@ -611,18 +610,9 @@ class Monitor:
             return result
         session = distributed.Session(self._distributed_timeout_s)
         self._session = session
-        own = host_summary(session.process_id, result, session.hostname)
-        hosts, missing = session.gather_available(own)
-        if hosts is None:
-            session.finish()
-            return dataclasses.replace(result, hosts=(own,))
-        analysis = analyze(hosts)
+        gathered = gather_hosts(session, result, tolerate_missing=True)
         session.finish()
-        notes = tuple(distributed.missing_hosts_message(missing, session.timeout_s)
-                      for _ in missing[:1])
-        return dataclasses.replace(result, hosts=tuple(hosts), straggler=analysis.straggler,
-                                   host_findings=analysis.findings,
-                                   warnings=(*result.warnings, *notes))
+        return gathered.reported or gathered.own
 
     @property
     def is_reporter(self) -> bool:
