@@ -12,7 +12,6 @@ No JAX or Grain import at module level (``import pipecheck`` stays cheap).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import socket
@@ -25,6 +24,7 @@ import yaml
 from pipecheck.config import GRAIN_KEYS, MEASURED_ON, RunConfig, read_config_file
 from pipecheck.errors import ConfigError
 from pipecheck.records import store
+from pipecheck.records.env import differences, package_version
 from pipecheck.records.grain_settings import (
     DEFAULT_PER_WORKER_BUFFER,
     DEFAULT_THREADS,
@@ -34,19 +34,8 @@ from pipecheck.records.grain_settings import (
 if TYPE_CHECKING:  # pragma: no cover
     import grain
 
-RAM_TOLERANCE = 0.10
-"""Total RAM differing by more than 10% is another machine (the same machine reports a few
-MB more or less from one kernel to the next)."""
-
 MACHINE_KEYS = ("host", "cpu_count", "usable_cores", "ram_mb", "python", "jax", "jaxlib",
                 "grain")
-
-
-def _version(dist: str) -> str | None:
-    try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def usable_cores() -> int:
@@ -65,27 +54,18 @@ def this_machine() -> dict[str, str | int | None]:
         "usable_cores": usable_cores(),
         "ram_mb": int(psutil.virtual_memory().total / 2**20),
         "python": platform.python_version(),
-        "jax": _version("jax"),
-        "jaxlib": _version("jaxlib"),
-        "grain": _version("grain"),
-        "pipecheck": _version("pipecheck"),
+        "jax": package_version("jax"),
+        "jaxlib": package_version("jaxlib"),
+        "grain": package_version("grain"),
+        "pipecheck": package_version("pipecheck"),
     }
 
 
 def machine_differences(saved: Mapping[str, object],
                         current: Mapping[str, object]) -> list[str]:
     """How the machine a config was measured on differs from this one, in words."""
-    out = []
-    for key in MACHINE_KEYS:
-        if key not in saved:
-            continue
-        a, b = saved.get(key), current.get(key)
-        if key == "ram_mb" and isinstance(a, (int, float)) and isinstance(b, (int, float)):
-            if b and abs(a - b) / b <= RAM_TOLERANCE:
-                continue
-        if a != b:
-            out.append(f"{key} {a} there, {b} here")
-    return out
+    keys = [key for key in MACHINE_KEYS if key in saved]
+    return [f"{key} {x} there, {y} here" for key, x, y in differences(saved, current, keys)]
 
 
 def machine_warning(measured_on: Mapping[str, object] | None, path: str,

@@ -6,12 +6,18 @@ import importlib.metadata
 import os
 import platform
 import socket
-from typing import Mapping
+from typing import Mapping, Sequence
 
 ENV_KEYS_THAT_MATTER = ("jax", "jaxlib", "grain", "tfds", "backend", "device_kind", "device_count")
 
 
-def _version(dist: str) -> str | None:
+RAM_TOLERANCE = 0.10
+"""Total RAM differing by more than 10% is another machine (the same machine reports a few
+MB more or less from one kernel to the next)."""
+
+
+def package_version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None."""
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -25,11 +31,11 @@ def collect_env() -> dict[str, str | int | None]:
 
     devices = jax.devices()
     return {
-        "pipecheck": _version("pipecheck"),
-        "jax": _version("jax"),
-        "jaxlib": _version("jaxlib"),
-        "grain": _version("grain"),
-        "tfds": _version("tensorflow-datasets"),
+        "pipecheck": package_version("pipecheck"),
+        "jax": package_version("jax"),
+        "jaxlib": package_version("jaxlib"),
+        "grain": package_version("grain"),
+        "tfds": package_version("tensorflow-datasets"),
         "backend": jax.default_backend(),
         "device_kind": devices[0].device_kind if devices else None,
         "device_count": len(devices),
@@ -40,13 +46,25 @@ def collect_env() -> dict[str, str | int | None]:
     }
 
 
+def differences(a: Mapping[str, object], b: Mapping[str, object], keys: Sequence[str]
+                ) -> list[tuple[str, object, object]]:
+    """``(key, value in a, value in b)`` for each of ``keys`` whose values differ between two
+    environments (``ram_mb`` within ``RAM_TOLERANCE`` counts as the same machine)."""
+    out = []
+    for key in keys:
+        x, y = a.get(key), b.get(key)
+        if key == "ram_mb" and isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            if y and abs(x - y) / y <= RAM_TOLERANCE:
+                continue
+        if x != y:
+            out.append((key, x, y))
+    return out
+
+
 def env_differences(a: Mapping[str, object], b: Mapping[str, object]) -> list[str]:
     """Human-readable differences between two environments, on the keys that move timings."""
-    out = []
-    for key in ENV_KEYS_THAT_MATTER + ("host", "cpu_count"):
-        if a.get(key) != b.get(key):
-            out.append(f"{key}: {a.get(key)} vs {b.get(key)}")
-    return out
+    return [f"{key}: {x} vs {y}"
+            for key, x, y in differences(a, b, ENV_KEYS_THAT_MATTER + ("host", "cpu_count"))]
 
 
 def input_warnings(path: str, env: Mapping[str, object], config: Mapping[str, object] | None,
