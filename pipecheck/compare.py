@@ -29,6 +29,7 @@ from pipecheck.measure.dataloader import (
 from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, read_real_run, real_stage
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again, target_stage
+from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
@@ -116,7 +117,7 @@ class Stages:
 
 
 def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
-                progress: Callable[[str], None] = lambda msg: None,
+                progress: Progress = NO_PROGRESS,
                 clock: Callable[[], float] = time.perf_counter,
                 stages: Stages = Stages()) -> CompareRun:
     # R from a file is read first: a run of another workload is refused before measuring
@@ -145,10 +146,10 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                            profile_dir=o.profile_dir)
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
-    progress(f"      real-data step time R = {ms(real_est.value)}")
+    progress.say(f"      real-data step time R = {ms(real_est.value)}")
     t_samples, drift = target.result.step_time.samples_s, None
     if not o.synthetic_file and workload is not None:
-        progress(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
+        progress.say(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
         after, drift = stages.target_again(config, max(10, o.target_steps // 2), workload,
                                            target, clock)
         t_samples += after

@@ -1,8 +1,11 @@
-"""Progress of long work (parsing a large log, bootstrapping), reported without printing.
+"""Progress of long work, reported without printing: a line when a stage starts or ends
+(``say``: "timing 30 batches", "T = 31.0 ms"), and a task counted as it goes
+(``task(description, total, unit)``, then ``advance(n)``: parsing a large log,
+bootstrapping).
 
-The core takes a ``Progress`` and calls ``task(description, total, unit)``, then
-``advance(n)`` on the task as work gets done. The default does nothing; the CLI passes
-one that draws a bar on a terminal (``pipecheck.cli.progress``), and nothing when piped.
+The core takes a ``Progress``; the default does nothing. The CLI passes one that writes the
+lines to stderr and draws a task as a bar on a terminal (``pipecheck.cli.progress``), or
+nothing with ``--quiet``.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ class Task:
 
 class Progress:
     """Where long work reports how far it got. This base class shows nothing."""
+
+    def say(self, line: str) -> None:
+        """One line of progress: a stage started or ended, and what it found."""
 
     def task(self, description: str, total: int, unit: str = "") -> Task:
         return Task()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping
+from typing import Mapping
 
 import click
 
@@ -17,8 +17,10 @@ from pipecheck.cli.options import (
     int_list,
     load_config,
     output_options,
+    quiet_option,
     wrote_trace,
 )
+from pipecheck.cli.progress import command_progress
 from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S
 from pipecheck.measure.distributed import DistributedOptions, Session
 from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS
@@ -50,14 +52,6 @@ def _refuse_what_files_replace(given: Mapping[str, bool], synthetic_file: str | 
     if given["trace_path"] and real_file:
         raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
                                "writes its trace with mon.write_trace(PATH)")
-
-
-def _progress_lines(quiet: bool) -> Callable[[str], None]:
-    """Progress lines on stderr, unless --quiet."""
-    def progress(msg: str) -> None:
-        if not quiet:
-            click.echo(msg, err=True)
-    return progress
 
 
 def _wrote_capture(profile_dir: str | None) -> None:
@@ -107,7 +101,6 @@ def _wrote_capture(profile_dir: str | None) -> None:
               metavar="SECONDS", show_default=True,
               help="Stop if the pipeline produces no batch for this many seconds (0: wait "
                    "forever).")
-@click.option("--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the real-data run (open in "
                    "ui.perfetto.dev or chrome://tracing).")
@@ -116,6 +109,7 @@ def _wrote_capture(profile_dir: str | None) -> None:
                    "into this folder (the measured steps are not profiled), for 'pipecheck "
                    "profile DIR', XProf or Perfetto (see docs/profile.md).")
 @output_options
+@quiet_option
 @distributed_options
 def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
             target_steps: int, batches: int, workers_opt: list[int] | None,
@@ -137,8 +131,6 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
     given = given_options()
     _refuse_what_files_replace(given, synthetic_file, dataloader_file, real_file)
 
-    progress = _progress_lines(quiet)
-
     opts = compare_mod.CompareOptions(
         steps=steps, target_steps=target_steps, batches=batches,
         workers=tuple(workers_opt) if workers_opt else None, threads=threads,
@@ -155,7 +147,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
     with joined(dist, "compare", cfg, fixed) as session:
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
-        run = compare_mod.compare_run(cfg, opts, progress=progress)
+        run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet))
     _say_if_ended_early(real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=run.result.tuning.chosen)

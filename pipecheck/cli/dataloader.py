@@ -12,8 +12,10 @@ from pipecheck.cli.options import (
     load_config,
     optional_int_list,
     output_options,
+    quiet_option,
     wrote_trace,
 )
+from pipecheck.cli.progress import command_progress
 from pipecheck.measure.dataloader import (
     DEFAULT_BATCHES,
     DEFAULT_THREADS,
@@ -73,13 +75,14 @@ from pipecheck.tuned_config import save_config
               help="Write the config with the best setting measured (the cheapest within 10% "
                    "of the fastest) as YAML, for --config or pipecheck.grain_options(FILE).")
 @output_options
+@quiet_option
 @distributed_options
 def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int] | None,
                threads: list[int] | None, buffers: list[int] | None, prefetch: list[int] | None,
                batches: int, no_device_put: bool, timeout_s: float, trace_path: str | None,
                ram_budget_mb: float | None, run_steps: int | None,
                save_config_path: str | None, json_path: str | None, force: bool,
-               dist: DistributedOptions) -> None:
+               quiet: bool, dist: DistributedOptions) -> None:
     """Time the Grain input pipeline alone, per worker count (and read-thread count).
 
     For each setting: the first batch (iterator creation, worker spawn) apart; then the
@@ -105,7 +108,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
                 prefetch=knobs["prefetch"],
                 ram_budget_mb=ram_budget_mb or default_ram_budget_mb(),
                 device_put=not no_device_put, timeout_s=timeout_s or None,
-                progress=lambda line: click.echo(f"pipecheck: {line}", err=True),
+                progress=command_progress(quiet),
             )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message

@@ -9,9 +9,10 @@ from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
     check_outputs,
     output_options,
+    quiet_option,
     save_json,
 )
-from pipecheck.cli.progress import TerminalProgress
+from pipecheck.cli.progress import command_progress
 from pipecheck.logs.maxtext import import_log
 from pipecheck.logs.runs import load_run
 from pipecheck.report.diff import format_diff, format_imported
@@ -21,7 +22,8 @@ from pipecheck.report.diff import format_diff, format_imported
 @click.argument("a", type=click.Path(exists=True, dir_okay=False))
 @click.argument("b", type=click.Path(exists=True, dir_okay=False))
 @output_options
-def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
+@quiet_option
+def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> None:
     """Compare run B with run A side by side.
 
     A and B are pipecheck result JSON files or MaxText training logs, in any mix, told
@@ -31,7 +33,7 @@ def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
     and Mann-Whitney U must both agree). Anomalous steps are listed with a likely cause.
     """
     check_outputs(force, json_path)
-    progress = TerminalProgress()
+    progress = command_progress(quiet)
     result = diff_runs(load_run(a, progress), load_run(b, progress), progress=progress)
     click.echo(format_diff(result))
     save_json(result, json_path, force)
@@ -40,7 +42,8 @@ def diff(a: str, b: str, json_path: str | None, force: bool) -> None:
 @cli.command("import", context_settings=CONTEXT_SETTINGS)
 @click.argument("log", type=click.Path(exists=True, dir_okay=False))
 @output_options
-def import_log_command(log: str, json_path: str | None, force: bool) -> None:
+@quiet_option
+def import_log_command(log: str, json_path: str | None, force: bool, quiet: bool) -> None:
     """Read a MaxText training log: steps, steady state, anomalies and their causes.
 
     Lines that matter (completed steps, parameters, versions, memory, checkpoint events,
@@ -49,6 +52,6 @@ def import_log_command(log: str, json_path: str | None, force: bool) -> None:
     'pipecheck diff' also accepts.
     """
     check_outputs(force, json_path)
-    run = import_log(log, TerminalProgress())
+    run = import_log(log, command_progress(quiet))
     click.echo(format_imported(run))
     save_json(run, json_path, force)

@@ -46,6 +46,10 @@ def _remember_html(ctx: click.Context, param: click.Parameter, value: str | None
 def _html_path() -> str | None:
     ctx = click.get_current_context(silent=True)
     return None if ctx is None else ctx.meta.get(HTML_KEY)
+def quiet_option(f: F) -> F:
+    """--quiet: no progress on stderr (a long command otherwise says what it is doing)."""
+    return click.option("--quiet", is_flag=True,
+                        help="No progress on stderr (lines, and bars on a terminal).")(f)
 
 
 def output_options(f: F) -> F:

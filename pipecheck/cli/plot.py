@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
-from pipecheck.cli.progress import TerminalProgress
+from pipecheck.cli.options import quiet_option
+from pipecheck.cli.progress import command_progress
 from pipecheck.report.plot import plot_run
 
 
@@ -31,12 +32,13 @@ def _parse_window(value: str | None) -> tuple[int, int] | None:
               help="Steps shown in the Gantt (inclusive). Default: 12 steps around the first "
                    "checkpoint/eval/gc step.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")
-def plot(run_json: str, output: str, window: str | None, force: bool) -> None:
+@quiet_option
+def plot(run_json: str, output: str, window: str | None, force: bool, quiet: bool) -> None:
     """Plot a run JSON (synthetic, monitor, compare ...): the step-time series with tagged
     steps marked, and a Gantt of a window of steps. Needs matplotlib
     (pip install 'pipecheck[plot]'). See docs/timeline.md.
     """
-    shown = plot_run(run_json, output, _parse_window(window), force, TerminalProgress())
+    shown = plot_run(run_json, output, _parse_window(window), force, command_progress(quiet))
     if shown.ended_early:
         click.echo(shown.ended_early)
     if shown.window is not None:

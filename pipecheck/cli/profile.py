@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
-from pipecheck.cli.options import check_outputs, output_options, save_json
-from pipecheck.cli.progress import TerminalProgress
+from pipecheck.cli.options import check_outputs, output_options, quiet_option, save_json
+from pipecheck.cli.progress import command_progress
 from pipecheck.profiling import ProfileOptions, profile_capture
 from pipecheck.report.profile import format_profile
 
@@ -25,8 +25,9 @@ from pipecheck.report.profile import format_profile
               help="Also print XProf's own input-pipeline conclusion and step-time breakdown "
                    "for the capture (needs pip install 'pipecheck[xprof]').")
 @output_options
+@quiet_option
 def profile(path: str, run: str | None, step_fn: str | None, source_dirs: tuple[str, ...],
-            xprof: bool, json_path: str | None, force: bool) -> None:
+            xprof: bool, json_path: str | None, force: bool, quiet: bool) -> None:
     """The verdict from a jax.profiler capture: compute-bound, input-bound, forced-sync or
     host-bound (dispatch), with where each step's time went on the device and what the
     training thread did while the device sat idle.
@@ -36,6 +37,6 @@ def profile(path: str, run: str | None, step_fn: str | None, source_dirs: tuple[
     """
     check_outputs(force, json_path)
     result = profile_capture(ProfileOptions(path, run, step_fn, source_dirs, xprof),
-                             TerminalProgress())
+                             command_progress(quiet))
     click.echo(format_profile(result))
     save_json(result, json_path, force)

@@ -1,11 +1,14 @@
-"""Progress bars for long work: drawn on stderr when it is a terminal, nothing when piped."""
+"""Progress on stderr for every long command: each line prefixed ``pipecheck:``, each task a
+bar (drawn only when stderr is a terminal); nothing at all with ``--quiet``."""
 
 from __future__ import annotations
 
 import sys
 from typing import TYPE_CHECKING
 
-from pipecheck.progress import Progress, Task
+import click
+
+from pipecheck.progress import NO_PROGRESS, Progress, Task
 
 if TYPE_CHECKING:  # pragma: no cover
     from tqdm import tqdm
@@ -23,7 +26,10 @@ class _BarTask(Task):
 
 
 class TerminalProgress(Progress):
-    """A tqdm bar per task on stderr; tqdm draws nothing when stderr is not a terminal."""
+    """Lines on stderr; a tqdm bar per task, which tqdm draws only on a terminal."""
+
+    def say(self, line: str) -> None:
+        click.echo(f"pipecheck: {line}", err=True)
 
     def task(self, description: str, total: int, unit: str = "") -> Task:
         # lazy: tqdm (~0.1 s) only when a bar is drawn, so the commands start fast
@@ -33,3 +39,8 @@ class TerminalProgress(Progress):
                    unit_scale=unit == "B", file=sys.stderr, leave=False,
                    disable=None)  # None: only on a terminal
         return _BarTask(bar)
+
+
+def command_progress(quiet: bool) -> Progress:
+    """A command's progress: on stderr, or none with ``--quiet``."""
+    return NO_PROGRESS if quiet else TerminalProgress()

@@ -12,8 +12,10 @@ from pipecheck.cli.options import (
     given_options,
     load_config,
     output_options,
+    quiet_option,
     wrote_trace,
 )
+from pipecheck.cli.progress import command_progress
 from pipecheck.measure.distributed import DistributedOptions
 from pipecheck.measure.synthetic import DEFAULT_STEPS, synthetic_run
 from pipecheck.report.synthetic import format_synthetic
@@ -26,12 +28,13 @@ from pipecheck.report.trace import write_recorder_trace
               help="Training steps to time, the first (compile) and the last (drain) step "
                    "included; at least 3.")
 @output_options
+@quiet_option
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
               help="Write a Chrome trace event JSON of the run (open in ui.perfetto.dev or "
                    "chrome://tracing; gzip when the name ends in .gz). See docs/timeline.md.")
 @distributed_options
 def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int,
-              json_path: str | None, force: bool, trace_path: str | None,
+              json_path: str | None, force: bool, quiet: bool, trace_path: str | None,
               dist: DistributedOptions) -> None:
     """Measure the target step time: train on one batch that already sits on the devices.
 
@@ -44,7 +47,7 @@ def synthetic(config_path: str | None, overrides: tuple[str, ...], steps: int,
     check_outputs(force, json_path, trace_path)
     given = given_options()
     with joined(dist, "synthetic", cfg, {"steps": steps if given["steps"] else None}) as session:
-        run = synthetic_run(cfg, steps)
+        run = synthetic_run(cfg, steps, progress=command_progress(quiet))
     reported = report(session, dist, run.result, format_synthetic, json_path, force)
     if trace_path and reported is not None:
         write_recorder_trace(trace_path, run.recorder, run.compile_events,

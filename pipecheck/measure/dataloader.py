@@ -53,6 +53,7 @@ from pipecheck.measure.pipeline import (
     worker_pids,
 )
 from pipecheck.measure.resources import ResourceProbe, ResourceWindow
+from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
 from pipecheck.records.env import collect_env
@@ -437,7 +438,7 @@ def measure_setting(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
     stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress = NO_PROGRESS,
     resources: bool = True,
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns.
@@ -458,8 +459,7 @@ def measure_setting(
     window = _resource_window(settings, n_batches, before, clock) if resources else None
 
     def report_first(seconds: float) -> None:
-        if progress is not None:
-            progress(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
+        progress.say(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
 
     # Errors are turned into messages inside the except clause but raised only after the
     # clean-up: the original exception's traceback holds batches in shared memory, which
@@ -510,7 +510,7 @@ def measure_dataloader(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     clock: Callable[[], float] = time.perf_counter,
     parts: LoaderParts | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress = NO_PROGRESS,
     buffers: Sequence[int] = (DEFAULT_PER_WORKER_BUFFER,),
     prefetch: Sequence[int] = (0,),
     ram_budget_mb: float | None = None,

@@ -36,6 +36,7 @@ from pipecheck.measure.dataloader import (
     measure_setting,
 )
 from pipecheck.measure.resources import default_ram_budget_mb
+from pipecheck.progress import Progress
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
@@ -162,7 +163,7 @@ def _read_setting(dataset: InputPipeline, opts: SearchOptions,
 def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
                   tokens_key: str | None,
                   target_s: float, opts: SearchOptions, *,
-                  progress: Callable[[str], None], clock: Callable[[], float] = time.perf_counter
+                  progress: Progress, clock: Callable[[], float] = time.perf_counter
                   ) -> LoaderChoice:
     """Measure worker counts the tuner picks until one keeps up with ``target_s``."""
     if dataset is None:
@@ -180,7 +181,7 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
     def measure_settings(g: GrainSettings) -> Trial:
         g = as_run(dataset, g)
         n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch)
-        progress(f"[2/4] loader: {g.label()}, {n} batches")
+        progress.say(f"[2/4] loader: {g.label()}, {n} batches")
         s = measure_setting(dataset, g, n, put=put, tokens_key=tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,
                             stage_wait_s=TUNING_STAGE_WAIT_S)
@@ -196,7 +197,7 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
             measured[s.settings] = (t.batch_s, s)
         slowest = "" if t.batch_s == here.batch_s or opts.agree is None else \
             f" here, {ms(t.batch_s)} on the slowest host"
-        progress(f"      D = {ms(here.batch_s)} per batch{slowest}")
+        progress.say(f"      D = {ms(here.batch_s)} per batch{slowest}")
         return t
 
     def measure(w: int, t: int) -> float:
@@ -221,7 +222,7 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
 
 
 def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],
-                 target_s: float, opts: SearchOptions, progress: Callable[[str], None],
+                 target_s: float, opts: SearchOptions, progress: Progress,
                  clock: Callable[[], float] = time.perf_counter) -> LoaderChoice:
     """compare's step 2: the settings read from ``path``, or searched."""
     if path:

@@ -22,6 +22,7 @@ from pipecheck.measure.pipeline import open_batches
 from pipecheck.measure.profile_window import ProfileWindow
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.measure.sync_locator import SyncLocator
+from pipecheck.progress import Progress
 from pipecheck.records import store
 from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
@@ -128,11 +129,11 @@ def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = 
 
 
 def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
-               steps: int, timeout_s: float | None, progress: Callable[[str], None],
+               steps: int, timeout_s: float | None, progress: Progress,
                clock: Callable[[], float] = time.perf_counter,
                profile_dir: str | None = None) -> RealRun:
     """compare's step 3 measured: R on the real pipeline at ``chosen`` (``read_real_run``
     reads it from a Monitor run instead)."""
-    progress(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
+    progress.say(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
     return measure_real(workload, parts().dataset, chosen.settings, steps, timeout_s, clock,
                         profile_dir=profile_dir)

@@ -18,6 +18,7 @@ from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
 from pipecheck.measure.spans import GcSpans, SpanRecorder
+from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
 from pipecheck.records.events import CompileEvent
@@ -123,6 +124,7 @@ def synthetic_run(
     steps: int = DEFAULT_STEPS,
     clock: Callable[[], float] = time.perf_counter,
     workload: Workload | None = None,
+    progress: Progress = NO_PROGRESS,
 ) -> SyntheticRun:
     """``measure_synthetic``, keeping the SpanRecorder and compile events of the run."""
     # lazy: JAX imported where used, so `import pipecheck` stays light
@@ -134,6 +136,7 @@ def synthetic_run(
     batch = workload.put(workload.host_batch())
     jax.block_until_ready((state, batch))
     recorder = SpanRecorder(clock)
+    progress.say(f"timing {steps} steps on one batch on the devices")
     with CompileWatcher(workload.train_step_name, clock) as watcher:
         if workload.prepare is not None:
             workload.prepare(workload, state)

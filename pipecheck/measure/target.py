@@ -13,6 +13,7 @@ from typing import Callable, Mapping
 from pipecheck.analysis.drift import drift_warning
 from pipecheck.config import RunConfig
 from pipecheck.measure.synthetic import measure_synthetic
+from pipecheck.progress import Progress
 from pipecheck.records import store
 from pipecheck.records.env import input_warnings
 from pipecheck.records.synthetic import SyntheticResult
@@ -52,14 +53,14 @@ def target_again(config: RunConfig, steps: int, workload: Workload, before: Targ
 
 
 def target_stage(config: RunConfig, path: str | None, steps: int, workload: Workload | None,
-                 progress: Callable[[str], None],
+                 progress: Progress,
                  clock: Callable[[], float] = time.perf_counter) -> Target:
     """compare's step 1: T read from ``path``, or measured."""
     if path:
         target = read_target(path, config.to_dict())
     else:
         assert workload is not None
-        progress(f"[1/4] target step time: {steps} synthetic steps")
+        progress.say(f"[1/4] target step time: {steps} synthetic steps")
         target = measure_target(config, steps, workload, clock)
-    progress(f"      target step time T = {ms(target.result.step_time.summary.median)}")
+    progress.say(f"      target step time T = {ms(target.result.step_time.summary.median)}")
     return target

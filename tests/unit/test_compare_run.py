@@ -186,3 +186,18 @@ def test_compare_real_without_config_refuses_in_one_line(capsys, tmp_path):
     err = captured.err.strip()
     assert err.startswith(f"pipecheck: error: --real {path}: it timed your own training loop")
     assert "--config FILE" in err and "\n" not in err and captured.out == ""
+
+
+def test_compare_reports_its_stages_through_progress():
+    from pipecheck.progress import Progress
+
+    said: list[str] = []
+
+    class Lines(Progress):
+        def say(self, line: str) -> None:
+            said.append(line)
+
+    compare.compare_run(CONFIG, progress=Lines(),
+                        stages=stages(50.0, loader(setting(0, 10.0)), real(around(51.0))))
+    assert said == ["      real-data step time R = 51.0 ms",
+                    "[4/4] target step time again: 15 steps"]

@@ -55,10 +55,11 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "tuned_config": frozenset({"config", "errors", "records"}),
     "workloads": frozenset({"config", "data", "errors", "step_types", "user_code"}),
     # What touches the clock or the machine (the Monitor renders its own report).
-    "measure": frozenset({"analysis", "config", "data", "errors", "records", "report", "stats",
-                          "step_types", "tuned_config", "units", "user_code", "workloads"}),
-    "compare": frozenset({"analysis", "config", "measure", "records", "tuned_config", "units",
+    "measure": frozenset({"analysis", "config", "data", "errors", "progress", "records",
+                          "report", "stats", "step_types", "tuned_config", "units", "user_code",
                           "workloads"}),
+    "compare": frozenset({"analysis", "config", "measure", "progress", "records", "tuned_config",
+                          "units", "workloads"}),
     # Orchestration of one `pipecheck profile` run (reading a capture, then analysis).
     "profiling": frozenset({"analysis", "errors", "measure", "progress", "records"}),
     "cli": frozenset({"analysis", "compare", "config", "errors", "logs", "measure", "profiling",

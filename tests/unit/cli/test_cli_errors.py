@@ -120,3 +120,23 @@ def test_profile_without_markers(capsys):
     path = data / "captures" / "no_markers.xplane.pb"
     err = one_line_error(capsys, ["profile", str(path)], 2)
     assert "no step markers" in err and "--step-fn NAME" in err
+
+
+LONG_COMMANDS = ("synthetic", "dataloader", "compare", "diff", "import", "plot", "profile")
+
+
+@pytest.mark.parametrize("command", LONG_COMMANDS)
+def test_every_long_command_accepts_quiet(capsys, command):
+    from pipecheck.cli import main
+
+    assert main([command, "--help"]) == 0
+    assert "--quiet" in capsys.readouterr().out
+
+
+def test_progress_lines_go_to_stderr_the_same_way_and_quiet_silences_them(capsys):
+    from pipecheck.cli.progress import command_progress
+    from pipecheck.progress import NO_PROGRESS
+
+    command_progress(False).say("[1/4] target step time: 30 synthetic steps")
+    assert capsys.readouterr().err == "pipecheck: [1/4] target step time: 30 synthetic steps\n"
+    assert command_progress(True) is NO_PROGRESS

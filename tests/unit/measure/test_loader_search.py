@@ -6,6 +6,7 @@ import pytest
 
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.measure.loader_search import batches_for, best_setting
+from pipecheck.progress import NO_PROGRESS
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import (
@@ -79,7 +80,7 @@ def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monk
     choice = ls.search_loader(own, lambda b: b, None, 0.012,
                               ls.SearchOptions(batches=5, threads=1, max_workers=4,
                                                ram_budget_mb=1e6),
-                              progress=lambda line: None)
+                              progress=NO_PROGRESS)
     assert asked and {(s.threads, s.prefetch) for s in asked} == {(4, 16)}
     assert len({s.workers for s in asked}) == len(asked) > 1
     assert (choice.chosen.threads, choice.chosen.prefetch) == (4, 16)
@@ -87,7 +88,7 @@ def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monk
     with pytest.raises(ls.ConfigError, match="--threads 2 cannot change"):
         ls.search_loader(own, lambda b: b, None, 0.012,
                          ls.SearchOptions(batches=5, threads=2, max_workers=4,
-                                          search_threads=False), progress=lambda line: None)
+                                          search_threads=False), progress=NO_PROGRESS)
 
 
 def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
@@ -99,5 +100,5 @@ def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
     monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
     ls.search_loader(grain.MapDataset.range(64), lambda b: b, None, 0.001,
                      ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6),
-                     progress=lambda line: None)
+                     progress=NO_PROGRESS)
     assert len({s.threads for s in asked}) > 1
