@@ -56,7 +56,6 @@ from pipecheck.records.grain_settings import (
     DEFAULT_PER_WORKER_BUFFER,
     DEFAULT_THREADS,
     GrainSettings,
-    default_prefetch,
 )
 from pipecheck.records.kinds import (  # noqa: F401 - re-exported for the tuner's callers
     CPU_BOUND,
@@ -567,7 +566,7 @@ def _threads_without_workers(search: _Search, base: GrainSettings,
     at least ``MIN_GAIN``; stop at the first count that meets the goal."""
     current = dataclasses.replace(base, workers=0)
     for t in (t for t in thread_ladder if t > base.threads):
-        nxt = dataclasses.replace(current, threads=t, prefetch=default_prefetch(t))
+        nxt = dataclasses.replace(current, threads=t, prefetch=0)  # 0: the default for t
         if search.d(nxt) > search.d(current) * (1 - MIN_GAIN):
             break
         current = nxt
