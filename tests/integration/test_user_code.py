@@ -400,8 +400,8 @@ def test_a_pipeline_with_its_own_read_options_is_reported_as_it_is(tmp_path):
     assert "tunes only the worker processes and their buffers" in proc.stdout
 
     out = tmp_path / "c.json"
-    proc = run_cli("compare", "--config", str(cfg), "--workers", "1", "--steps", "10",
-                   "--target-steps", "5", "--batches", "5", "--quiet", "--json", str(out))
+    proc = run_cli("compare", "--config", str(cfg), "--workers", "1", "--steps", "5",
+                   "--target-steps", "5", "--batches", "3", "--quiet", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
