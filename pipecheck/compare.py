@@ -26,13 +26,20 @@ from pipecheck.measure.dataloader import (
     LoaderParts,
     loader_parts,
 )
-from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, read_real_run, real_stage
+from pipecheck.measure.real_run import (
+    DEFAULT_STEPS,
+    RealRun,
+    load_real_run,
+    real_of,
+    real_stage,
+)
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again, target_stage
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
+from pipecheck.records.monitor import MonitorResult
 from pipecheck.tuned_config import config_settings, usable_cores
 from pipecheck.units import ms
 from pipecheck.workloads import build_workload
@@ -110,7 +117,8 @@ class Stages:
     target_again: Callable[..., tuple[tuple[float, ...], str | None]] = target_again
     loader: Callable[..., ls.LoaderChoice] = ls.loader_stage
     real: Callable[..., RealRun] = real_stage
-    read_real: Callable[..., RealRun] = read_real_run
+    load_real: Callable[..., MonitorResult] = load_real_run
+    real_of: Callable[..., RealRun] = real_of
     env: Callable[[], Mapping[str, Any]] = collect_env
     cores: Callable[[], int] = usable_cores
     ram_budget_mb: Callable[[], float] = default_ram_budget_mb
@@ -120,10 +128,10 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                 progress: Progress = NO_PROGRESS,
                 clock: Callable[[], float] = time.perf_counter,
                 stages: Stages = Stages()) -> CompareRun:
-    # R from a file is read first: a run of another workload is refused before measuring
-    read_real = (stages.read_real(o.real_file, config.to_dict(),
-                                  not (o.synthetic_file and o.dataloader_file))
-                 if o.real_file else None)
+    # R's file is read first: a run of another workload is refused before anything runs
+    monitor = (stages.load_real(o.real_file, config.to_dict(),
+                                not (o.synthetic_file and o.dataloader_file))
+               if o.real_file else None)
     workload = None if o.synthetic_file and o.real_file else stages.build_workload(config)
     parts = functools.cache(lambda: stages.loader_parts(config, workload))
     target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
@@ -138,8 +146,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                          search_threads=o.search_threads, fixed=fixed,
                          ram_budget_mb=ram_budget, run_steps=run_steps),
         progress, clock)
-    if read_real is not None:
-        real = read_real
+    if o.real_file and monitor is not None:  # its env compared now: the workload set up JAX
+        real = stages.real_of(o.real_file, monitor, config.to_dict())
     else:
         assert workload is not None
         real = stages.real(workload, parts, loader.chosen, o.steps, o.timeout_s, progress, clock,

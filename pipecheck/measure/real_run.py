@@ -108,9 +108,9 @@ def _window_hook(window: ProfileWindow) -> StepHook:
     return hook
 
 
-def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = True
-                  ) -> RealRun:
-    """The real-data steps and sync sites of a Monitor run of the user's own loop.
+def load_real_run(path: str, config: Mapping[str, object], one_workload: bool = True
+                  ) -> MonitorResult:
+    """The Monitor run of the user's own loop at ``path`` (read without starting JAX).
 
     With ``one_workload`` (T or D measured on ``config``'s workload), a run of another
     workload is refused: a verdict on T, D and R from two workloads means nothing."""
@@ -122,10 +122,22 @@ def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = 
             "compare at your loop's code with --config FILE (workload: init, train_step and "
             "dataset entry points, see docs/user-workloads.md), or give --synthetic and "
             "--dataloader files measured on it")
-    steps, _ = with_anomalies(run.steps)  # tagged as in pipecheck's run; its anomalies kept
+    return run
+
+
+def real_of(path: str, run: MonitorResult, config: Mapping[str, object]) -> RealRun:
+    """R from a Monitor run: its steps (tagged as in pipecheck's run, its anomalies kept) and
+    sync sites, with a warning when it ran elsewhere (reads this environment: JAX starts)."""
+    steps, _ = with_anomalies(run.steps)
     warnings = input_warnings(path, run.env, run.config or None, config)
     return RealRun(steps, tuple(run.sync_sites), total_steps=run.total_steps,
                    anomalies=tuple(run.anomalies), warnings=tuple(warnings))
+
+
+def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = True
+                  ) -> RealRun:
+    """``load_real_run`` then ``real_of``."""
+    return real_of(path, load_real_run(path, config, one_workload), config)
 
 
 def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
