@@ -357,7 +357,8 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
                 f"--steps {window[0]}:{window[1]} holds none of the run's steps "
                 f"({int(numbers.min())}..{int(numbers.max())})")
         kind = getattr(record, "kind", "run")
-        step_time = getattr(record, "step_time", None)
+        # the run's steady-state step times: a compare record's are its real-data steps (R)
+        step_time = getattr(record, "step_time", None) or getattr(record, "real", None)
         median = step_time.summary.median if step_time is not None else math.nan
         title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median {ms(median)}"
         png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))

@@ -201,3 +201,16 @@ def test_compare_reports_its_stages_through_progress():
                         stages=stages(50.0, loader(setting(0, 10.0)), real(around(51.0))))
     assert said == ["      real-data step time R = 51.0 ms",
                     "[4/4] target step time again: 15 steps"]
+
+
+def test_a_compare_record_is_plotted_with_rs_median_in_its_title(tmp_path, monkeypatch):
+    from pipecheck.report import plot
+
+    result = run(50.0, loader(setting(0, 10.0)), real(around(51.0)))
+    store.save(result, tmp_path / "c.json")
+    titles: list[str] = []
+    monkeypatch.setattr(plot, "render_png",
+                        lambda steps, window, title, anomalies=(): (titles.append(title)
+                                                                    or b"png", "none"))
+    plot.plot_run(tmp_path / "c.json", tmp_path / "c.png")
+    assert titles == ["c.json (compare): steady-state median 51.0 ms"]
