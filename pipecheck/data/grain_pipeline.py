@@ -99,9 +99,11 @@ def own_read_options(dataset: InputPipeline) -> tuple[int, int] | None:
 def own_read_note(own: tuple[int, int]) -> str:
     """What a report says of a pipeline that sets its own read options."""
     threads, prefetch = own
+    unused = (" (a prefetch buffer of 0: Grain reads on the calling thread, so threads=0)"
+              if prefetch == 0 else "")
     return (f"the pipeline sets its own read options (grain.ReadOptions(num_threads={threads}, "
-            f"prefetch_buffer_size={prefetch}) in its to_iter_dataset): reported as they are; "
-            "pipecheck sets and tunes only the worker processes and their buffers "
+            f"prefetch_buffer_size={prefetch}) in its to_iter_dataset){unused}: reported as "
+            "they are; pipecheck sets and tunes only the worker processes and their buffers "
             "(mp_prefetch)")
 
 

@@ -425,6 +425,8 @@ def as_run(dataset: InputPipeline, settings: GrainSettings) -> GrainSettings:
     own = own_read_options(dataset)
     if own is None:
         return settings
+    if own[1] == 0:  # no prefetch buffer: Grain reads on the calling thread, no read threads
+        return dataclasses.replace(settings, threads=0, prefetch=0)
     return dataclasses.replace(settings, threads=own[0], prefetch=own[1])
 
 

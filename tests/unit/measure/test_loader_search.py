@@ -102,3 +102,20 @@ def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
                      ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6),
                      progress=NO_PROGRESS)
     assert len({s.threads for s in asked}) > 1
+
+
+def test_a_pipeline_read_without_a_prefetch_buffer_runs_on_the_calling_thread():
+    """``to_iter_dataset()`` with no options stores ReadOptions(num_threads=16,
+    prefetch_buffer_size=0): Grain then starts no read thread. Reported as it runs."""
+    import grain
+
+    from pipecheck.data.grain_pipeline import own_read_note, own_read_options
+    from pipecheck.measure.dataloader import as_run
+
+    plain = grain.MapDataset.range(8).to_iter_dataset()
+    assert own_read_options(plain) == (16, 0)
+    assert (as_run(plain, GrainSettings(2)).workers, as_run(plain, GrainSettings(2)).threads) \
+        == (2, 0)
+    assert "prefetch_buffer_size=0) in its to_iter_dataset) (a prefetch buffer of 0: Grain " \
+           "reads on the calling thread, so threads=0)" in own_read_note((16, 0))
+    assert own_read_options(grain.MapDataset.range(8)) is None  # pipecheck reads it
