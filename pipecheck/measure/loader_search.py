@@ -152,12 +152,14 @@ def _read_setting(dataset: InputPipeline, opts: SearchOptions,
                   own: tuple[int, int] | None) -> GrainSettings:
     """The read threads and prefetch the worker search runs at: ``--threads``, or the
     pipeline's own read options (which ``--threads`` cannot change: a one-line error)."""
-    if own is not None and not opts.search_threads and opts.threads != own[0]:
+    read = as_run(dataset, GrainSettings(threads=opts.threads))
+    if own is not None and not opts.search_threads and opts.threads != read.threads:
         raise ConfigError(f"--threads {opts.threads} cannot change this pipeline's read "
-                          f"threads: it sets grain.ReadOptions(num_threads={own[0]}, ...) "
-                          "itself in to_iter_dataset; leave --threads out (pipecheck tunes "
-                          "the workers) or change it in your pipeline")
-    return as_run(dataset, GrainSettings(threads=opts.threads))
+                          f"threads: it sets grain.ReadOptions(num_threads={own[0]}, "
+                          f"prefetch_buffer_size={own[1]}) itself in to_iter_dataset; leave "
+                          "--threads out (pipecheck tunes the workers) or change it in your "
+                          "pipeline")
+    return read
 
 
 def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
