@@ -182,8 +182,10 @@ def failing_project(tmp_path: pathlib.Path, fail_step: bool = False, **params) -
 
 
 def stderr_lines(proc) -> list[str]:
+    """stderr without progress lines (``pipecheck: ...`` other than errors) and absl logs."""
     return [ln for ln in proc.stderr.splitlines()
-            if ln.strip() and not ln.startswith(("pipecheck: workers=", "W0", "I0"))]
+            if ln.strip() and not ln.startswith(("W0", "I0"))
+            and (ln.startswith("pipecheck: error") or not ln.startswith("pipecheck: "))]
 
 
 def test_an_exception_in_init_is_one_line(tmp_path):
