@@ -245,7 +245,7 @@ def test_an_exception_in_compares_real_data_run_is_one_line(tmp_path):
                    "--steps", "130", "--target-steps", "5", cwd=tmp_path)
     assert proc.returncode == 5, proc.stderr
     err = proc.stderr.splitlines()
-    started = next(i for i, text in enumerate(err) if text.startswith("[3/4] real-data"))
+    started = next(i for i, text in enumerate(err) if text.startswith("pipecheck: [3/4] real-data"))
     (line,) = [text for text in err[started:] if text.startswith("pipecheck: error:")]
     assert err[-1] == line and "Traceback" not in proc.stderr  # after the real-data run began
     assert line.startswith(
