@@ -28,7 +28,7 @@ EVERY_S = 0.05
 
 def start(out: pathlib.Path, end: str, at: int, *extra: str,
           steps: int = STEPS, every: float = EVERY_S) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ, PYTHONPATH=str(REPO), PYTHONFAULTHANDLER="1")
     return subprocess.Popen(
         [sys.executable, str(LOOP), str(out), str(steps), end, str(at), str(every), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=out.parent)
@@ -43,6 +43,17 @@ def wait_ready(proc: subprocess.Popen[str]) -> list[str]:
         if line.strip() == "ready":
             return lines
     raise AssertionError(f"the loop ended before 'ready': {lines[-3:]} {proc.stderr.read()}")
+
+
+def ended(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
+    """The loop's output once it ended; a loop still running after ``timeout`` is aborted
+    and the test fails with every thread's stack (faulthandler), never left running."""
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"the loop did not end within {timeout} s:\n{err[-8000:]}")
 
 
 def points(seed: int, n: int = 3) -> list[int]:
@@ -86,7 +97,7 @@ def test_sigterm_and_sigint_save_the_record_then_end_the_process(
     for sig, at, out, proc in runs:
         wait_ready(proc)
         proc.send_signal(sig)
-        proc.communicate(timeout=60)
+        ended(proc)
         # the signal was not swallowed: the process ended as the signal ends it
         assert proc.returncode == -sig, (sig, proc.returncode)
         record = check_record(out, "signal", at, at)
@@ -98,7 +109,7 @@ def test_a_sigterm_handler_of_the_user_runs_after_the_save(tmp_path: pathlib.Pat
     proc = start(out, "wait", 30, "user-handler")
     wait_ready(proc)
     proc.send_signal(signal.SIGTERM)
-    stdout, _ = proc.communicate(timeout=60)
+    stdout, _ = ended(proc)
     assert proc.returncode == 3 and "user handler ran" in stdout
     check_record(out, "signal", 30, 30)
 
