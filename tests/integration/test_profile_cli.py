@@ -49,8 +49,8 @@ def sync_line(path: pathlib.Path) -> int:
 
 
 def test_generator_sleeping_per_batch_is_input_bound(tmp_path: pathlib.Path) -> None:
-    # what XProf calls "NOT input-bound ... 0.0%": a generator of 30 ms, 10 ms of compute
-    cap = capture(tmp_path, "gen", "--load-ms", "30", "--compute-ms", "10")
+    # what XProf calls "NOT input-bound ... 0.0%": a generator of 30 ms, 5 ms of compute
+    cap = capture(tmp_path, "gen", "--load-ms", "30", "--compute-ms", "5")
     rec, report = profile(cap, tmp_path)
     assert rec["kind"] == "profile" and rec["verdict"] == "input-bound", report
     assert not rec["estimates"]["background_loader"]
