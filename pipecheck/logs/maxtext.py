@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import itertools
 import math
+import operator
 import os
 import re
 import warnings
@@ -234,14 +236,15 @@ class _Pending:
 
 
 class _Reader:
-    """The state of one pass over a log's lines. Step lines are only collected; their
-    numbers, times and fields are read in bulk at the end (``finish``), and with them the
-    times of the events and of bare step lines (the next header's)."""
+    """The state of one pass over a log's lines. Step lines are read in bulk a block at a
+    time (``_read_steps``) into numbers; the other lines one by one. The times of the
+    events and of bare step lines (the next header's) are set at the end (``_finish``)."""
 
     def __init__(self) -> None:
         self.p = ParsedLog()
-        self.step_raw: list[str] = []
-        self.step_line_no: list[int] = []
+        self.chunks: list[_StepColumns] = []
+        self.chunk_lines: list[np.ndarray] = []
+        self.first_step_line: float = math.inf
         self.pending: list[_Pending] = []
         self.header_line: list[int] = []  # other lines with a header: line, day, seconds
         self.header_day: list[int] = []
@@ -249,17 +252,21 @@ class _Reader:
         self.header_clock: list[str] = []
         self.pending_tflops = False
 
-    def read(self, lines: Iterable[str], first: int) -> int:
+    def read(self, lines: list[str], first: int) -> int:
         """Read ``lines`` numbered from ``first``; returns the next line number."""
-        n = first - 1
-        step_raw, step_no, mark = self.step_raw, self.step_line_no, STEP_MARK
-        for n, raw in enumerate(lines, start=first):
-            if mark in raw:
-                step_raw.append(raw)
-                step_no.append(n)
-            else:
+        flags = list(map(operator.contains, lines, itertools.repeat(STEP_MARK)))
+        is_step = np.fromiter(flags, dtype=bool, count=len(flags))
+        at = np.flatnonzero(is_step)
+        if at.size:
+            self.first_step_line = min(self.first_step_line, first + int(at[0]))
+            self.chunks.append(_read_steps(list(itertools.compress(lines, flags))))
+            self.chunk_lines.append(at + first)
+        if at.size < len(lines):
+            others = itertools.compress(zip(itertools.count(first), lines),
+                                        map(operator.not_, flags))
+            for n, raw in others:
                 self.other_line(raw, n)
-        return n + 1
+        return first + len(lines)
 
     def other_line(self, raw: str, n: int) -> None:
         line = raw.rstrip("\r\n")
@@ -275,7 +282,7 @@ class _Reader:
             self.p.unreadable_steps += 1
         if not self._checkpoint_event(line, n, h is not None):
             if not self._activity_event(line, n, h is not None):
-                self.pending_tflops = self._read_fact(line, self.pending_tflops)
+                self.pending_tflops = self._read_fact(line, n, self.pending_tflops)
 
     def _event(self, kind: str, n: int, m: re.Match[str], own: bool, timed: bool = True,
                **fields: Any) -> bool:
@@ -324,7 +331,7 @@ class _Reader:
                 return self._event(kind, n, m, own, timed=False, step=step, seconds=seconds)
         return False
 
-    def _read_fact(self, line: str, pending: bool) -> bool:
+    def _read_fact(self, line: str, line_no: int, pending: bool) -> bool:
         """One line that is not a step: a fact about the run (parameters, versions, memory,
         TFLOPs per step, config) into ``p``. ``pending``: a per-step TFLOPs header was seen
         and its total is still to come; returns the new value."""
@@ -360,12 +367,295 @@ class _Reader:
             pending = False
         elif m := _CONFIG.search(line):
             p.config[m.group(1)] = _config_value(m.group(2))
-            if not self.step_raw:
+            if line_no < self.first_step_line:
                 p.start_seen = True
         return pending
 
 
+_SKELETON_DELETE = b"0123456789"
+"""What a step line's shape is left with when these are deleted: its keys, separators,
+dots, signs and header letters. Lines of one shape are read together."""
+
+_NUMERIC = bytes(b if b in b"0123456789+-\n" else 32 for b in range(256))
+"""A translation that keeps digits, signs and line ends and blanks everything else (keys,
+punctuation, header letters), so numpy reads a line's numbers as integers; dots are
+deleted (a value with ``d`` decimals is read as its digits, then divided by ``10**d``)."""
+
+EXACT_POWER_OF_TEN = 22
+"""The largest power of ten a float holds exactly: an integer below 2**53 divided or
+multiplied by it is the correctly rounded value of its decimal text, as ``float()`` reads
+it."""
+
+_SAMPLE_VALUE = re.compile(r"\s*[-+]?(\d+)(?:\.(\d*))?(?:[eE][-+]?\d+)?\s*")
+"""A value a shape's first line shows, that the bulk read takes (``nan``, ``inf`` or any
+other text send the shape to the pattern read)."""
+
+
+@dataclasses.dataclass
+class _Field:
+    """One number of a step line's shape: its token among the line's integers, the
+    decimals the shape shows (checked on every line), and whether an exponent follows."""
+
+    token: int
+    decimals: int
+    dot: int | None
+    """The ordinal of its dot among the line's dots (None: no dot)."""
+    exponent: bool = False
+
+
+@dataclasses.dataclass
+class _Layout:
+    """Where a step line shape's numbers are (``_layout``)."""
+
+    tokens: int
+    dots: int
+    step: _Field
+    values: list[tuple[str, _Field]]
+    header: tuple[_Field, _Field, _Field, _Field] | None
+    """Month and day (one token), hours, minutes, seconds; None: a bare line."""
+
+
+def _int_tokens(text: bytes) -> int:
+    """How many integers numpy reads from a translated text."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return int(np.fromstring(text, dtype=np.int64, sep=" ").size) if text.strip() else 0
+
+
+def _layout(sample: str) -> _Layout | None:
+    """The layout of a step line's shape from one line of it; None when it has a value
+    the bulk read does not take (then every line of the shape is read by pattern)."""
+    raw = sample.encode("utf-8", "surrogatepass")
+    numeric = raw.translate(_NUMERIC, b".")
+    if re.search(rb"[-+](?![0-9])|[0-9][-+]", numeric):
+        return None  # a sign that is not a number's: leave it to the pattern read
+    mark = sample.find(STEP_MARK)
+    tail_at = mark + len(STEP_MARK)
+
+    def field(offset: int, text: str, exponent_ok: bool = True) -> _Field | None:
+        m = _SAMPLE_VALUE.fullmatch(text)
+        exponent = "e" in text or "E" in text
+        if m is None or (exponent and not exponent_ok):
+            return None
+        prefix = sample[:offset + len(text) - len(text.lstrip())].encode(
+            "utf-8", "surrogatepass")
+        dotted = m.group(2) is not None
+        return _Field(_int_tokens(prefix.translate(_NUMERIC, b".")),
+                      len(m.group(2)) if dotted else 0,
+                      prefix.count(b".") if dotted else None, exponent)
+
+    header = None
+    h = GLOG_HEADER.search(sample, 0, mark)
+    if h is not None:
+        parts = (field(h.start("month"), h["month"] + h["day"]), field(h.start("h"), h["h"]),
+                 field(h.start("m"), h["m"]), field(h.start("s"), h["s"]))
+        if any(f is None or f.exponent for f in parts):
+            return None
+        header = parts  # type: ignore[assignment]
+    pieces = sample[tail_at:].split(",")
+    step = field(tail_at, pieces[0], exponent_ok=False)
+    if step is None or step.dot is not None:
+        return None
+    values: list[tuple[str, _Field]] = []
+    offset = tail_at + len(pieces[0]) + 1
+    for piece in pieces[1:]:
+        colon = piece.find(":")
+        key = piece[:colon].strip() if colon >= 0 else ""
+        if not key:
+            return None
+        f = field(offset + colon + 1, piece[colon + 1:])
+        if f is None:
+            return None
+        values.append((key, f))
+        offset += len(piece) + 1
+    return _Layout(_int_tokens(numeric), raw.count(b"."), step, values, header)
+
+
+@dataclasses.dataclass
+class _StepColumns:
+    """Step lines read into numbers, in line order (a block's, or one shape's of it)."""
+
+    number: np.ndarray
+    """Step numbers; -1: unreadable."""
+    has_loss: np.ndarray
+    own: np.ndarray
+    """Which lines hold an absl header before their mark."""
+    day: np.ndarray
+    secs: np.ndarray
+    """The header's day number and seconds in the day (0 without one)."""
+    decimals: np.ndarray
+    """Decimals of the header's seconds, to write its clock back (-1: none shown, -2: the
+    clock text is in ``clocks``)."""
+    clocks: dict[int, str]
+    cols: dict[str, np.ndarray]
+    metrics: dict[str, np.ndarray]
+
+    @classmethod
+    def empty(cls, n: int) -> _StepColumns:
+        return cls(np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=bool),
+                   np.zeros(n, dtype=bool), np.zeros(n, dtype=np.int64), np.zeros(n),
+                   np.full(n, -2, dtype=np.int8), {}, {}, {})
+
+    def put(self, idx: np.ndarray, part: _StepColumns) -> None:
+        """``part`` (the lines at ``idx``) into these columns."""
+        n = self.number.size
+        for name in ("number", "has_loss", "own", "day", "secs", "decimals"):
+            getattr(self, name)[idx] = getattr(part, name)
+        for k, clock in part.clocks.items():
+            self.clocks[int(idx[k])] = clock
+        for mine, theirs in ((self.cols, part.cols), (self.metrics, part.metrics)):
+            for key, col in theirs.items():
+                mine.setdefault(key, np.full(n, math.nan))[idx] = col
+
+    def clock(self, k: int) -> str:
+        """The clock text of line ``k``'s header."""
+        if self.decimals[k] == -2:
+            return self.clocks[k]
+        dec = int(self.decimals[k])
+        t = float(self.secs[k])
+        hh, rest = divmod(int(t), 3600)
+        mm = rest // 60
+        frac = max(0, dec)
+        whole = round((t - hh * 3600 - mm * 60) * 10 ** frac)
+        ss, part = divmod(whole, 10 ** frac)
+        return f"{hh:02d}:{mm:02d}:{ss:02d}" + (f".{part:0{dec}d}" if dec >= 0 else "")
+
+    @staticmethod
+    def join(parts: Sequence[_StepColumns]) -> _StepColumns:
+        """The columns of consecutive parts as one."""
+        out = _StepColumns.empty(0)
+        if not parts:
+            return out
+        for name in ("number", "has_loss", "own", "day", "secs", "decimals"):
+            setattr(out, name, np.concatenate([getattr(p, name) for p in parts]))
+        first = 0
+        for p in parts:
+            out.clocks.update((first + k, clock) for k, clock in p.clocks.items())
+            first += p.number.size
+        for name in ("cols", "metrics"):
+            keys = list(dict.fromkeys(k for p in parts for k in getattr(p, name)))
+            setattr(out, name, {key: np.concatenate([
+                getattr(p, name).get(key, np.full(p.number.size, math.nan)) for p in parts])
+                for key in keys})
+        return out
+
+
+def _digit(b: np.ndarray) -> np.ndarray:
+    return (b - 48).astype(np.uint8) < 10
+
+
+def _read_shaped(data: bytes, sample: str, n: int) -> _StepColumns | None:
+    """``n`` step lines of one shape (``data``: their UTF-8 text, each ending in a line
+    end) read at once: numpy reads every line's integers, the shape's layout (taken from
+    ``sample``, its first line) says which is which, and each value's dot is checked to
+    have as many decimals as the sample's. None when the shape has a value this read does
+    not take or a line does not fit the layout (read by pattern then)."""
+    layout = _layout(sample)
+    if layout is None or layout.tokens == 0:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            flat = np.fromstring(data.translate(_NUMERIC, b"."), dtype=np.int64, sep=" ")
+        except ValueError:
+            return None
+    if flat.size != n * layout.tokens:
+        return None
+    table = flat.reshape(n, layout.tokens)
+    fields = [layout.step, *(f for _, f in layout.values), *(layout.header or ())]
+    if any(f.dot is not None for f in fields):
+        buf = np.frombuffer(data, dtype=np.uint8)
+        dots = np.flatnonzero(buf == 46)
+        if dots.size != n * layout.dots:
+            return None
+        dots = dots.reshape(n, layout.dots)
+        for f in fields:
+            if f.dot is None:
+                continue
+            at = dots[:, f.dot]
+            if (f.decimals and not _digit(buf[at + f.decimals]).all()) or _digit(
+                    buf[at + f.decimals + 1]).any():
+                return None
+
+    def value(f: _Field) -> np.ndarray | None:
+        digits = table[:, f.token]
+        if (np.abs(digits) >= 2 ** 53).any():
+            return None
+        scale = -f.decimals + (table[:, f.token + 1] if f.exponent else 0)
+        if (np.abs(scale) > EXACT_POWER_OF_TEN).any():
+            return None
+        x = digits.astype(np.float64)
+        if not f.exponent:
+            return x / 10.0 ** f.decimals if f.decimals else x
+        return np.where(scale >= 0, x * 10.0 ** np.maximum(scale, 0),
+                        x / 10.0 ** np.maximum(-scale, 0))
+
+    out = _StepColumns.empty(n)
+    number = table[:, layout.step.token]
+    if (number < 0).any():
+        return None
+    out.number = number.copy()
+    for key, f in layout.values:
+        x = value(f)
+        if x is None:
+            return None
+        name = _STEP_KEYS.get(key)
+        target = out.cols if name is not None else out.metrics
+        target.setdefault(name or key, x)  # the first of a repeated key
+    out.has_loss[:] = "loss" in (key for key, _ in layout.values)
+    if layout.header is not None:
+        md, hh, mm, ss = layout.header
+        month, dday = np.divmod(table[:, md.token], 100)
+        hours, minutes = table[:, hh.token], table[:, mm.token]
+        seconds = value(ss)
+        if (seconds is None or ((month < 1) | (month > 12) | (dday < 1) | (dday > 31)
+                                | (hours > 23) | (minutes > 59)).any()):
+            return None
+        out.own[:] = True
+        out.day = ORDINAL_2000 + _DAYS_BEFORE_MONTH[month - 1] + dday
+        out.secs = hours * 3600.0 + minutes * 60.0 + seconds
+        out.decimals[:] = ss.decimals if ss.dot is not None else -1
+    return out
+
+
+def _read_by_pattern(lines: list[str]) -> _StepColumns:
+    """Step lines read one shape of tail at a time after their mark, and their headers by
+    pattern: the read for shapes ``_read_shaped`` does not take."""
+    n = len(lines)
+    parts = [raw.partition(STEP_MARK) for raw in lines]
+    out = _StepColumns.empty(n)
+    out.number, out.has_loss, out.cols, out.metrics = _read_fields([x[2] for x in parts])
+    out.own, (out.day, out.secs), groups = _header_times([x[0] for x in parts])
+    out.clocks = {int(k): groups[k][2] for k in np.flatnonzero(out.own)}
+    return out
+
+
+def _read_steps(lines: list[str]) -> _StepColumns:
+    """A block's step lines read into numbers: lines of one shape (what is left of them
+    without their digits) at once."""
+    n = len(lines)
+    data = ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
+    shapes = data.translate(None, _SKELETON_DELETE)
+    first = shapes[:shapes.find(b"\n") + 1]
+    if shapes == first * n:
+        got = _read_shaped(data, lines[0], n)
+        return got if got is not None else _read_by_pattern(lines)
+    by_shape: dict[bytes, list[int]] = {}
+    for k, shape in enumerate(shapes.split(b"\n")[:n]):
+        by_shape.setdefault(shape, []).append(k)
+    out = _StepColumns.empty(n)
+    for members in by_shape.values():
+        sub = [lines[k] for k in members]
+        part = None
+        if len(sub) > 1:
+            part = _read_shaped(("\n".join(sub) + "\n").encode("utf-8", "surrogatepass"),
+                                sub[0], len(sub))
+        out.put(np.asarray(members), part if part is not None else _read_by_pattern(sub))
+    return out
+
+
 READ_CHUNK_LINES = 65536
+
 """Step lines of one shape read at a time: their joined text stays a few megabytes however
 long the log."""
 
@@ -539,28 +829,19 @@ def _header_times(heads: list[str]) -> tuple[np.ndarray, np.ndarray,
 
 
 def _finish(r: _Reader) -> None:
-    """The collected step lines read in bulk into ``r.p``, and the events made with their
+    """The step lines' numbers joined into ``r.p``'s steps, and the events made with their
     times (see ``_Reader``)."""
     p = r.p
-    heads: list[str] = []
-    texts: list[str] = []
-    raws = r.step_raw
-    for lo in range(0, len(raws), READ_CHUNK_LINES):  # the raw lines go as they are split
-        parts = [raw.partition(STEP_MARK) for raw in raws[lo:lo + READ_CHUNK_LINES]]
-        heads += [x[0] for x in parts]
-        texts += [x[2] for x in parts]
-        raws[lo:lo + READ_CHUNK_LINES] = [""] * len(parts)
-    r.step_raw = []
-    number, has_loss, cols, metrics = _read_fields(texts)
-    del texts
-    own, (sday, ssec), groups = _header_times(heads)
-    del heads
-    step_line = np.asarray(r.step_line_no, dtype=np.int64)
+    read = _StepColumns.join(r.chunks)
+    r.chunks = []
+    number, has_loss, own = read.number, read.has_loss, read.own
+    step_line = (np.concatenate(r.chunk_lines) if r.chunk_lines
+                 else np.zeros(0, dtype=np.int64))
     # every header, in line order: the step lines' and the others'
     oline = np.asarray(r.header_line, dtype=np.int64)
     lines = np.concatenate([step_line[own], oline])
-    days = np.concatenate([sday[own], np.asarray(r.header_day, dtype=np.int64)])
-    secs = np.concatenate([ssec[own], np.asarray(r.header_s, dtype=np.float64)])
+    days = np.concatenate([read.day[own], np.asarray(r.header_day, dtype=np.int64)])
+    secs = np.concatenate([read.secs[own], np.asarray(r.header_s, dtype=np.float64)])
     order = np.argsort(lines, kind="stable")
     lines, days, secs = lines[order], days[order], secs[order]
     # a step line's time: its own header's, or for a bare one the next header's
@@ -569,18 +850,21 @@ def _finish(r: _Reader) -> None:
         at = np.round((days - days[0]) * 86400.0 + (secs - secs[0]), 6)
         nxt = np.searchsorted(lines, step_line, side="left")
         line_at = np.where(nxt < lines.size, at[np.minimum(nxt, lines.size - 1)], math.nan)
-    p.events = _events(r, lines, days, secs, number, step_line, groups, own, oline)
-    steps, keep = _table(number, cols, metrics, step_line, p)
+    p.events = _events(r, lines, days, secs, read, step_line, order, oline)
+    steps, keep = _table(number, read.cols, read.metrics, step_line, p)
     p.steps, p.line_at = steps, line_at[keep]
     p.has_loss, p.own_time = has_loss[keep], own[keep]
+
+
 def _events(r: _Reader, lines: np.ndarray, days: np.ndarray, secs: np.ndarray,
-            number: np.ndarray, step_line: np.ndarray,
-            groups: Sequence[tuple[str, ...]] | _Clocks,
-            own: np.ndarray, oline: np.ndarray) -> list[LogEvent]:
+            read: _StepColumns, step_line: np.ndarray, order: np.ndarray,
+            oline: np.ndarray) -> list[LogEvent]:
     """The pending events with their times (own header, or for checkpoint lines the last
-    header at or before them) and anchors (the last readable step line before them)."""
-    step_own = np.flatnonzero(own)
-    order = np.argsort(np.concatenate([step_line[own], oline]), kind="stable")
+    header at or before them) and anchors (the last readable step line before them).
+    ``lines``, ``days``, ``secs``: every header in line order, ``order`` the positions
+    they were taken from (the step lines' with a header, then the other lines')."""
+    number = read.number
+    step_own = np.flatnonzero(read.own)
     readable = np.where(number >= 0, np.arange(number.size), -1)
     last_readable = np.maximum.accumulate(readable) if number.size else readable
     out = []
@@ -592,7 +876,7 @@ def _events(r: _Reader, lines: np.ndarray, days: np.ndarray, secs: np.ndarray,
                 at = round((int(days[i]) - int(days[0])) * 86400.0
                            + (float(secs[i]) - float(secs[0])), 6)
                 o = int(order[i])
-                clock = (groups[step_own[o]][2] if o < step_own.size
+                clock = (read.clock(int(step_own[o])) if o < step_own.size
                          else r.header_clock[o - step_own.size])
         fields = dict(e.fields)
         if "anchor_step" not in fields:
@@ -638,14 +922,19 @@ def parse_lines(lines: Iterable[str] | TextIO,
         for block in _file_lines(lines, progress):  # type: ignore[arg-type]
             n = r.read(block, n)
     else:
+        batch: list[str] = []
         chars = 0
         for raw in _physical_lines(lines):
-            n = r.read((raw,), n)
-            if progress is not None:
-                chars += len(raw) + 1
-                if n % PROGRESS_EVERY_LINES == 0:
+            batch.append(raw)
+            chars += len(raw) + 1
+            if len(batch) == PROGRESS_EVERY_LINES:
+                n = r.read(batch, n)
+                batch = []
+                if progress is not None:
                     progress(chars)
                     chars = 0
+        if batch:
+            n = r.read(batch, n)
         if progress is not None and chars:
             progress(chars)
     _finish(r)
