@@ -12,11 +12,13 @@ time it was written by, not after). Other events (eval, profiler windows, synchr
 saves, restores, restarts) are timed only by their own header; without one they are
 placed by line order.
 
-Step lines are collected in the pass and read in bulk afterwards (``_finish``): lines of
-one shape (as many commas, the same keys in the same order) have their ``, key:`` pieces
-replaced by blanks in their joined text and numpy reads the numbers; absl headers at the
-start of a line are read at fixed places for all lines at once; so a million-step log
-costs a few passes in C, not a million dicts.
+Step lines are read in bulk, a block of lines at a time (``_read_steps``): the lines of
+one shape (what is left of a line without its digits: the same keys, separators, dots and
+header) are translated to integers that numpy reads at once, the shape's first line says
+which integer is which and how many decimals each value has (checked on every line), so a
+million-step log costs a few passes in C, not a million dicts. A shape this read does not
+take (``nan``, a sign that is not a number's) is read by pattern, a tail and a header at a
+time, as any line was before (``_read_by_pattern``); the two reads agree (tested).
 A step line without a readable ``seconds:`` is skipped and counted (``unreadable_steps``),
 as is a ``completed profiler activation/deactivation step`` line (MaxText hides those
 steps' times; the step is kept as a profiler event instead).
@@ -562,60 +564,79 @@ def _read_shaped(data: bytes, sample: str, n: int) -> _StepColumns | None:
     if flat.size != n * layout.tokens:
         return None
     table = flat.reshape(n, layout.tokens)
-    fields = [layout.step, *(f for _, f in layout.values), *(layout.header or ())]
-    if any(f.dot is not None for f in fields):
-        buf = np.frombuffer(data, dtype=np.uint8)
-        dots = np.flatnonzero(buf == 46)
-        if dots.size != n * layout.dots:
-            return None
-        dots = dots.reshape(n, layout.dots)
-        for f in fields:
-            if f.dot is None:
-                continue
-            at = dots[:, f.dot]
-            if (f.decimals and not _digit(buf[at + f.decimals]).all()) or _digit(
-                    buf[at + f.decimals + 1]).any():
-                return None
-
-    def value(f: _Field) -> np.ndarray | None:
-        digits = table[:, f.token]
-        if (np.abs(digits) >= 2 ** 53).any():
-            return None
-        scale = -f.decimals + (table[:, f.token + 1] if f.exponent else 0)
-        if (np.abs(scale) > EXACT_POWER_OF_TEN).any():
-            return None
-        x = digits.astype(np.float64)
-        if not f.exponent:
-            return x / 10.0 ** f.decimals if f.decimals else x
-        return np.where(scale >= 0, x * 10.0 ** np.maximum(scale, 0),
-                        x / 10.0 ** np.maximum(-scale, 0))
-
+    if not _decimals_hold(data, layout, n):
+        return None
     out = _StepColumns.empty(n)
     number = table[:, layout.step.token]
     if (number < 0).any():
         return None
     out.number = number.copy()
     for key, f in layout.values:
-        x = value(f)
+        x = _value(table, f)
         if x is None:
             return None
         name = _STEP_KEYS.get(key)
         target = out.cols if name is not None else out.metrics
         target.setdefault(name or key, x)  # the first of a repeated key
     out.has_loss[:] = "loss" in (key for key, _ in layout.values)
-    if layout.header is not None:
-        md, hh, mm, ss = layout.header
-        month, dday = np.divmod(table[:, md.token], 100)
-        hours, minutes = table[:, hh.token], table[:, mm.token]
-        seconds = value(ss)
-        if (seconds is None or ((month < 1) | (month > 12) | (dday < 1) | (dday > 31)
-                                | (hours > 23) | (minutes > 59)).any()):
-            return None
-        out.own[:] = True
-        out.day = ORDINAL_2000 + _DAYS_BEFORE_MONTH[month - 1] + dday
-        out.secs = hours * 3600.0 + minutes * 60.0 + seconds
-        out.decimals[:] = ss.decimals if ss.dot is not None else -1
+    if layout.header is not None and not _read_headers(table, layout.header, out):
+        return None
     return out
+
+
+def _decimals_hold(data: bytes, layout: _Layout, n: int) -> bool:
+    """Whether every line's value has as many decimals as the shape's first line shows
+    (each dot is followed by that many digits and then by no digit)."""
+    fields = [layout.step, *(f for _, f in layout.values), *(layout.header or ())]
+    if all(f.dot is None for f in fields):
+        return True
+    buf = np.frombuffer(data, dtype=np.uint8)
+    dots = np.flatnonzero(buf == 46)
+    if dots.size != n * layout.dots:
+        return False
+    dots = dots.reshape(n, layout.dots)
+    for f in fields:
+        if f.dot is None:
+            continue
+        at = dots[:, f.dot]
+        if (f.decimals and not _digit(buf[at + f.decimals]).all()) or _digit(
+                buf[at + f.decimals + 1]).any():
+            return False
+    return True
+
+
+def _value(table: np.ndarray, f: _Field) -> np.ndarray | None:
+    """A field's values from the integers read: its digits scaled by its decimals (and its
+    exponent), exactly as ``float()`` reads the text; None past what that keeps exact."""
+    digits = table[:, f.token]
+    if (np.abs(digits) >= 2 ** 53).any():
+        return None
+    scale = -f.decimals + (table[:, f.token + 1] if f.exponent else 0)
+    if (np.abs(scale) > EXACT_POWER_OF_TEN).any():
+        return None
+    x = digits.astype(np.float64)
+    if not f.exponent:
+        return x / 10.0 ** f.decimals if f.decimals else x
+    return np.where(scale >= 0, x * 10.0 ** np.maximum(scale, 0),
+                    x / 10.0 ** np.maximum(-scale, 0))
+
+
+def _read_headers(table: np.ndarray, header: tuple[_Field, _Field, _Field, _Field],
+                  out: _StepColumns) -> bool:
+    """The absl headers' days and times into ``out``; False when one is not a date and
+    time of day."""
+    md, hh, mm, ss = header
+    month, dday = np.divmod(table[:, md.token], 100)
+    hours, minutes = table[:, hh.token], table[:, mm.token]
+    seconds = _value(table, ss)
+    if (seconds is None or ((month < 1) | (month > 12) | (dday < 1) | (dday > 31)
+                            | (hours > 23) | (minutes > 59)).any()):
+        return False
+    out.own[:] = True
+    out.day = ORDINAL_2000 + _DAYS_BEFORE_MONTH[month - 1] + dday
+    out.secs = hours * 3600.0 + minutes * 60.0 + seconds
+    out.decimals[:] = ss.decimals if ss.dot is not None else -1
+    return True
 
 
 def _read_by_pattern(lines: list[str]) -> _StepColumns:
@@ -912,10 +933,10 @@ def parse_lines(lines: Iterable[str] | TextIO,
                 progress: Callable[[int], None] | None = None) -> ParsedLog:
     """Read the lines that matter; ignore the rest.
 
-    One pass; a file is read in blocks (``READ_BLOCK_CHARS``), any other iterable line by
-    line. Only the step lines' text is kept until the end (read in bulk, ``_finish``).
-    ``progress(chars)`` hears of the characters read, a block at a time (every
-    ``PROGRESS_EVERY_LINES`` lines for an iterable)."""
+    One pass; a file is read in blocks (``READ_BLOCK_CHARS``), any other iterable in
+    batches of ``PROGRESS_EVERY_LINES`` lines; the step lines of each are read into numbers
+    at once and no line's text is kept. ``progress(chars)`` hears of the characters read, a
+    block or a batch at a time."""
     r = _Reader()
     n = 1
     if hasattr(lines, "read"):
