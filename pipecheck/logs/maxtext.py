@@ -18,7 +18,8 @@ header) are translated to integers that numpy reads at once, the shape's first l
 which integer is which and how many decimals each value has (checked on every line), so a
 million-step log costs a few passes in C, not a million dicts. A shape this read does not
 take (``nan``, a sign that is not a number's) is read by pattern, a tail and a header at a
-time, as any line was before (``_read_by_pattern``); the two reads agree (tested).
+time: each tail by its keys, each header by the absl pattern (``_read_by_pattern``); the
+two reads agree (tested).
 A step line without a readable ``seconds:`` is skipped and counted (``unreadable_steps``),
 as is a ``completed profiler activation/deactivation step`` line (MaxText hides those
 steps' times; the step is kept as a profiler event instead).
@@ -922,10 +923,13 @@ def _table(number: np.ndarray, cols: dict[str, np.ndarray], metrics: dict[str, n
     first[1:] = number[order][1:] != number[order][:-1]
     p.duplicates = int(order.size - first.sum())
     order = order[first]
-    columns = {"step": number[order], "time_s": time_s[order], "line": step_line[order]}
-    columns.update({name: col[order] for name, col in cols.items()})
-    maps = {"metrics": {key: col[order] for key, col in metrics.items()
-                        if not np.isnan(col[order]).all()}}
+    take: np.ndarray | slice = order
+    if order.size == number.size and bool((np.diff(order) > 0).all()):
+        take = slice(None)  # every line, in order (the usual log): no copies
+    columns = {"step": number[take], "time_s": time_s[take], "line": step_line[take]}
+    columns.update({name: col[take] for name, col in cols.items()})
+    maps = {"metrics": {key: col[take] for key, col in metrics.items()
+                        if not np.isnan(col[take]).all()}}
     return StepTable(LogStep, order.size, columns, maps=maps), order
 
 
