@@ -381,8 +381,16 @@ dots, signs and header letters. Lines of one shape are read together."""
 
 _NUMERIC = bytes(b if b in b"0123456789+-\n" else 32 for b in range(256))
 """A translation that keeps digits, signs and line ends and blanks everything else (keys,
-punctuation, header letters), so numpy reads a line's numbers as integers; dots are
-deleted (a value with ``d`` decimals is read as its digits, then divided by ``10**d``)."""
+punctuation, header letters), so numpy reads a line's numbers as integers."""
+
+_NUMERIC_DELETE = bytes(sorted(set(range(ord("a"), ord("z") + 1)) - {ord("e")})) + b"._/"
+"""Deleted before the translation, so numpy reads a shorter text (measured 25% faster):
+dots (a value with ``d`` decimals is read as its digits, then divided by ``10**d``), and
+the lower-case letters and ``_/`` of keys and file names. A number ``_layout`` reads is
+preceded by a blank, a colon or an upper-case letter (an absl header's level) and followed
+by a blank, a comma, a colon or an ``e`` (its exponent), which all stay as blanks, so it
+never runs into another; digits elsewhere that run together do so alike on every line of
+a shape."""
 
 EXACT_POWER_OF_TEN = 22
 """The largest power of ten a float holds exactly: an integer below 2**53 divided or
@@ -429,7 +437,7 @@ def _layout(sample: str) -> _Layout | None:
     """The layout of a step line's shape from one line of it; None when it has a value
     the bulk read does not take (then every line of the shape is read by pattern)."""
     raw = sample.encode("utf-8", "surrogatepass")
-    numeric = raw.translate(_NUMERIC, b".")
+    numeric = raw.translate(_NUMERIC, _NUMERIC_DELETE)
     if re.search(rb"[-+](?![0-9])|[0-9][-+]", numeric):
         return None  # a sign that is not a number's: leave it to the pattern read
     mark = sample.find(STEP_MARK)
@@ -443,7 +451,7 @@ def _layout(sample: str) -> _Layout | None:
         prefix = sample[:offset + len(text) - len(text.lstrip())].encode(
             "utf-8", "surrogatepass")
         dotted = m.group(2) is not None
-        return _Field(_int_tokens(prefix.translate(_NUMERIC, b".")),
+        return _Field(_int_tokens(prefix.translate(_NUMERIC, _NUMERIC_DELETE)),
                       len(m.group(2)) if dotted else 0,
                       prefix.count(b".") if dotted else None, exponent)
 
@@ -543,8 +551,9 @@ class _StepColumns:
         return out
 
 
-def _digit(b: np.ndarray) -> np.ndarray:
-    return (b - 48).astype(np.uint8) < 10
+_IS_DIGIT = np.zeros(256, dtype=bool)
+_IS_DIGIT[48:58] = True
+"""Which bytes are ASCII digits (looked up, one gather per test)."""
 
 
 def _read_shaped(data: bytes, sample: str, n: int) -> _StepColumns | None:
@@ -559,7 +568,7 @@ def _read_shaped(data: bytes, sample: str, n: int) -> _StepColumns | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            flat = np.fromstring(data.translate(_NUMERIC, b"."), dtype=np.int64, sep=" ")
+            flat = np.fromstring(data.translate(_NUMERIC, _NUMERIC_DELETE), dtype=np.int64, sep=" ")
         except ValueError:
             return None
     if flat.size != n * layout.tokens:
@@ -588,22 +597,19 @@ def _read_shaped(data: bytes, sample: str, n: int) -> _StepColumns | None:
 def _decimals_hold(data: bytes, layout: _Layout, n: int) -> bool:
     """Whether every line's value has as many decimals as the shape's first line shows
     (each dot is followed by that many digits and then by no digit)."""
-    fields = [layout.step, *(f for _, f in layout.values), *(layout.header or ())]
-    if all(f.dot is None for f in fields):
+    fields = [f for f in (layout.step, *(f for _, f in layout.values), *(layout.header or ()))
+              if f.dot is not None]
+    if not fields:
         return True
     buf = np.frombuffer(data, dtype=np.uint8)
     dots = np.flatnonzero(buf == 46)
     if dots.size != n * layout.dots:
         return False
-    dots = dots.reshape(n, layout.dots)
-    for f in fields:
-        if f.dot is None:
-            continue
-        at = dots[:, f.dot]
-        if (f.decimals and not _digit(buf[at + f.decimals]).all()) or _digit(
-                buf[at + f.decimals + 1]).any():
-            return False
-    return True
+    ends = dots.reshape(n, layout.dots)[:, [f.dot for f in fields]] + np.array(
+        [f.decimals for f in fields])  # each value's last decimal
+    with_decimals = np.array([f.decimals > 0 for f in fields])
+    return bool(_IS_DIGIT[buf[ends[:, with_decimals]]].all()
+                and not _IS_DIGIT[buf[ends + 1]].any())
 
 
 def _value(table: np.ndarray, f: _Field) -> np.ndarray | None:
@@ -850,56 +856,119 @@ def _header_times(heads: list[str]) -> tuple[np.ndarray, np.ndarray,
     return has, np.stack([day, secs]), found
 
 
+@dataclasses.dataclass
+class _Headers:
+    """Every absl header of a log in two parts, each in line order: the step lines' and the
+    other lines'; times are seconds since the first header in line order."""
+
+    step_line: np.ndarray
+    step_at: np.ndarray
+    step_row: np.ndarray | None
+    """Each step header's step line (None: every step line has one, in the same order)."""
+    other_line: np.ndarray
+    other_at: np.ndarray
+    origin: tuple[int, float]
+    """The first header's day and seconds."""
+    raw: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    """The days and seconds of the step lines (by row) and of the other lines' headers."""
+
+    @classmethod
+    def of(cls, r: _Reader, read: _StepColumns, step_line: np.ndarray) -> _Headers:
+        own = read.own
+        every = bool(own.all())
+        rows = None if every else np.flatnonzero(own)
+        lines, days, secs = ((step_line, read.day, read.secs) if rows is None
+                             else (step_line[rows], read.day[rows], read.secs[rows]))
+        oline = np.asarray(r.header_line, dtype=np.int64)
+        odays = np.asarray(r.header_day, dtype=np.int64)
+        osecs = np.asarray(r.header_s, dtype=np.float64)
+        if lines.size and (not oline.size or lines[0] < oline[0]):
+            d0, s0 = int(days[0]), float(secs[0])
+        elif oline.size:
+            d0, s0 = int(odays[0]), float(osecs[0])
+        else:
+            d0, s0 = 0, 0.0
+        return cls(lines, np.round((days - d0) * 86400.0 + (secs - s0), 6), rows,
+                   oline, np.round((odays - d0) * 86400.0 + (osecs - s0), 6), (d0, s0),
+                   (read.day, read.secs, odays, osecs))
+
+    def next_at(self, lines: np.ndarray) -> np.ndarray:
+        """The time of the first header at or after each of ``lines`` (NaN: none)."""
+        i1 = np.searchsorted(self.step_line, lines, side="left")
+        i2 = np.searchsorted(self.other_line, lines, side="left")
+        l1 = np.where(i1 < self.step_line.size,
+                      self.step_line[np.minimum(i1, self.step_line.size - 1)]
+                      if self.step_line.size else 0, np.iinfo(np.int64).max)
+        l2 = np.where(i2 < self.other_line.size,
+                      self.other_line[np.minimum(i2, self.other_line.size - 1)]
+                      if self.other_line.size else 0, np.iinfo(np.int64).max)
+        t1 = (self.step_at[np.minimum(i1, self.step_line.size - 1)] if self.step_line.size
+              else np.full(lines.size, math.nan))
+        t2 = (self.other_at[np.minimum(i2, self.other_line.size - 1)] if self.other_line.size
+              else np.full(lines.size, math.nan))
+        return np.where(np.minimum(l1, l2) == np.iinfo(np.int64).max, math.nan,
+                        np.where(l1 <= l2, t1, t2))
+
+    def last_before(self, line: int) -> tuple[int, float, int | None, int | None]:
+        """The last header at or before ``line``: its line (-1: none), its time (rounded
+        as one number, as ``round`` does), and where it is (a step row, or an index among
+        the other lines' headers)."""
+        i1 = int(np.searchsorted(self.step_line, line, side="right")) - 1
+        i2 = int(np.searchsorted(self.other_line, line, side="right")) - 1
+        l1 = int(self.step_line[i1]) if i1 >= 0 else -1
+        l2 = int(self.other_line[i2]) if i2 >= 0 else -1
+        if l1 < 0 and l2 < 0:
+            return -1, math.nan, None, None
+        days, secs, odays, osecs = self.raw
+        row = other = None
+        if l1 > l2:
+            row = i1 if self.step_row is None else int(self.step_row[i1])
+            day, sec = int(days[row]), float(secs[row])
+        else:
+            other = i2
+            day, sec = int(odays[i2]), float(osecs[i2])
+        d0, s0 = self.origin
+        return max(l1, l2), round((day - d0) * 86400.0 + (sec - s0), 6), row, other
+
+
 def _finish(r: _Reader) -> None:
     """The step lines' numbers joined into ``r.p``'s steps, and the events made with their
     times (see ``_Reader``)."""
     p = r.p
     read = _StepColumns.join(r.chunks)
     r.chunks = []
-    number, has_loss, own = read.number, read.has_loss, read.own
     step_line = (np.concatenate(r.chunk_lines) if r.chunk_lines
                  else np.zeros(0, dtype=np.int64))
-    # every header, in line order: the step lines' and the others'
-    oline = np.asarray(r.header_line, dtype=np.int64)
-    lines = np.concatenate([step_line[own], oline])
-    days = np.concatenate([read.day[own], np.asarray(r.header_day, dtype=np.int64)])
-    secs = np.concatenate([read.secs[own], np.asarray(r.header_s, dtype=np.float64)])
-    order = np.argsort(lines, kind="stable")
-    lines, days, secs = lines[order], days[order], secs[order]
+    headers = _Headers.of(r, read, step_line)
     # a step line's time: its own header's, or for a bare one the next header's
-    line_at = np.full(step_line.size, math.nan)
-    if lines.size:
-        at = np.round((days - days[0]) * 86400.0 + (secs - secs[0]), 6)
-        nxt = np.searchsorted(lines, step_line, side="left")
-        line_at = np.where(nxt < lines.size, at[np.minimum(nxt, lines.size - 1)], math.nan)
-    p.events = _events(r, lines, days, secs, read, step_line, order, oline)
-    steps, keep = _table(number, read.cols, read.metrics, step_line, p)
-    p.steps, p.line_at = steps, line_at[keep]
-    p.has_loss, p.own_time = has_loss[keep], own[keep]
+    if headers.step_row is None:
+        line_at = headers.step_at
+    else:
+        line_at = np.full(step_line.size, math.nan)
+        line_at[headers.step_row] = headers.step_at
+        bare = np.flatnonzero(~read.own)
+        line_at[bare] = headers.next_at(step_line[bare])
+    p.events = _events(r, headers, read, step_line)
+    steps, take = _table(read.number, read.cols, read.metrics, step_line, p)
+    p.steps, p.line_at = steps, line_at[take]
+    p.has_loss, p.own_time = read.has_loss[take], read.own[take]
 
 
-def _events(r: _Reader, lines: np.ndarray, days: np.ndarray, secs: np.ndarray,
-            read: _StepColumns, step_line: np.ndarray, order: np.ndarray,
-            oline: np.ndarray) -> list[LogEvent]:
+def _events(r: _Reader, headers: _Headers, read: _StepColumns,
+            step_line: np.ndarray) -> list[LogEvent]:
     """The pending events with their times (own header, or for checkpoint lines the last
-    header at or before them) and anchors (the last readable step line before them).
-    ``lines``, ``days``, ``secs``: every header in line order, ``order`` the positions
-    they were taken from (the step lines' with a header, then the other lines')."""
+    header at or before them) and anchors (the last readable step line before them)."""
     number = read.number
-    step_own = np.flatnonzero(read.own)
     readable = np.where(number >= 0, np.arange(number.size), -1)
     last_readable = np.maximum.accumulate(readable) if number.size else readable
     out = []
     for e in r.pending:
         at = clock = None
         if e.timed or e.own_header:
-            i = int(np.searchsorted(lines, e.line, side="right")) - 1
-            if i >= 0 and (e.timed or lines[i] == e.line):
-                at = round((int(days[i]) - int(days[0])) * 86400.0
-                           + (float(secs[i]) - float(secs[0])), 6)
-                o = int(order[i])
-                clock = (read.clock(int(step_own[o])) if o < step_own.size
-                         else r.header_clock[o - step_own.size])
+            line, when, row, other = headers.last_before(e.line)
+            if line >= 0 and (e.timed or line == e.line):
+                at = when
+                clock = read.clock(row) if row is not None else r.header_clock[other]
         fields = dict(e.fields)
         if "anchor_step" not in fields:
             k = int(np.searchsorted(step_line, e.line)) - 1
@@ -910,10 +979,12 @@ def _events(r: _Reader, lines: np.ndarray, days: np.ndarray, secs: np.ndarray,
 
 
 def _table(number: np.ndarray, cols: dict[str, np.ndarray], metrics: dict[str, np.ndarray],
-           step_line: np.ndarray, p: ParsedLog) -> tuple[StepTable[LogStep], np.ndarray]:
+           step_line: np.ndarray, p: ParsedLog
+           ) -> tuple[StepTable[LogStep], np.ndarray | slice]:
     """The readable steps in step order, the first line of a repeated step kept (a log's
-    lines can come out of order), and their positions among the step lines; counts the
-    unreadable and repeated lines into ``p``."""
+    lines can come out of order), and their positions among the step lines (a slice of all
+    of them when they are every line, in order); counts the unreadable and repeated lines
+    into ``p``."""
     time_s = cols.pop("time_s", np.full(number.size, math.nan))
     readable = (number >= 0) & ~np.isnan(time_s)
     p.unreadable_steps += int(number.size - readable.sum())
@@ -930,7 +1001,7 @@ def _table(number: np.ndarray, cols: dict[str, np.ndarray], metrics: dict[str, n
     columns.update({name: col[take] for name, col in cols.items()})
     maps = {"metrics": {key: col[take] for key, col in metrics.items()
                         if not np.isnan(col[take]).all()}}
-    return StepTable(LogStep, order.size, columns, maps=maps), order
+    return StepTable(LogStep, order.size, columns, maps=maps), take
 
 
 def parse_lines(lines: Iterable[str] | TextIO,
