@@ -30,7 +30,7 @@ from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunS
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable, column_of, float_column
 from pipecheck.units import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
@@ -204,7 +204,7 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
 
     def steady_column(name: str) -> tuple[float, ...]:
         values = run.steps.column(name)[is_steady]
-        return tuple(values[~np.isnan(values)].tolist())
+        return float_column(values[~np.isnan(values)])
 
     return RunSummary(
         source=origin or run.source,
@@ -261,7 +261,7 @@ def _tested_row(name: str, unit: str, xa: Sequence[float], xb: Sequence[float],
         return _plain_row(name, unit, _median(xa), _median(xb))
     d = stats.median_difference(xa, xb, confidence, progress=progress, what=name)
     return DiffRow(
-        name, unit, _median(xa), _median(xb), d.diff, _finite(d.relative),
+        name, unit, d.median_a, d.median_b, d.diff, _finite(d.relative),
         "significant" if d.significant else "not significant",
         _finite(d.p_value), _finite(d.ci_low), _finite(d.ci_high),
     )
@@ -345,7 +345,7 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
     listed = np.fromiter((x.step for x in run.anomalies), np.int64, len(run.anomalies))
     numbers = run.steps.column("step")
     keep = ~np.isin(numbers, listed) & (numbers >= shift.step)
-    samples = run.steps.column("time_s")[keep].tolist()
+    samples = float_column(run.steps.column("time_s")[keep])
     return samples, (f"{label}'s steady state changed level at step {shift.step} (median "
                      f"{ms(shift.before_median_s)} before, {ms(shift.after_median_s)} from it "
                      f"on): its median is compared over its {len(samples)} steady steps from "

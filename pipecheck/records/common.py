@@ -13,7 +13,7 @@ import numpy as np
 from pipecheck import stats
 from pipecheck.records.base import Record
 from pipecheck.records.kinds import FindingKind
-from pipecheck.records.steps import FloatColumn
+from pipecheck.records.steps import FloatColumn, float_column
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Distribution(Record):
 
     @classmethod
     def of(cls, samples: stats.Samples) -> Distribution:
-        return cls(tuple(np.asarray(samples, dtype=float).tolist()))
+        return cls(float_column(samples))
 
     @functools.cached_property
     def summary(self) -> stats.Summary:

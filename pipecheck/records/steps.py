@@ -534,6 +534,27 @@ def is_float_column(tp: Any) -> bool:
     return typing.get_origin(tp) is Annotated and COLUMN in getattr(tp, "__metadata__", ())
 
 
+class Floats(tuple):  # type: ignore[type-arg]
+    """A ``FloatColumn`` value made from an array: a tuple of floats (equal to the plain
+    tuple) that keeps a read-only copy of the array, which ``np.asarray`` returns through
+    ``__array__``, so a million-step column is not converted back float by float."""
+
+    _array: np.ndarray
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
+        return arr.copy() if copy else arr
+
+
+def float_column(values: Any) -> Floats:
+    """A ``FloatColumn`` value of ``values`` (an array or any sequence of numbers)."""
+    arr = np.array(values, dtype=np.float64).reshape(-1)
+    arr.flags.writeable = False
+    out = Floats(arr.tolist())
+    out._array = arr
+    return out
+
+
 def float_column_to_json(values: Sequence[float]) -> dict[str, str]:
     """A ``FloatColumn`` value in its on-disk form."""
     return encode_array(np.asarray(values, dtype=np.float64))
@@ -541,8 +562,7 @@ def float_column_to_json(values: Sequence[float]) -> dict[str, str]:
 
 def float_column_from_json(value: Any, origin: str) -> tuple[float, ...]:
     """The inverse of ``float_column_to_json``."""
-    arr = decode_array(value, origin)
-    return tuple(arr.astype(np.float64, copy=False).tolist())
+    return float_column(decode_array(value, origin))
 
 
 def decode_array(value: Any, origin: str) -> np.ndarray:
