@@ -378,8 +378,8 @@ def median_quantiles(samples: Samples, probs: Samples, block: int | None = None)
     more than k values at or below ``t``. That count is a sum of independent block counts,
     whose mean and variance over the bootstrap are exact (``_count_moments``); with many
     blocks it is normal, so P(k-th value <= t) = Phi((mean(t) - k - 1/2) / sd(t)) for every
-    value ``t`` near the middle. The moments are computed at the middle value and at the
-    nearest distinct values on each side of it (where ties put the jumps); elsewhere the mean
+    value ``t`` near the middle. The moments are computed at the middle value(s) and at the
+    nearest distinct values on each side (where ties put the jumps); elsewhere the mean
     is the rank plus the bootstrap's small edge shift and the variance, both interpolated
     between those. The median of an even count is the mean of the two middle values'
     quantiles (adjacent order statistics, which move together)."""
@@ -394,12 +394,11 @@ def _median_quantiles(x: np.ndarray, s: np.ndarray, p: np.ndarray,
     blk = max(1, min(block or default_block_length(n), n))
     k1, k2 = (n - 1) // 2, n // 2
     first, past = int(np.searchsorted(s, s[k1], "left")), int(np.searchsorted(s, s[k2], "right"))
-    ts = ([s[first - 1]] if first else []) + [s[k2]] + ([s[past]] if past < n else [])
-    mid = 1 if first else 0
+    ts = np.unique([*s[max(0, first - 1) : first], s[k1], s[k2], *s[past : past + 1]])
     moments = np.array([_count_moments(x, t, blk) for t in ts])
     at_or_below = np.searchsorted(s, ts, side="right").astype(float)
     shift, var = moments[:, 0] - at_or_below, moments[:, 1]
-    reach = int(TAIL_Z * math.sqrt(var[mid])) + 2
+    reach = int(TAIL_Z * math.sqrt(var.max())) + 2
     window = s[max(0, k1 - reach) : min(n, k2 + reach + 1)]
     ranks = np.searchsorted(s, window, side="right").astype(float)
     mean_w = ranks + np.interp(ranks, at_or_below, shift)

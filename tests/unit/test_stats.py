@@ -220,3 +220,118 @@ def test_a_series_with_nan_keeps_the_gathered_medians():
     medians = stats._resample_statistics(data, 3, np.random.default_rng(0), 4, "median")
     starts = np.random.default_rng(0).integers(0, 4, size=(4, 2))
     assert np.array_equal(medians, stats._gathered_medians(data, starts, 3), equal_nan=True)
+
+
+# --- long series: the median's bootstrap distribution computed, not drawn ----------------
+
+
+def _drawn_median_interval(x, seed=0, confidence=0.95):
+    """The moving-block bootstrap interval as drawn (2,000 resamples), whatever the length."""
+    rng = np.random.default_rng(seed)
+    medians = stats._resample_statistics(np.asarray(x, float), stats.default_block_length(len(x)),
+                                         rng, stats.BOOTSTRAP_RESAMPLES, "median")
+    alpha = (1 - confidence) / 2
+    return tuple(np.quantile(medians, [alpha, 1 - alpha]))
+
+
+def _long_series(rng, n):
+    return {
+        "ties": _log_like(rng, n, 0.0256),                                 # as MaxText prints
+        "smooth": rng.gamma(20, 0.0256, n),
+        "slow phases": np.repeat(rng.gamma(20, 0.0256, n // 50 + 1), 50)[:n]
+        + rng.normal(0, 0.01, n),
+        "moving average": 0.5 + np.convolve(rng.normal(0, 0.01, n + 9), np.ones(10), "valid"),
+    }
+
+
+def test_computed_median_interval_agrees_with_the_drawn_bootstrap():
+    n = stats.COMPUTED_MIN_N + 1  # odd: one middle value
+    for name, x in _long_series(np.random.default_rng(21), n).items():
+        computed = stats.bootstrap_ci(x)
+        assert computed == tuple(stats.median_quantiles(x, [0.025, 0.975]))
+        drawn = _drawn_median_interval(x)
+        width = drawn[1] - drawn[0]
+        # the 2,000 draws' own noise on an end is ~1.5% of the width; a variance that missed
+        # the autocorrelation would be 40% or more off on the dependent series
+        assert computed[0] == pytest.approx(drawn[0], abs=0.1 * width + 1e-12), name
+        assert computed[1] == pytest.approx(drawn[1], abs=0.1 * width + 1e-12), name
+
+
+def test_computed_difference_interval_agrees_with_the_drawn_one():
+    rng = np.random.default_rng(22)
+    n = stats.COMPUTED_MIN_N + 2  # even: two middle values
+    for name in ("smooth", "slow phases", "ties"):
+        a, b = _long_series(rng, n)[name], _long_series(rng, n)[name] * 1.002
+        d = stats.median_difference(a, b)
+        ma = stats._resample_statistics(a, stats.default_block_length(n),
+                                        np.random.default_rng(0), 2000, "median")
+        mb = stats._resample_statistics(b, stats.default_block_length(n),
+                                        np.random.default_rng(1), 2000, "median")
+        lo, hi = np.quantile(mb - ma, [0.025, 0.975])
+        assert d.diff == float(np.median(b) - np.median(a))
+        assert (d.median_a, d.median_b) == (float(np.median(a)), float(np.median(b)))
+        assert d.ci_low == pytest.approx(lo, abs=0.1 * (hi - lo) + 1e-12), name
+        assert d.ci_high == pytest.approx(hi, abs=0.1 * (hi - lo) + 1e-12), name
+
+
+def test_computed_median_intervals_cover_the_true_median():
+    # 95% intervals over seeded series whose true median is 0: independent values, and
+    # values correlated over 10 steps (an interval ignoring that would cover ~46% of them)
+    n = stats.COMPUTED_MIN_N
+    makers = {"independent": lambda r: r.normal(0, 1, n),
+              "moving average": lambda r: np.convolve(r.normal(0, 1, n + 9), np.ones(10),
+                                                      "valid")}
+    for name, make in makers.items():
+        hits = sum(lo <= 0 <= hi for lo, hi in
+                   (stats.bootstrap_ci(make(np.random.default_rng(s))) for s in range(100)))
+        assert hits >= 85, (name, hits)
+
+
+def test_computed_distribution_of_a_constant_or_two_valued_series():
+    n = stats.COMPUTED_MIN_N
+    assert stats.bootstrap_ci([0.5] * n) == (0.5, 0.5)
+    d = stats.median_difference([0.5] * n, [0.6] * n)
+    assert (d.ci_low, d.ci_high) == pytest.approx((0.1, 0.1)) and d.significant
+    # a median exactly between two values: the resample medians take either, or their mean
+    x = np.tile([1.0, 2.0], n // 2)
+    lo, hi = stats.bootstrap_ci(x)
+    assert 1.0 <= lo < 1.5 < hi <= 2.0
+
+
+def test_computed_path_is_used_from_its_threshold_on(monkeypatch):
+    rng = np.random.default_rng(23)
+    x = rng.gamma(20, 0.01, 3000)
+    drawn = stats.bootstrap_ci(x)
+    monkeypatch.setattr(stats, "COMPUTED_MIN_N", 3000)
+    computed = stats.bootstrap_ci(x)
+    assert computed != drawn and computed == tuple(stats.median_quantiles(x, [0.025, 0.975]))
+    width = drawn[1] - drawn[0]  # 3,000 steps (~210 blocks of 14) are already close
+    assert computed == pytest.approx(drawn, abs=0.15 * width)
+
+
+def _unique_mann_whitney_u_p(a, b):
+    """The rank test as it was before the sorted samples: ranks from ``np.unique`` (which
+    puts the NaNs in one group of ties)."""
+    xa, xb = np.asarray(a, float), np.asarray(b, float)
+    n1, n2 = xa.size, xb.size
+    _, inverse, ties = np.unique(np.concatenate([xa, xb]), return_inverse=True,
+                                 return_counts=True)
+    ranks = (np.cumsum(ties) - (ties - 1) / 2.0)[inverse]
+    tie_term = float(np.sum(ties.astype(float) ** 3 - ties))
+    u1 = ranks[:n1].sum() - n1 * (n1 + 1) / 2.0
+    n = n1 + n2
+    sigma_sq = n1 * n2 / 12.0 * ((n + 1) - tie_term / (n * (n - 1)))
+    z = max((abs(u1 - n1 * n2 / 2.0) - 0.5) / math.sqrt(sigma_sq), 0.0)
+    return math.erfc(z / math.sqrt(2.0))
+
+
+@pytest.mark.parametrize("n", [1, 2, 50, 3001])
+def test_mann_whitney_from_sorted_samples_equals_the_ranked_one(n):
+    rng = np.random.default_rng(n)
+    a, b = rng.gamma(20, 0.01, n), rng.gamma(20, 0.0101, n + 5)  # no ties
+    assert stats.mann_whitney_u_p(a, b) == pytest.approx(_old_mann_whitney_u_p(a, b),
+                                                        rel=1e-9, abs=1e-300)
+    b[1] = a[-1]  # a tie across the samples, and NaNs, tied with each other
+    a[0], b[-1], b[-2] = math.nan, math.nan, math.nan
+    assert stats.mann_whitney_u_p(a, b) == pytest.approx(_unique_mann_whitney_u_p(a, b),
+                                                        rel=1e-9, abs=1e-300)

@@ -148,3 +148,27 @@ def test_a_long_series_is_far_smaller_than_its_json_list():
     encoded = len(json.dumps(d.to_dict()["samples_s"]))
     as_list = len(json.dumps(samples.tolist()))
     assert encoded < as_list / 2
+
+
+def test_a_float_column_made_from_an_array_keeps_it_read_only():
+    import pickle
+
+    from pipecheck.records.steps import Floats, float_column
+
+    arr = np.array([0.5, 0.25, 4.0, 3.0])
+    col = float_column(arr)
+    assert isinstance(col, Floats) and col == (0.5, 0.25, 4.0, 3.0) and col[1:3] == (0.25, 4.0)
+    # numpy reads the kept array (no float-by-float conversion), which nobody can change
+    back = np.asarray(col, dtype=float)
+    assert back is np.asarray(col) and not back.flags.writeable
+    assert not np.shares_memory(back, arr) and np.array_equal(back, arr)
+    arr[0] = 9.0  # the column holds a copy: the caller's array stays the caller's
+    assert col[0] == 0.5 and np.asarray(col)[0] == 0.5
+    assert np.asarray(col, dtype=np.float32).dtype == np.float32
+    assert np.array(col, copy=True).flags.writeable
+    # a record holding one compares, pickles and round-trips like one holding a plain tuple
+    d = Distribution.of(np.array([0.1, 0.2, 0.3]))
+    assert d == Distribution((0.1, 0.2, 0.3)) and d.summary.median == 0.2
+    assert pickle.loads(pickle.dumps(d)) == d
+    again = Distribution.from_dict(json.loads(json.dumps(d.to_dict())))
+    assert again == d and isinstance(again.samples_s, Floats)
