@@ -152,6 +152,11 @@ def _float_columns(cls: type) -> frozenset[str]:
 
 
 def _convert_out(value: Any) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:  # most values: no checks
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
     if isinstance(value, StepTable):
         return value.to_json()
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):

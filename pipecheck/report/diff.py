@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from typing import Sequence
 
 import numpy as np
@@ -158,16 +157,16 @@ def imported_parts(run: ImportedRun) -> list[Part]:
     d, mem = run.step_time.summary, run.memory
     steady = run.steady_mask
 
-    def present(name: str, rows: np.ndarray | slice = slice(None)) -> list[float]:
+    def present(name: str, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         values = run.steps.column(name)[rows]
-        return values[~np.isnan(values)].tolist()  # type: ignore[no-any-return]
+        return values[~np.isnan(values)]
 
     tflops = present("tflops_per_s_per_device", steady)
     tokens = present("tokens_per_s_per_device", steady)
-    losses = present("loss")
+    losses = present("loss")[-1:].tolist()
 
-    def med(xs: Sequence[float]) -> str:
-        return "-" if not xs else _num(statistics.median(xs))
+    def med(xs: np.ndarray) -> str:
+        return "-" if not xs.size else _num(float(np.median(xs)))
 
     rows: list[Sequence[object]] = [
         ["steps logged", f"{len(run.steps)} (steps {run.steps[0].step}..{run.steps[-1].step})"],
