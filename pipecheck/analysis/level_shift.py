@@ -67,7 +67,7 @@ def pettitt(values: np.ndarray) -> tuple[int, float]:
     n = values.size
     if n < 2:
         return 0, 1.0
-    order = np.argsort(values, kind="stable")
+    order = np.argsort(values)  # any order of equal values: ties get their mean rank below
     ranks = np.empty(n, dtype=np.float64)
     ranks[order] = np.arange(1, n + 1, dtype=np.float64)
     # ties share their average rank (exchangeable ties must not look like a change)

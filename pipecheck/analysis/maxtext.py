@@ -126,6 +126,25 @@ ACTIVITY_CAUSES = {
 }
 """Each family's cause and what its evidence calls it."""
 
+def sliding_min(values: np.ndarray, width: int) -> np.ndarray:
+    """Pure: the minimum of each run of ``width`` consecutive values (``values.size - width
+    + 1`` of them), in O(n) whatever the width (van Herk / Gil-Werman): cut into blocks of
+    ``width``, a window spans the end of one block and the start of the next, so its minimum
+    is the lesser of a running minimum from the right in the first and from the left in the
+    second."""
+    n = values.size
+    count = n - width + 1
+    if count <= 0:
+        return np.zeros(0, dtype=values.dtype)
+    blocks = -(-n // width)
+    padded = np.full(blocks * width, math.inf)
+    padded[:n] = values
+    columns = np.ascontiguousarray(padded.reshape(blocks, width).T)  # a block per column
+    from_left = np.minimum.accumulate(columns, axis=0).T.ravel()
+    from_right = np.minimum.accumulate(columns[::-1], axis=0)[::-1].T.ravel()
+    return np.minimum(from_right[:count], from_left[width - 1 : width - 1 + count])
+
+
 def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray,
                    lag: int = LOG_LAG_STEPS,
                    window: int = ANCHOR_WINDOW) -> tuple[np.ndarray, np.ndarray]:
@@ -149,7 +168,7 @@ def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray
     stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)
     offset = stamp - cum  # end_k - cum_k, delayed by the work after step k, never early
     padded = np.concatenate([np.full(window, math.inf), offset, np.full(window, math.inf)])
-    best = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1).min(axis=1)
+    best = sliding_min(padded, 2 * window + 1)
     end = np.where(np.isfinite(best), np.round(cum + best, 6), math.nan)
     return np.round(end - seconds, 6), end
 
@@ -437,7 +456,7 @@ def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool
 def explain_anomalies(
     steps: Sequence[LogStep], events: Sequence[LogEvent],
     line_at: np.ndarray | None = None, start_seen: bool = True,
-    own_time: np.ndarray | None = None,
+    own_time: np.ndarray | None = None, lag: int | None = None,
 ) -> tuple[list[Anomaly], float]:
     """The steps to keep out of the steady state, each with a likely cause.
 
@@ -447,15 +466,16 @@ def explain_anomalies(
     lines: by time, or without one within ``CHECKPOINT_STALL_WINDOW`` steps of theirs); a
     fast one after a slow one is an attribution shift; anything else is unexplained.
     ``line_at``: when each step's line was written (``logs.maxtext``); ``start_seen``:
-    the log shows the run starting. Returns the anomalies (by step) and the steady-state
-    median.
+    the log shows the run starting; ``lag``: the log's ``log_lag`` when the caller has it.
+    Returns the anomalies (by step) and the steady-state median.
     """
     if not len(steps):
         return [], math.nan
     numbers = column_of(steps, "step")
     seconds = column_of(steps, "time_s")
     at = np.full(len(steps), math.nan) if line_at is None else line_at
-    lag = log_lag(numbers, seconds, at, own_time)
+    if lag is None:
+        lag = log_lag(numbers, seconds, at, own_time)
     start, end = step_intervals(numbers, seconds, at, lag=lag)
     lookup = BackgroundLookup(background(events), start, end)
     acts = ActivityLookup(activities(events), numbers, start, end, lag)
@@ -579,8 +599,10 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
     """An ``ImportedRun`` from what was read: anomalies and their causes, the steady state,
     its level shifts, the loss and the warnings."""
     own = p.own_time if p.own_time.size == len(p.steps) else None
-    found, _ = explain_anomalies(p.steps, p.events, p.line_at, p.start_seen, own)
     numbers = p.steps.column("step")  # sorted and unique
+    timed = p.line_at.size == len(p.steps)
+    lag = log_lag(numbers, p.steps.column("time_s"), p.line_at, own) if timed else None
+    found, _ = explain_anomalies(p.steps, p.events, p.line_at, p.start_seen, own, lag)
     rows = np.searchsorted(numbers, [a.step for a in found])
     steps = p.steps.with_tags({int(r): (CAUSE_TAGS[a.cause],)
                                for r, a in zip(rows, found, strict=True)})
@@ -589,9 +611,7 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
     is_steady[rows] = False
     step_time = Distribution.of(times[is_steady])
     warnings = stats.quality_warnings(step_time.summary)
-    lag = log_lag(numbers, times, p.line_at, own) if p.line_at.size == len(steps) \
-        else LOG_LAG_STEPS
-    shifts = _level_shifts(steps, is_steady, p.events, lag)
+    shifts = _level_shifts(steps, is_steady, p.events, LOG_LAG_STEPS if lag is None else lag)
     warnings += [f"the steady state changed level at step {s.step}: median "
                  f"{s.before_median_s:.4g} s before, {s.after_median_s:.4g} s from it on"
                  for s in shifts]
