@@ -23,6 +23,7 @@ from pipecheck.records.steps import (
     float_column_to_json,
     is_columnar_row,
     is_float_column,
+    parallel_encoding,
 )
 
 FORMAT_VERSION = 4
@@ -185,8 +186,10 @@ def _convert_out(value: Any) -> Any:
 
 
 def to_dict(record: object) -> dict[str, Any]:
-    """A JSON-ready dict of a record (non-finite floats become null)."""
-    out = _convert_out(record)
+    """A JSON-ready dict of a record (non-finite floats become null); its large arrays are
+    compressed in parallel (``parallel_encoding``)."""
+    with parallel_encoding():
+        out = _convert_out(record)
     assert isinstance(out, dict)
     return out
 

@@ -23,9 +23,13 @@ from __future__ import annotations
 import array
 import base64
 import collections.abc
+import concurrent.futures
+import contextlib
+import contextvars
 import dataclasses
 import functools
 import math
+import os
 import types
 import typing
 import zlib
@@ -503,12 +507,51 @@ class StepTableBuilder(Generic[R]):
         return StepTable(self.row_type, n, columns, tags, maps, self._lists)
 
 
+PARALLEL_MIN_BYTES = 1 << 20
+"""Arrays from this size on are compressed on worker threads inside ``parallel_encoding``
+(zlib releases the GIL while it deflates); smaller ones are not worth a hand-off."""
+
+_DEFERRED: contextvars.ContextVar[list[tuple[dict[str, str], np.ndarray]] | None] = \
+    contextvars.ContextVar("pipecheck_deferred_arrays", default=None)
+
+
+def _zlib_base64(data: np.ndarray) -> str:
+    return base64.b64encode(zlib.compress(data, ZLIB_LEVEL)).decode("ascii")
+
+
 def encode_array(a: np.ndarray) -> dict[str, str]:
-    """An array as ``{"dtype", "zlib_base64"}``: little-endian bytes, zlib, base64."""
+    """An array as ``{"dtype", "zlib_base64"}``: little-endian bytes, zlib, base64 (inside
+    ``parallel_encoding``, a large one is filled in when it ends)."""
     arr = np.ascontiguousarray(a)
-    dtype = arr.dtype.newbyteorder("<")
-    data = zlib.compress(arr.astype(dtype, copy=False).tobytes(), ZLIB_LEVEL)
-    return {"dtype": arr.dtype.name, "zlib_base64": base64.b64encode(data).decode("ascii")}
+    data = np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False))
+    out = {"dtype": arr.dtype.name, "zlib_base64": ""}
+    deferred = _DEFERRED.get()
+    if deferred is None or data.nbytes < PARALLEL_MIN_BYTES:
+        out["zlib_base64"] = _zlib_base64(data)
+    else:
+        deferred.append((out, data))
+    return out
+
+
+@contextlib.contextmanager
+def parallel_encoding() -> Iterator[None]:
+    """Within it, ``encode_array`` hands large arrays over; when it ends (without an
+    error) they are compressed on up to one thread per CPU and their dicts filled in, the
+    same bytes as one at a time."""
+    deferred: list[tuple[dict[str, str], np.ndarray]] = []
+    token = _DEFERRED.set(deferred)
+    try:
+        yield
+    finally:
+        _DEFERRED.reset(token)
+    workers = min(len(deferred), os.cpu_count() or 1)
+    if workers <= 1:
+        texts = [_zlib_base64(data) for _, data in deferred]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            texts = list(pool.map(_zlib_base64, [data for _, data in deferred]))
+    for (out, _), text in zip(deferred, texts, strict=True):
+        out["zlib_base64"] = text
 
 
 _DTYPES = {"int64", "int32", "float64"}

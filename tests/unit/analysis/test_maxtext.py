@@ -477,3 +477,19 @@ def test_without_the_blocking_line_older_orbax_logs_still_explain_the_stalls(pat
     stalls = [a for a in old.anomalies if a.cause == "checkpoint stall"]
     assert stalls and all("blocked training" not in a.evidence for a in stalls)
     assert all("async checkpoint save of step" in a.evidence for a in stalls)
+
+
+def test_sliding_min_equals_the_window_view_minimum():
+    from pipecheck.analysis.maxtext import sliding_min
+
+    rng = np.random.default_rng(0)
+    for n in (1, 5, 128, 129, 130, 1000, 20_001):
+        for width in (1, 2, 7, 129):
+            x = rng.normal(size=n)
+            x[rng.random(n) < 0.2] = np.inf  # steps without a stamped line
+            got = sliding_min(x, width)
+            if n < width:
+                assert got.size == 0
+                continue
+            assert np.array_equal(got, np.lib.stride_tricks.sliding_window_view(x, width)
+                                  .min(axis=1)), (n, width)

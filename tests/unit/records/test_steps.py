@@ -98,3 +98,24 @@ def test_a_million_step_record_stays_small():
     assert len(text) < 25e6  # well under the 50 MB a million-step record may take
     assert sum(c.nbytes for c in columns.values()) < 50e6
 
+
+
+def test_parallel_encoding_gives_the_bytes_of_one_at_a_time(monkeypatch):
+    from pipecheck.records import steps as steps_mod
+
+    rng = np.random.default_rng(0)
+    arrays = [np.round(rng.gamma(20, 0.0256, 300_000), 3), np.arange(200_000),
+              np.array([1.5, 2.5])]  # the last below PARALLEL_MIN_BYTES: encoded at once
+    serial = [steps_mod.encode_array(a) for a in arrays]
+    monkeypatch.setattr(steps_mod.os, "cpu_count", lambda: 4)  # threads even on one CPU
+    with steps_mod.parallel_encoding():
+        deferred = [steps_mod.encode_array(a) for a in arrays]
+        assert [d["zlib_base64"] == "" for d in deferred] == [True, True, False]
+    assert deferred == serial
+    for a, d in zip(arrays, deferred, strict=True):
+        assert np.array_equal(steps_mod.decode_array(d, "x"), a)
+    # an error inside leaves nothing deferred for the next encoding
+    with pytest.raises(RuntimeError), steps_mod.parallel_encoding():
+        steps_mod.encode_array(arrays[0])
+        raise RuntimeError("boom")
+    assert steps_mod.encode_array(arrays[0]) == serial[0]
