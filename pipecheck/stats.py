@@ -414,17 +414,22 @@ def _median_quantiles(x: np.ndarray, s: np.ndarray, p: np.ndarray,
     return out / 2.0
 
 
-def _computed_difference_interval(xa: np.ndarray, sa: np.ndarray, xb: np.ndarray,
-                                  sb: np.ndarray, alpha: float) -> tuple[float, float]:
-    """The alpha and 1 - alpha quantiles of median(B*) - median(A*) for independent
-    moving-block resamples of each (sorted: ``sa``, ``sb``), from each median's computed
-    bootstrap distribution (``median_quantiles`` on a grid of ``QUANTILE_GRID``
-    probabilities, every pair)."""
-    grid = (np.arange(QUANTILE_GRID) + 0.5) / QUANTILE_GRID
-    qa, qb = _median_quantiles(xa, sa, grid), _median_quantiles(xb, sb, grid)
-    diffs = (qb[:, None] - qa[None, :]).ravel()
-    lo, hi = np.quantile(diffs, [alpha, 1.0 - alpha])
-    return float(lo), float(hi)
+def _computed(x: np.ndarray, s: np.ndarray) -> bool:
+    """Whether the median's bootstrap distribution of ``x`` (sorted: ``s``, NaNs last) is
+    computed (``median_quantiles``) rather than drawn."""
+    return x.size >= COMPUTED_MIN_N and not np.isnan(s[-1])
+
+
+def _median_draws(x: np.ndarray, s: np.ndarray, rng: np.random.Generator, resamples: int,
+                  advance: Callable[[int], None]) -> np.ndarray:
+    """Values whose spread is the bootstrap distribution of the median of ``x``: the
+    computed quantiles on a grid of ``QUANTILE_GRID`` probabilities, or the medians of
+    ``resamples`` drawn moving-block resamples."""
+    if _computed(x, s):
+        advance(resamples)
+        return _median_quantiles(x, s, (np.arange(QUANTILE_GRID) + 0.5) / QUANTILE_GRID)
+    return _resample_statistics(x, default_block_length(x.size), rng, resamples, "median",
+                                advance)
 
 
 def default_block_length(n: int) -> int:
@@ -512,16 +517,15 @@ def median_difference(
         return MedianDifference(nan, nan, nan, nan, nan, False)
     alpha = (1.0 - confidence) / 2.0
     sa, sb = np.sort(xa), np.sort(xb)  # NaNs last
-    if min(xa.size, xb.size) >= COMPUTED_MIN_N and not np.isnan(sa[-1]) \
-            and not np.isnan(sb[-1]):
-        lo, hi = _computed_difference_interval(xa, sa, xb, sb, alpha)
-    else:
-        rng = np.random.default_rng(seed)
-        ba, bb = default_block_length(xa.size), default_block_length(xb.size)
-        with progress.task(f"bootstrapping {what}", 2 * resamples, " resamples") as task:
-            ma = _resample_statistics(xa, ba, rng, resamples, "median", task.advance)
-            mb = _resample_statistics(xb, bb, rng, resamples, "median", task.advance)
-        lo, hi = (float(v) for v in np.quantile(mb - ma, [alpha, 1.0 - alpha]))
+    rng = np.random.default_rng(seed)
+    with progress.task(f"bootstrapping {what}", 2 * resamples, " resamples") as task:
+        ma = _median_draws(xa, sa, rng, resamples, task.advance)
+        mb = _median_draws(xb, sb, rng, resamples, task.advance)
+    # resample i of A against resample i of B; a computed distribution against every value
+    # of the other (its grid points are not draws to pair)
+    diffs = (mb[:, None] - ma[None, :]).ravel() if _computed(xa, sa) or _computed(xb, sb) \
+        else mb - ma
+    lo, hi = (float(v) for v in np.quantile(diffs, [alpha, 1.0 - alpha]))
     med_a, med_b = float(np.median(sa)), float(np.median(sb))
     diff = med_b - med_a
     p = _mann_whitney_sorted(sa, sb)

@@ -335,3 +335,16 @@ def test_mann_whitney_from_sorted_samples_equals_the_ranked_one(n):
     a[0], b[-1], b[-2] = math.nan, math.nan, math.nan
     assert stats.mann_whitney_u_p(a, b) == pytest.approx(_unique_mann_whitney_u_p(a, b),
                                                         rel=1e-9, abs=1e-300)
+
+
+def test_a_long_run_against_a_short_one_mixes_computed_and_drawn():
+    rng = np.random.default_rng(24)
+    long, short = rng.gamma(20, 0.0256, stats.COMPUTED_MIN_N + 7), rng.gamma(20, 0.026, 3000)
+    d = stats.median_difference(long, short)
+    ma = stats._resample_statistics(long, stats.default_block_length(long.size),
+                                    np.random.default_rng(5), 2000, "median")
+    mb = stats._resample_statistics(short, stats.default_block_length(short.size),
+                                    np.random.default_rng(6), 2000, "median")
+    lo, hi = np.quantile(mb - ma, [0.025, 0.975])
+    assert d.ci_low == pytest.approx(lo, abs=0.1 * (hi - lo))
+    assert d.ci_high == pytest.approx(hi, abs=0.1 * (hi - lo))
