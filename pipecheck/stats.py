@@ -449,7 +449,9 @@ def bootstrap_ci(
     """Moving-block bootstrap confidence interval of the median (or the mean).
 
     Blocks keep neighbouring steps together, so autocorrelated step times
-    (a slow phase lasting several steps) do not give a falsely narrow interval.
+    (a slow phase lasting several steps) do not give a falsely narrow interval. From
+    ``COMPUTED_MIN_N`` NaN-free samples on, the median's interval is the computed bootstrap
+    distribution's (``median_quantiles``; ``resamples`` and ``seed`` do not apply).
     """
     arr = np.asarray(samples, dtype=float)
     if arr.size == 0:
@@ -508,7 +510,9 @@ def median_difference(
     """Difference of medians (b - a), block-bootstrap interval and Mann-Whitney p-value.
 
     Significant only when the interval excludes zero *and* the rank test agrees,
-    so neither a heavy tail nor autocorrelation alone produces a false speed-up.
+    so neither a heavy tail nor autocorrelation alone produces a false speed-up. A run of
+    ``COMPUTED_MIN_N`` samples or more has its median's bootstrap distribution computed
+    (``_median_draws``), a shorter one drawn.
     """
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
