@@ -398,7 +398,7 @@ def _median_quantiles(x: np.ndarray, s: np.ndarray, p: np.ndarray,
     moments = np.array([_count_moments(x, t, blk) for t in ts])
     at_or_below = np.searchsorted(s, ts, side="right").astype(float)
     shift, var = moments[:, 0] - at_or_below, moments[:, 1]
-    reach = int(TAIL_Z * math.sqrt(var.max())) + 2
+    reach = int(TAIL_Z * math.sqrt(var.max()) + np.abs(shift).max()) + 2
     window = s[max(0, k1 - reach) : min(n, k2 + reach + 1)]
     ranks = np.searchsorted(s, window, side="right").astype(float)
     mean_w = ranks + np.interp(ranks, at_or_below, shift)
