@@ -152,6 +152,12 @@ def _float_columns(cls: type) -> frozenset[str]:
     return frozenset(name for name, tp in hints.items() if is_float_column(tp))
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    """The names of dataclass ``cls``'s fields, in order (looked up once per class)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _convert_out(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: no checks
@@ -173,8 +179,8 @@ def _convert_out(value: Any) -> Any:
         columns = _float_columns(type(value))
         out = {k: _convert_out(v) for k, v in value.derived().items()} \
             if isinstance(value, Record) else {}
-        out.update((f.name, float_column_to_json(getattr(value, f.name)) if f.name in columns
-                    else _convert_out(getattr(value, f.name))) for f in dataclasses.fields(value))
+        out.update((name, float_column_to_json(getattr(value, name)) if name in columns
+                    else _convert_out(getattr(value, name))) for name in _field_names(kind))
         return out
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]
