@@ -162,7 +162,10 @@ def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray
     if n == 0:
         return np.zeros(0), np.zeros(0)
     cum = np.cumsum(seconds)
-    row = np.searchsorted(numbers, numbers - lag)  # the row of step N - lag, if logged
+    if numbers[-1] - numbers[0] == n - 1:  # sorted, unique and consecutive: no search
+        row = np.maximum(np.arange(n) - lag, 0)
+    else:
+        row = np.searchsorted(numbers, numbers - lag)  # the row of step N - lag, if logged
     row = np.minimum(row, n - 1)
     has = numbers[row] == numbers - lag
     stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)

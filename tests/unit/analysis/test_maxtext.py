@@ -4,6 +4,7 @@ The fixtures are written by tests/data/make_maxtext_logs.py with the structure o
 
 from __future__ import annotations
 
+import math
 import pathlib
 import re
 
@@ -493,3 +494,35 @@ def test_sliding_min_equals_the_window_view_minimum():
                 continue
             assert np.array_equal(got, np.lib.stride_tricks.sliding_window_view(x, width)
                                   .min(axis=1)), (n, width)
+
+
+def _searched_step_intervals(numbers, seconds, line_at, lag, window=64):
+    """``step_intervals`` as it was: each step's row found by search, the window's minimum
+    from a sliding-window view."""
+    n = len(numbers)
+    cum = np.cumsum(seconds)
+    row = np.minimum(np.searchsorted(numbers, numbers - lag), n - 1)
+    has = numbers[row] == numbers - lag
+    stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)
+    padded = np.concatenate([np.full(window, math.inf), stamp - cum, np.full(window, math.inf)])
+    best = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1).min(axis=1)
+    end = np.where(np.isfinite(best), np.round(cum + best, 6), math.nan)
+    return np.round(end - seconds, 6), end
+
+
+def test_step_intervals_equal_the_searched_ones():
+    from pipecheck.analysis import maxtext as mt
+
+    rng = np.random.default_rng(3)
+    n = 3000
+    seconds = np.round(rng.gamma(20, 0.0256, n), 3)
+    line_at = np.cumsum(seconds) + 100.0 + rng.random(n) * 0.01
+    line_at[rng.random(n) < 0.3] = np.nan  # lines without a header
+    gapped = np.arange(n) + 5
+    gapped[n // 2:] += 3  # steps missing from the log: the rows are searched
+    for numbers in (np.arange(n), np.arange(n) + 7, gapped):
+        for lag in (0, 1):
+            got = mt.step_intervals(numbers, seconds, line_at, lag=lag)
+            want = _searched_step_intervals(numbers, seconds, line_at, lag)
+            for a, b in zip(got, want, strict=True):
+                assert np.array_equal(a, b, equal_nan=True), (numbers[0], lag)
