@@ -356,10 +356,12 @@ def _count_moments(arr: np.ndarray, t: float, block: int) -> tuple[float, float]
     mean = var = 0.0
     lengths = ((block, n_blocks),) if last == block else ((block, n_blocks - 1), (last, 1))
     for length, times in lengths:
-        counts = (prefix[length : length + starts] - prefix[:starts]).astype(np.float64)
-        m = float(counts.sum()) / starts
+        # exact integer sums (numpy's own loop: a float dot would wake the BLAS threads,
+        # which then spin on the CPU after it)
+        counts = (prefix[length : length + starts] - prefix[:starts]).astype(np.int64)
+        m = int(counts.sum()) / starts
         mean += times * m
-        var += times * max(0.0, float(counts @ counts) / starts - m * m)
+        var += times * max(0.0, int(np.dot(counts, counts)) / starts - m * m)
     return mean, var
 
 
