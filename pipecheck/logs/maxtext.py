@@ -455,14 +455,16 @@ def _layout(sample: str) -> _Layout | None:
                       len(m.group(2)) if dotted else 0,
                       prefix.count(b".") if dotted else None, exponent)
 
-    header = None
+    header: tuple[_Field, _Field, _Field, _Field] | None = None
     h = GLOG_HEADER.search(sample, 0, mark)
     if h is not None:
-        parts = (field(h.start("month"), h["month"] + h["day"]), field(h.start("h"), h["h"]),
-                 field(h.start("m"), h["m"]), field(h.start("s"), h["s"]))
-        if any(f is None or f.exponent for f in parts):
+        md, hh, mm, ss = (field(h.start("month"), h["month"] + h["day"]),
+                          field(h.start("h"), h["h"]), field(h.start("m"), h["m"]),
+                          field(h.start("s"), h["s"]))
+        if (md is None or hh is None or mm is None or ss is None
+                or any(f.exponent for f in (md, hh, mm, ss))):
             return None
-        header = parts  # type: ignore[assignment]
+        header = (md, hh, mm, ss)
     pieces = sample[tail_at:].split(",")
     step = field(tail_at, pieces[0], exponent_ok=False)
     if step is None or step.dot is not None:
@@ -654,7 +656,7 @@ def _read_by_pattern(lines: list[str]) -> _StepColumns:
     out = _StepColumns.empty(n)
     out.number, out.has_loss, out.cols, out.metrics = _read_fields([x[2] for x in parts])
     out.own, (out.day, out.secs), groups = _header_times([x[0] for x in parts])
-    out.clocks = {int(k): groups[k][2] for k in np.flatnonzero(out.own)}
+    out.clocks = {k: groups[k][2] for k in np.flatnonzero(out.own).tolist()}
     return out
 
 
@@ -968,7 +970,8 @@ def _events(r: _Reader, headers: _Headers, read: _StepColumns,
             line, when, row, other = headers.last_before(e.line)
             if line >= 0 and (e.timed or line == e.line):
                 at = when
-                clock = read.clock(row) if row is not None else r.header_clock[other]
+                clock = (read.clock(row) if row is not None
+                         else r.header_clock[other] if other is not None else None)
         fields = dict(e.fields)
         if "anchor_step" not in fields:
             k = int(np.searchsorted(step_line, e.line)) - 1
