@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Callable, Iterator, Sequence, Union
+from typing import Any, Callable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -237,7 +237,7 @@ def _coverage_medians(arr: np.ndarray, starts: np.ndarray, block: int) -> np.nda
     (numpy's own cumsum down axis 0 is many times slower)."""
     n = arr.size
     resamples, n_blocks = starts.shape
-    count = np.int16 if n < 2**15 else np.int32
+    count: type[np.signedinteger[Any]] = np.int16 if n < 2**15 else np.int32
     columns = np.arange(resamples)
     ends = starts + block
     ends[:, -1] = starts[:, -1] + n - (n_blocks - 1) * block  # the last block is short
@@ -349,7 +349,8 @@ def _count_moments(arr: np.ndarray, t: float, block: int) -> tuple[float, float]
     n = arr.size
     n_blocks = math.ceil(n / block)
     last = n - (n_blocks - 1) * block
-    prefix = np.empty(n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
+    prefix: np.ndarray[Any, np.dtype[np.signedinteger[Any]]] = np.empty(
+        n + 1, dtype=np.int32 if n < 2**31 - 1 else np.int64)
     prefix[0] = 0
     np.cumsum(arr <= t, out=prefix[1:])
     starts = n - block + 1

@@ -180,7 +180,7 @@ def _convert_out(value: Any) -> Any:
         out = {k: _convert_out(v) for k, v in value.derived().items()} \
             if isinstance(value, Record) else {}
         out.update((name, float_column_to_json(getattr(value, name)) if name in columns
-                    else _convert_out(getattr(value, name))) for name in _field_names(kind))
+                    else _convert_out(getattr(value, name))) for name in _field_names(type(value)))
         return out
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]

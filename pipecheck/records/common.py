@@ -8,8 +8,6 @@ import functools
 import math
 from typing import ClassVar, Literal, Mapping, Sequence
 
-import numpy as np
-
 from pipecheck import stats
 from pipecheck.records.base import Record
 from pipecheck.records.kinds import FindingKind

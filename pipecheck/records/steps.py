@@ -516,7 +516,7 @@ _DEFERRED: contextvars.ContextVar[list[tuple[dict[str, str], np.ndarray]] | None
 
 
 def _zlib_base64(data: np.ndarray) -> str:
-    return base64.b64encode(zlib.compress(data, ZLIB_LEVEL)).decode("ascii")
+    return base64.b64encode(zlib.compress(data.data, ZLIB_LEVEL)).decode("ascii")
 
 
 def encode_array(a: np.ndarray) -> dict[str, str]:
