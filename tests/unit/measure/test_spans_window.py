@@ -160,13 +160,14 @@ class FakeProfiler:
 
 def test_annotations_only_while_a_profiler_captures(monkeypatch: pytest.MonkeyPatch) -> None:
     FakeAnnotation.log = []
-    monkeypatch.setattr(spans_mod, "_profiler", FakeProfiler(on=False))
+    prof = FakeProfiler(on=False)  # one object, as JAX's hooks are looked up once
+    monkeypatch.setattr(spans_mod, "_profiler", prof)
     monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
     rec = SpanRecorder(FakeClock())
     with rec.span("dispatch", step_num=3):
         pass
     assert FakeAnnotation.log == []
-    monkeypatch.setattr(spans_mod, "_profiler", FakeProfiler(on=True))
+    prof.on = True  # a capture starts: the same spans become annotations
     with rec.span("dispatch", step_num=3):
         with rec.span("checkpoint"):
             pass
