@@ -140,13 +140,18 @@ class PeriodicWriter(Generic[S]):
             warnings.warn(message, RuntimeWarning, stacklevel=2)
 
     def close(self) -> None:
-        """Stop the writer thread (a write under way finishes first)."""
+        """Stop the writer thread (a write under way finishes first), then delete any
+        temporary file a write of this path left: none is under way any more, so one that
+        is there was cut short (the run's end interrupting a write) and is never renamed."""
         with self._cond:
             self._stopped = True
             self._pending = None
             self._cond.notify()
-        if self._thread is not None and self._thread is not threading.current_thread():
+        if self._thread is threading.current_thread():
+            return
+        if self._thread is not None:
             self._thread.join()
+        remove_stale_temporaries(self.path)
 
 
 CHAINED_SIGNALS = ("SIGTERM", "SIGINT")

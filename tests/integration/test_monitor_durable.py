@@ -53,7 +53,7 @@ def ended(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)
         _, err = proc.communicate(timeout=30)
-        raise AssertionError(f"the loop did not end within {timeout} s:\n{err[-8000:]}")
+        raise AssertionError(f"the loop did not end within {timeout} s:\n{err[-8000:]}") from None
 
 
 def points(seed: int, n: int = 3) -> list[int]:

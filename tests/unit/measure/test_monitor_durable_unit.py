@@ -292,3 +292,22 @@ def test_a_process_exiting_without_finish_writes_the_record_at_exit(
         "pipecheck: this run ended early at step 8 (the process exited before "
         "Monitor.finish()); the record holds the 8 steps completed before it")
     mon._stop_saving()
+
+
+def test_closing_the_writer_deletes_a_temporary_file_a_cut_short_write_left(
+        tmp_path: pathlib.Path) -> None:
+    """A write the run's end interrupted leaves its temporary file unrenamed; once the
+    writer is closed (no write under way) it is deleted, and the record stays."""
+    from pipecheck.measure.run_saver import PeriodicWriter
+
+    out = tmp_path / "run.json"
+    other = tmp_path / ".other.json.abc.tmp"  # another path's: not ours to delete
+    other.write_text("{")
+    writer = PeriodicWriter(str(out), build=lambda s: s, encode=lambda s: json.dumps(s))
+    writer.submit({"steps": 1}, now=0.0)
+    assert writer.write_now({"steps": 2})
+    cut_short = tmp_path / ".run.json.k3j2.tmp"
+    cut_short.write_text('{"ste')
+    writer.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.json.abc.tmp", "run.json"]
+    assert json.loads(out.read_text()) == {"steps": 2}
