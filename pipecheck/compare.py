@@ -70,6 +70,8 @@ class CompareOptions:
     available)."""
     profile_dir: str | None = None
     """Capture PROFILE_STEPS real-data steps after the measured ones with jax.profiler here."""
+    max_workers_given: bool = False
+    """--max-workers was given (refused for a pipeline that runs its own workers)."""
 
 
 class AcrossHosts(Protocol):
@@ -134,18 +136,19 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                if o.real_file else None)
     workload = None if o.synthetic_file and o.real_file else stages.build_workload(config)
     parts = functools.cache(lambda: stages.loader_parts(config, workload))
-    target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
-
     fixed = config_settings(config) if not o.workers and o.search_threads else None
     ram_budget = o.ram_budget_mb or stages.ram_budget_mb()
     run_steps = int(config.get("run_steps") or 0)
-    loader = stages.loader(
-        config, o.dataloader_file, parts, target.result.step_time.summary.median,
-        ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
-                         o.hosts.agree if o.hosts else None,
-                         search_threads=o.search_threads, fixed=fixed,
-                         ram_budget_mb=ram_budget, run_steps=run_steps),
-        progress, clock)
+    search = ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
+                              o.hosts.agree if o.hosts else None,
+                              search_threads=o.search_threads, fixed=fixed,
+                              ram_budget_mb=ram_budget, run_steps=run_steps,
+                              max_workers_given=o.max_workers_given)
+    if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
+        ls.refuse_ignored(parts().dataset, search)
+    target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
+    loader = stages.loader(config, o.dataloader_file, parts,
+                           target.result.step_time.summary.median, search, progress, clock)
     if o.real_file and monitor is not None:  # its env compared now: the workload set up JAX
         real = stages.real_of(o.real_file, monitor, config.to_dict())
     else:
@@ -188,7 +191,8 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
         real=real_dist,
         verdict=verdict.verdict, verdict_reason=verdict.reason, findings=tuple(findings),
         recommendation=fnd.recommendation_for(verdict, loader.chosen.workers, findings,
-                                              t.meets_target, loader.chosen.settings),
+                                              t.meets_target, loader.chosen.settings,
+                                              fixed_by_pipeline=t.stop == "pipeline"),
         tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.summary.median, t.reason,
                       LOADER_HEADROOM, len(t.trials), t.stop, loader.chosen.settings,
                       run_steps, ram_budget),

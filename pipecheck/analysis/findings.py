@@ -95,6 +95,16 @@ def _no_setting_keeps_up(chosen: LoaderSetting, d_chosen: float, tuning: TuningO
     nature = {CPU_BOUND: "it is CPU-bound (stops scaling with workers)",
               LATENCY_BOUND: "it is latency-bound (still scaling past the cores)"}.get(
                   tuning.scaling, "")
+    if tuning.stop == "pipeline":
+        return Finding(
+            kind="input-bound",
+            message=(f"the pipeline as it is, with its own {chosen.workers} worker(s), gives "
+                     f"{ms(d_chosen)}/batch against the {ms(target_s)} target"
+                     + (f"; {nature}" if nature else "")),
+            numbers={"target_s": target_s, "chosen_workers": float(chosen.workers),
+                     "chosen_batch_s": d_chosen},
+            fix=pipeline_fix(chosen.workers),
+        )
     if tuning.stop == "fixed":
         fix = "let pipecheck search the worker count (leave out --workers), or preprocess offline"
     elif tuning.scaling == LATENCY_BOUND:
@@ -157,9 +167,20 @@ def _knobs(setting: LoaderSetting) -> str:
     return f"{setting.workers} workers{extra}"
 
 
+def pipeline_fix(workers: int) -> str:
+    """What to change in a pipeline that runs its own ``mp_prefetch`` workers (pipecheck
+    cannot tune them)."""
+    return (f"change the pipeline itself: its own mp_prefetch runs {workers} worker(s) and "
+            "pipecheck cannot change them; raise num_workers in its grain.MultiprocessingOptions, "
+            "or return the dataset without mp_prefetch so pipecheck searches the workers "
+            "(pipecheck compare), or preprocess offline")
+
+
 def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence[Finding],
-                       meets_target: bool, settings: GrainSettings | None = None) -> str:
-    """One sentence: what to do first."""
+                       meets_target: bool, settings: GrainSettings | None = None, *,
+                       fixed_by_pipeline: bool = False) -> str:
+    """One sentence: what to do first. ``fixed_by_pipeline``: the pipeline runs its own
+    workers, so no setting pipecheck could recommend would be applied."""
     if verdict.verdict == FORCED_SYNC:
         syncs = [f for f in findings if f.kind == "forced-sync"]
         if syncs:
@@ -168,6 +189,8 @@ def recommendation_for(verdict: Verdict, chosen_workers: int, findings: Sequence
         return ("the host waits for the device somewhere outside the loop's own sync; run your "
                 "loop under pipecheck.Monitor to locate it (pipecheck compare --real RUN.json)")
     if verdict.verdict == INPUT_BOUND:
+        if fixed_by_pipeline:
+            return pipeline_fix(chosen_workers)
         if verdict.fixed_by_tuning or meets_target:
             use = (settings or GrainSettings(chosen_workers)).advice()
             return f"use {use}: the loader then keeps up with compute"

@@ -137,7 +137,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
         max_workers=max_workers, timeout_s=timeout_s, synthetic_file=synthetic_file,
         dataloader_file=dataloader_file, real_file=real_file,
         search_threads=not given["threads"], ram_budget_mb=ram_budget_mb,
-        profile_dir=profile_dir)
+        profile_dir=profile_dir, max_workers_given=given["max_workers"])
     fixed: dict[str, object] = {key: value if given[name] else None for key, name, value in (
         ("steps", "steps", steps), ("target_steps", "target_steps", target_steps),
         ("batches", "batches", batches), ("workers", "workers_opt", workers_opt),

@@ -93,13 +93,22 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
 
-    def knob(given: list[int] | None, key: str, default: int) -> list[int]:
+    asked_by: dict[str, str] = {}  # per knob, the option or config key that set it
+
+    def knob(given: list[int] | None, field: str, option: str, key: str,
+             default: int) -> list[int]:
+        if given:
+            asked_by[field] = option
+        elif cfg.get(key) is not None:
+            asked_by[field] = f"the config's {key}"
         return given or [cfg[key] if cfg.get(key) is not None else default]
 
-    knobs = {"workers": knob(workers, "num_workers", 0),
-             "threads": knob(threads, "num_threads", DEFAULT_THREADS),
-             "buffers": knob(buffers, "per_worker_buffer_size", DEFAULT_PER_WORKER_BUFFER),
-             "prefetch": knob(prefetch, "prefetch_buffer_size", 0)}
+    knobs = {"workers": knob(workers, "workers", "--workers", "num_workers", 0),
+             "threads": knob(threads, "threads", "--threads", "num_threads", DEFAULT_THREADS),
+             "buffers": knob(buffers, "per_worker_buffer", "--per-worker-buffer-size",
+                             "per_worker_buffer_size", DEFAULT_PER_WORKER_BUFFER),
+             "prefetch": knob(prefetch, "prefetch", "--prefetch-buffer-size",
+                              "prefetch_buffer_size", 0)}
     options = {**knobs, "batches": batches, "no_device_put": no_device_put}
     try:
         with joined(dist, "dataloader", cfg, options) as session:
@@ -108,7 +117,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
                 prefetch=knobs["prefetch"],
                 ram_budget_mb=ram_budget_mb or default_ram_budget_mb(),
                 device_put=not no_device_put, timeout_s=timeout_s or None,
-                progress=command_progress(quiet),
+                progress=command_progress(quiet), asked_by=asked_by,
             )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message

@@ -9,9 +9,10 @@ import dataclasses
 import secrets
 import sys
 from multiprocessing import shared_memory
-from typing import TYPE_CHECKING, Callable, Iterator, Union
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence, Union
 
 from pipecheck.data.grain_dataloader import is_data_loader, with_settings
+from pipecheck.errors import ConfigError
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.step_types import Batch
 
@@ -76,35 +77,158 @@ IN_PROCESS = GrainSettings(workers=0, threads=0)
 """Everything in the calling process, read by no thread: a pipeline iterated directly."""
 
 
-def own_read_options(dataset: InputPipeline) -> tuple[int, int] | None:
-    """``(num_threads, prefetch_buffer_size)`` of the ``grain.ReadOptions`` an IterDataset
-    built by the user passes to its own ``to_iter_dataset``, or None where pipecheck sets
-    them (a MapDataset, :class:`BatchedExamples`, a ``grain.DataLoader``)."""
+class Asked(NamedTuple):
+    """Values the user asked pipecheck to set for one Grain knob, and where they asked."""
+
+    option: str
+    """As the user wrote it: ``--threads``, ``the config's num_workers``."""
+    knob: str
+    """``workers``, ``per_worker_buffer``, ``threads`` or ``prefetch`` (the GrainSettings
+    field), or ``max_workers`` (the ceiling of a worker search)."""
+    values: tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnSettings:
+    """The Grain knobs a pipeline fixes itself (an IterDataset the user built): pipecheck
+    reports them as they are, never overrides them and never adds an ``mp_prefetch`` to a
+    pipeline that has its own. Found by ``own_settings``."""
+
+    read: tuple[int, int] | None = None
+    """``(num_threads, prefetch_buffer_size)`` of the ``grain.ReadOptions`` the pipeline
+    passes to its own ``to_iter_dataset``."""
+    workers: tuple[int, int] | None = None
+    """``(num_workers, per_worker_buffer_size)`` of the pipeline's own ``mp_prefetch``:
+    its worker processes, counted in Grain's graph."""
+
+    def applied(self, settings: GrainSettings) -> GrainSettings:
+        """``settings`` as they run on the pipeline: what it fixes replaced by its own."""
+        if self.read is not None:
+            threads, prefetch = self.read
+            # no prefetch buffer: Grain reads on the calling thread, with no read threads
+            settings = dataclasses.replace(settings, threads=threads if prefetch else 0,
+                                           prefetch=prefetch)
+        if self.workers is not None:
+            settings = dataclasses.replace(settings, workers=self.workers[0],
+                                           per_worker_buffer=self.workers[1])
+        return settings
+
+    def note(self) -> str | None:
+        """What a report says of a pipeline that fixes knobs itself (None: it fixes none)."""
+        if self.workers is None:
+            return None if self.read is None else self._read_note()
+        read = f" and its read options ({self._read_options()} in its to_iter_dataset)" \
+            if self.read is not None else ""
+        return (f"the pipeline runs its own worker processes ({self._mp_prefetch()}){read}: "
+                "reported as they are; pipecheck adds no mp_prefetch of its own and cannot "
+                "tune what the pipeline fixes, so it measures the pipeline as it is (return "
+                "the dataset without mp_prefetch to let pipecheck search the workers)")
+
+    def refuse(self, asked: Sequence[Asked]) -> None:
+        """A ConfigError for the first value asked that the pipeline would not run with
+        (measuring something else than asked is worse than stopping)."""
+        for a in asked:
+            allowed = self._runs_with(a.knob)
+            if allowed is None or set(a.values) <= allowed:
+                continue
+            values = ",".join(str(v) for v in a.values)
+            if a.knob in ("threads", "prefetch"):
+                raise ConfigError(
+                    f"{a.option} {values} cannot change this pipeline's {_KNOB_WORDS[a.knob]}: "
+                    f"it sets {self._read_options()} in its own to_iter_dataset; drop "
+                    f"{a.option}, or change the ReadOptions in the pipeline (pipecheck sets "
+                    "read options only on a MapDataset it reads itself)")
+            if a.knob == "max_workers":
+                raise ConfigError(
+                    f"{a.option} {values} has nothing to search: the pipeline calls "
+                    f"{self._mp_prefetch()} itself, so its workers are measured as they are; "
+                    f"drop {a.option}, or remove mp_prefetch from the pipeline to let "
+                    "pipecheck search the workers")
+            raise ConfigError(
+                f"{a.option} {values} cannot change this pipeline's {_KNOB_WORDS[a.knob]}: "
+                f"it calls {self._mp_prefetch()} itself; drop {a.option}, or remove "
+                "mp_prefetch from the pipeline to let pipecheck set the workers")
+
+    def _runs_with(self, knob: str) -> set[int] | None:
+        """The values of ``knob`` the pipeline runs with (None: pipecheck sets it)."""
+        if knob in ("threads", "prefetch") and self.read is not None:
+            as_run = self.applied(GrainSettings())
+            own = self.read[0] if knob == "threads" else self.read[1]
+            return {own, getattr(as_run, knob)}
+        if self.workers is None:
+            return None
+        return {"workers": {self.workers[0]}, "per_worker_buffer": {self.workers[1]},
+                "max_workers": set()}.get(knob)
+
+    def _read_options(self) -> str:
+        assert self.read is not None
+        return (f"grain.ReadOptions(num_threads={self.read[0]}, "
+                f"prefetch_buffer_size={self.read[1]})")
+
+    def _mp_prefetch(self) -> str:
+        assert self.workers is not None
+        return (f"mp_prefetch(grain.MultiprocessingOptions(num_workers={self.workers[0]}, "
+                f"per_worker_buffer_size={self.workers[1]}))")
+
+    def _read_note(self) -> str:
+        unused = (" (a prefetch buffer of 0: Grain reads on the calling thread, so threads=0)"
+                  if self.read is not None and self.read[1] == 0 else "")
+        return (f"the pipeline sets its own read options ({self._read_options()} in its "
+                f"to_iter_dataset){unused}: reported as they are; pipecheck sets and tunes only "
+                "the worker processes and their buffers (mp_prefetch)")
+
+
+_KNOB_WORDS = {"workers": "worker processes", "per_worker_buffer": "per-worker buffer",
+               "threads": "read threads", "prefetch": "read prefetch buffer"}
+
+
+def _grain_graph(dataset: grain.IterDataset) -> Iterator[object]:
+    """Every dataset in a Grain dataset's graph, each once, from the output down. Grain's
+    private graph: a dataset's parents are in ``_parents``; the per-worker shards an
+    ``mp_prefetch`` interleaves are in its InterleaveIterDataset's ``_datasets``."""
+    seen: set[int] = set()
+    todo = [dataset]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield node
+        shards = getattr(node, "_datasets", ())
+        todo.extend(reversed([*getattr(node, "_parents", ()),
+                              *(shards if isinstance(shards, (list, tuple)) else ())]))
+
+
+def own_settings(dataset: InputPipeline) -> OwnSettings:
+    """The Grain knobs an IterDataset built by the user fixes itself: the ``ReadOptions``
+    of its own ``to_iter_dataset`` and the worker processes of its own ``mp_prefetch``.
+    A MapDataset, :class:`BatchedExamples` or ``grain.DataLoader`` fixes none (pipecheck
+    sets them all)."""
     if isinstance(dataset, MainProcessMap):
-        return own_read_options(dataset.dataset)
+        return own_settings(dataset.dataset)
     grain = sys.modules.get("grain")
     iter_type = getattr(grain, "IterDataset", None)
     if not isinstance(iter_type, type) or not isinstance(dataset, iter_type):
+        return OwnSettings()
+    worker_type = _process_prefetch_type()
+    read = None
+    workers: list[int] = []  # each worker's buffer: one ProcessPrefetchIterDataset a worker
+    for node in _grain_graph(dataset):
+        options = getattr(node, "_read_options", None)
+        if options is not None and read is None:
+            read = int(options.num_threads), int(options.prefetch_buffer_size)
+        if worker_type is not None and isinstance(node, worker_type):
+            workers.append(int(getattr(node, "_buffer_size", 1)))
+    return OwnSettings(read, (len(workers), workers[0]) if workers else None)
+
+
+def _process_prefetch_type() -> type | None:
+    """Grain's dataset for one ``mp_prefetch`` worker process (None if Grain moved it)."""
+    try:  # lazy: Grain's private module, imported only once a Grain dataset exists
+        from grain._src.python.dataset.transformations import process_prefetch
+    except ImportError:  # pragma: no cover - Grain layout changed
         return None
-    todo = [dataset]
-    while todo:  # Grain's private graph: each dataset's parents in ``_parents``
-        node = todo.pop()
-        read = getattr(node, "_read_options", None)
-        if read is not None:
-            return int(read.num_threads), int(read.prefetch_buffer_size)
-        todo.extend(getattr(node, "_parents", ()))
-    return None
-
-
-def own_read_note(own: tuple[int, int]) -> str:
-    """What a report says of a pipeline that sets its own read options."""
-    threads, prefetch = own
-    unused = (" (a prefetch buffer of 0: Grain reads on the calling thread, so threads=0)"
-              if prefetch == 0 else "")
-    return (f"the pipeline sets its own read options (grain.ReadOptions(num_threads={threads}, "
-            f"prefetch_buffer_size={prefetch}) in its to_iter_dataset){unused}: reported as "
-            "they are; pipecheck sets and tunes only the worker processes and their buffers "
-            "(mp_prefetch)")
+    return getattr(process_prefetch, "ProcessPrefetchIterDataset", None)
 
 
 def set_stage_report_period(seconds: float = STAGE_REPORT_PERIOD_S) -> None:
@@ -163,7 +287,7 @@ def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
         ds = grain.experimental.WithOptionsIterDataset(ds, options)
         if worker_init_fn is None:
             worker_init_fn = _stage_timing_worker_init
-    if settings.workers > 0:
+    if settings.workers > 0 and own_settings(dataset).workers is None:  # never nested
         if shm_tag is not None:
             worker_init_fn = TagSharedMemory(shm_tag, worker_init_fn)
         ds = ds.mp_prefetch(multiprocessing_options, worker_init_fn=worker_init_fn)

@@ -36,13 +36,13 @@ from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (
+    Asked,
     InputPipeline,
     build_iter_dataset,
     ensure_absl_flags_parsed,
     grain_stage_summary,
     new_shm_tag,
-    own_read_note,
-    own_read_options,
+    own_settings,
 )
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.pipeline import (
@@ -341,7 +341,7 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
              stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
              tokens_key: str | None, data_loader: bool,
              usage: Resources | None = None,
-             own_read: tuple[int, int] | None = None) -> LoaderSetting:
+             own_note: str | None = None) -> LoaderSetting:
     """The record of a timed setting: throughput, D, quality warnings, stages."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
@@ -360,8 +360,8 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     elif not complete:
         warnings.append("the workers' stage timings did not cover every batch in "
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
-    if own_read is not None:
-        warnings.append(own_read_note(own_read))
+    if own_note is not None:
+        warnings.append(own_note)
     return LoaderSetting(
         workers=workers,
         threads=settings.threads,
@@ -420,14 +420,9 @@ def _run(pipeline: OpenedPipeline, data_loader: bool, n_batches: int,
 
 
 def as_run(dataset: InputPipeline, settings: GrainSettings) -> GrainSettings:
-    """The setting as it runs on ``dataset``: a pipeline that sets its own read options
-    (``own_read_options``) keeps them, whatever ``settings`` asks."""
-    own = own_read_options(dataset)
-    if own is None:
-        return settings
-    if own[1] == 0:  # no prefetch buffer: Grain reads on the calling thread, no read threads
-        return dataclasses.replace(settings, threads=0, prefetch=0)
-    return dataclasses.replace(settings, threads=own[0], prefetch=own[1])
+    """The setting as it runs on ``dataset``: a pipeline that sets its own read options or
+    runs its own workers (``own_settings``) keeps them, whatever ``settings`` asks."""
+    return own_settings(dataset).applied(settings)
 
 
 def measure_setting(
@@ -445,13 +440,14 @@ def measure_setting(
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns.
 
-    A pipeline that sets its own read options is measured and recorded with them
-    (``as_run``), with a warning saying so. With ``resources``, the CPU time and peak memory
-    of the training process and of the workers over the steady batches are read too
+    A pipeline that sets its own read options or runs its own workers is measured and
+    recorded with them (``as_run``), with a warning saying so. With ``resources``, the CPU
+    time and peak memory of the training process and of the workers over the steady batches
+    are read too
     (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
     every timed interval)."""
-    own_read = own_read_options(dataset)
-    settings = as_run(dataset, settings)
+    own = own_settings(dataset)
+    settings = own.applied(settings)
     data_loader = is_data_loader(dataset)
     label = settings.short_label()
     before = worker_pids()
@@ -483,7 +479,7 @@ def measure_setting(
         raise error
     assert timed is not None
     return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
-                    stage_wait_s, tokens_key, data_loader, timed.usage, own_read)
+                    stage_wait_s, tokens_key, data_loader, timed.usage, own.note())
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],
@@ -516,15 +512,26 @@ def measure_dataloader(
     buffers: Sequence[int] = (DEFAULT_PER_WORKER_BUFFER,),
     prefetch: Sequence[int] = (0,),
     ram_budget_mb: float | None = None,
+    asked_by: Mapping[str, str] | None = None,
 ) -> DataloaderResult:
-    """Measure the workload's input pipeline for every combination of the knobs given."""
+    """Measure the workload's input pipeline for every combination of the knobs given.
+
+    ``asked_by`` names, per knob (``workers``, ``per_worker_buffer``, ``threads``,
+    ``prefetch``), the option or config key the user set its values with: a value the
+    pipeline would not run with (it fixes that knob itself) is refused with a ConfigError
+    before anything is measured. Knobs left out hold pipecheck's defaults, which yield to
+    what the pipeline fixes (a warning says so)."""
 
     ensure_absl_flags_parsed()
     parts = parts or loader_parts(config)
+    lists = {"workers": workers, "per_worker_buffer": buffers, "threads": threads,
+             "prefetch": prefetch}
+    own_settings(parts.dataset).refuse(
+        [Asked(option, knob, tuple(lists[knob])) for knob, option in (asked_by or {}).items()])
     env = collect_env()
     grid: list[GrainSettings] = []
     for s in settings_grid(workers, threads, buffers, prefetch):
-        if as_run(parts.dataset, s) not in grid:  # the pipeline's own read options: once
+        if as_run(parts.dataset, s) not in grid:  # what the pipeline fixes: measured once
             grid.append(as_run(parts.dataset, s))
     results = [
         measure_setting(parts.dataset, s, batches,

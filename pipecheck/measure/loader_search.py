@@ -27,7 +27,7 @@ from pipecheck.analysis.tuner import (
     tune_grain,
 )
 from pipecheck.config import RunConfig
-from pipecheck.data.grain_pipeline import InputPipeline, own_read_note, own_read_options
+from pipecheck.data.grain_pipeline import Asked, InputPipeline, OwnSettings, own_settings
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import (
     BUFFER_WARNING_FACTOR,
@@ -146,20 +146,58 @@ class SearchOptions:
     available now)."""
     run_steps: int = 0
     """The user's run length: start-up is weighed against it (0: not weighed)."""
+    max_workers_given: bool = False
+    """--max-workers was given (a ceiling the user asked for, not the default)."""
+
+    def asked(self) -> list[Asked]:
+        """The Grain knobs the user set, and where: what a pipeline that fixes a knob
+        itself must refuse rather than ignore."""
+        asked = []
+        if self.workers:
+            asked.append(Asked("--workers", "workers", self.workers))
+        if not self.search_threads:
+            asked.append(Asked("--threads", "threads", (self.threads,)))
+        if self.max_workers_given:
+            asked.append(Asked("--max-workers", "max_workers", (self.max_workers,)))
+        if self.fixed is not None:
+            asked.append(Asked("the config's num_workers", "workers", (self.fixed.workers,)))
+        return asked
 
 
-def _read_setting(dataset: InputPipeline, opts: SearchOptions,
-                  own: tuple[int, int] | None) -> GrainSettings:
-    """The read threads and prefetch the worker search runs at: ``--threads``, or the
-    pipeline's own read options (which ``--threads`` cannot change: a one-line error)."""
-    read = as_run(dataset, GrainSettings(threads=opts.threads))
-    if own is not None and not opts.search_threads and opts.threads != read.threads:
-        raise ConfigError(f"--threads {opts.threads} cannot change this pipeline's read "
-                          f"threads: it sets grain.ReadOptions(num_threads={own[0]}, "
-                          f"prefetch_buffer_size={own[1]}) itself in to_iter_dataset; leave "
-                          "--threads out (pipecheck tunes the workers) or change it in your "
-                          "pipeline")
-    return read
+def refuse_ignored(dataset: InputPipeline | None, opts: SearchOptions) -> None:
+    """A ConfigError when an option asks for a Grain setting the pipeline fixes itself
+    (``OwnSettings.refuse``): run before any measurement."""
+    if dataset is not None:
+        own_settings(dataset).refuse(opts.asked())
+
+
+def _tuning(dataset: InputPipeline, own: OwnSettings, read: GrainSettings,
+            opts: SearchOptions, measure_settings: Callable[[GrainSettings], Trial],
+            target_s: float, cores: int, max_workers: int, ram_budget: float) -> TuningOutcome:
+    """The settings measured and the choice: the pipeline as it is (it runs its own
+    workers), the settings fixed by the config or --workers, or a search of what pipecheck
+    can set (every knob, or the workers and buffers where the read threads are fixed)."""
+
+    def measure(w: int, t: int) -> float:
+        return measure_settings(dataclasses.replace(read, workers=w, threads=t)).batch_s
+
+    if own.workers is not None:  # nothing pipecheck can change
+        return outcome([measure_settings(read)], target_s, cores, "pipeline",
+                       "the pipeline fixes its own worker processes and read options: "
+                       "measured as it is, nothing searched", opts.run_steps)
+    if opts.fixed is not None or opts.workers:
+        fixed = [as_run(dataset, opts.fixed)] if opts.fixed is not None else \
+            [dataclasses.replace(read, workers=w) for w in opts.workers or ()]
+        why = ("the Grain settings of the config" if opts.fixed is not None
+               else "worker counts fixed by --workers")
+        return outcome([measure_settings(g) for g in fixed], target_s, cores, "fixed", why,
+                       opts.run_steps)
+    if opts.search_threads and own.read is None:
+        return tune_grain(measure_settings, target_s, max_workers=max_workers,
+                          cores=cores, ram_budget_mb=ram_budget, run_steps=opts.run_steps)
+    # the read threads are fixed (--threads, or by the pipeline): search the workers
+    return tune(measure, target_s, max_workers=max_workers, cores=cores,
+                threads=read.threads, prefetch=read.prefetch, run_steps=opts.run_steps)
 
 
 def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
@@ -177,8 +215,9 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
     cores = int(agree(usable_cores(), "min"))
     max_workers = int(agree(opts.max_workers, "min"))
 
-    own = own_read_options(dataset)
-    read = _read_setting(dataset, opts, own)
+    own = own_settings(dataset)
+    own.refuse(opts.asked())
+    read = as_run(dataset, GrainSettings(threads=opts.threads))
 
     def measure_settings(g: GrainSettings) -> Trial:
         g = as_run(dataset, g)
@@ -202,24 +241,11 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
         progress.say(f"      D = {ms(here.batch_s)} per batch{slowest}")
         return t
 
-    def measure(w: int, t: int) -> float:
-        return measure_settings(dataclasses.replace(read, workers=w, threads=t)).batch_s
-
     ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
-    if opts.fixed is not None or opts.workers:
-        fixed = [as_run(dataset, opts.fixed)] if opts.fixed is not None else \
-            [dataclasses.replace(read, workers=w) for w in opts.workers or ()]
-        why = ("the Grain settings of the config" if opts.fixed is not None
-               else "worker counts fixed by --workers")
-        tuning = outcome([measure_settings(g) for g in fixed], target_s, cores, "fixed", why,
-                         opts.run_steps)
-    elif opts.search_threads and own is None:
-        tuning = tune_grain(measure_settings, target_s, max_workers=max_workers,
-                            cores=cores, ram_budget_mb=ram_budget, run_steps=opts.run_steps)
-    else:  # the read threads are fixed (--threads, or by the pipeline): search the workers
-        tuning = tune(measure, target_s, max_workers=max_workers, cores=cores,
-                      threads=read.threads, prefetch=read.prefetch, run_steps=opts.run_steps)
-    warnings = (own_read_note(own),) if own is not None else ()
+    tuning = _tuning(dataset, own, read, opts, measure_settings, target_s, cores, max_workers,
+                     ram_budget)
+    note = own.note()
+    warnings = (note,) if note is not None else ()
     return _choice([measured[t.settings][1] for t in tuning.trials], tuning, warnings)
 
 

@@ -24,11 +24,11 @@ CPU_BOUND: Scaling = "cpu-bound"
 UNKNOWN_SCALING: Scaling = "unknown"
 
 StopKind = Literal["met", "no-gain", "stopped-scaling", "ceiling", "ram-ceiling", "fixed",
-                   "from-file"]
+                   "from-file", "pipeline"]
 """Why the worker search ended: a count met the goal; a step gained less than MIN_GAIN;
 scaling fell below SCALING_EFFICIENCY_FLOOR; the --max-workers ceiling or the RAM budget
 was reached; the counts were fixed by --workers; the settings were read from a file (no
-search)."""
+search); the pipeline runs its own mp_prefetch workers (measured as it is, no search)."""
 
 SpanName = Literal["data_wait", "device_put", "dispatch", "sync", "log", "checkpoint", "eval",
                    "gc"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipecheck.analysis.steady_state import loader_estimate
@@ -109,13 +111,57 @@ def test_a_pipeline_read_without_a_prefetch_buffer_runs_on_the_calling_thread():
     prefetch_buffer_size=0): Grain then starts no read thread. Reported as it runs."""
     import grain
 
-    from pipecheck.data.grain_pipeline import own_read_note, own_read_options
+    from pipecheck.data.grain_pipeline import own_settings
     from pipecheck.measure.dataloader import as_run
 
     plain = grain.MapDataset.range(8).to_iter_dataset()
-    assert own_read_options(plain) == (16, 0)
+    assert own_settings(plain).read == (16, 0)
     assert (as_run(plain, GrainSettings(2)).workers, as_run(plain, GrainSettings(2)).threads) \
         == (2, 0)
     assert "prefetch_buffer_size=0) in its to_iter_dataset) (a prefetch buffer of 0: Grain " \
-           "reads on the calling thread, so threads=0)" in own_read_note((16, 0))
-    assert own_read_options(grain.MapDataset.range(8)) is None  # pipecheck reads it
+           "reads on the calling thread, so threads=0)" in own_settings(plain).note()
+    assert own_settings(grain.MapDataset.range(8)).read is None  # pipecheck reads it
+
+
+def _own_workers_pipeline(workers: int = 2, buffer: int = 3):
+    """A user's IterDataset with its own ReadOptions and its own mp_prefetch (real Grain)."""
+    import grain
+
+    return (grain.MapDataset.range(64).map(lambda i: {"x": i})
+            .to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
+            .batch(4)
+            .mp_prefetch(grain.MultiprocessingOptions(num_workers=workers,
+                                                      per_worker_buffer_size=buffer)))
+
+
+def test_a_pipeline_with_its_own_workers_is_measured_as_it_is_and_nothing_searched(monkeypatch):
+    """Its own mp_prefetch fixes the workers and its ReadOptions the reads: compare measures
+    the pipeline once, as it runs, says so, and refuses what it would have to ignore."""
+    from pipecheck.measure import loader_search as ls
+
+    own = _own_workers_pipeline(workers=2, buffer=3)
+    asked: list = []
+    monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
+    choice = ls.search_loader(own, lambda b: b, None, 0.001,
+                              ls.SearchOptions(batches=5, threads=1, max_workers=4,
+                                               ram_budget_mb=1e6),
+                              progress=NO_PROGRESS)
+    assert [(s.workers, s.per_worker_buffer, s.threads, s.prefetch) for s in asked] == \
+        [(2, 3, 2, 4)]
+    assert choice.tuning.stop == "pipeline" and "measured as it is" in choice.tuning.reason
+    assert "its own worker processes (mp_prefetch(grain.MultiprocessingOptions(" \
+           "num_workers=2, per_worker_buffer_size=3)))" in choice.warnings[0]
+    for opts, message in (
+            (dict(workers=(3,)), "--workers 3 cannot change this pipeline's worker processes: "
+                                 "it calls mp_prefetch(grain.MultiprocessingOptions("
+                                 "num_workers=2, per_worker_buffer_size=3)) itself"),
+            (dict(threads=4, search_threads=False), "--threads 4 cannot change this "
+                                                    "pipeline's read threads"),
+            (dict(max_workers_given=True), "--max-workers 4 has nothing to search"),
+            (dict(fixed=GrainSettings(4)), "the config's num_workers 4 cannot change")):
+        with pytest.raises(ls.ConfigError, match=re.escape(message)):
+            ls.refuse_ignored(own, ls.SearchOptions(**{"batches": 5, "threads": 1,
+                                                       "max_workers": 4, **opts}))
+    # asking for what the pipeline runs anyway is no conflict
+    ls.refuse_ignored(own, ls.SearchOptions(batches=5, threads=2, max_workers=4, workers=(2,),
+                                            search_threads=False))
