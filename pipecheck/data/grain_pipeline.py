@@ -11,6 +11,8 @@ import sys
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, Sequence, Union
 
+import numpy as np
+
 from pipecheck.data.grain_dataloader import is_data_loader, with_settings
 from pipecheck.errors import ConfigError
 from pipecheck.records.grain_settings import GrainSettings
@@ -292,6 +294,39 @@ def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
             worker_init_fn = TagSharedMemory(shm_tag, worker_init_fn)
         ds = ds.mp_prefetch(multiprocessing_options, worker_init_fn=worker_init_fn)
     return ds
+
+
+def flush_shared_memory_unlinks(timeout_s: float = 5.0) -> None:
+    """Wait until Grain's background thread has unlinked the shared memory of batches that
+    were dropped (it deletes asynchronously; exiting first leaves them to the resource
+    tracker, which warns about "leaked shared_memory objects")."""
+    try:  # lazy: Grain imported where used, so `import pipecheck` stays light
+        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
+    except ImportError:  # pragma: no cover - Grain layout changed
+        return
+    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
+    if pool is None:
+        return
+    try:
+        pool.apply_async(int).get(timeout_s)  # FIFO: runs after every queued unlink
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def first_batch(dataset: InputPipeline) -> dict[str, np.ndarray]:
+    """The pipeline's first batch, read in the calling process with no workers of
+    pipecheck's (a pipeline's own ``mp_prefetch`` workers start for it and are stopped
+    before this returns), its arrays copied out of Grain's shared memory so that none stays
+    mapped, or is reported leaked, at exit."""
+    it = iter(build_iter_dataset(dataset, IN_PROCESS))
+    try:
+        return {k: np.array(v) for k, v in dict(next(it)).items()}
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+        del it
+        flush_shared_memory_unlinks()
 
 
 def grain_stage_summary(iterator: Iterator[Batch]) -> ExecutionSummary:

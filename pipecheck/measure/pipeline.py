@@ -17,7 +17,12 @@ from multiprocessing import shared_memory
 from types import FrameType
 from typing import Any, Callable, Iterator
 
-from pipecheck.data.grain_pipeline import InputPipeline, build_iter_dataset, new_shm_tag
+from pipecheck.data.grain_pipeline import (
+    InputPipeline,
+    build_iter_dataset,
+    flush_shared_memory_unlinks,
+    new_shm_tag,
+)
 from pipecheck.errors import PipelineStallError
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.step_types import Batch
@@ -85,23 +90,6 @@ def stop_workers(keep: set[int], wait_s: float = WORKER_EXIT_WAIT_S) -> None:
         if p.is_alive():
             p.kill()
             p.join(1.0)
-
-
-def flush_shared_memory_unlinks(timeout_s: float = 5.0) -> None:
-    """Wait until Grain's background thread has unlinked the shared memory of batches that
-    were dropped (it deletes asynchronously; exiting first leaves them to the resource
-    tracker, which warns about "leaked shared_memory objects")."""
-    try:  # lazy: Grain imported where used, so `import pipecheck` stays light
-        from grain._src.python.ipc.shared_memory_array import SharedMemoryArray
-    except ImportError:  # pragma: no cover - Grain layout changed
-        return
-    pool = getattr(SharedMemoryArray, "_del_thread_pool", None)
-    if pool is None:
-        return
-    try:
-        pool.apply_async(int).get(timeout_s)  # FIFO: runs after every queued unlink
-    except Exception:  # noqa: BLE001 - best effort
-        pass
 
 
 def close_iterator(iterator: Any) -> None:

@@ -26,7 +26,7 @@ import cloudpickle
 import numpy as np
 
 from pipecheck.config import Key, RunConfig
-from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset
+from pipecheck.data.grain_pipeline import first_batch
 from pipecheck.errors import ConfigError
 from pipecheck.step_types import PyTree
 from pipecheck.user_code import GuardedStep, guarded, pipeline_error
@@ -144,10 +144,8 @@ def build(config: RunConfig) -> Workload:
     if "batch" in fns:
         example = dict(fns["batch"](user_config))
     else:
-
-        it = iter(build_iter_dataset(fns["dataset"](user_config), IN_PROCESS))
         try:
-            example = dict(next(it))
+            example = first_batch(fns["dataset"](user_config))
         except Exception as e:  # noqa: BLE001 - the user's dataset may raise anything
             raise pipeline_error(e, "workers=0, threads=0") from None
     example = {k: np.asarray(v) for k, v in example.items()}

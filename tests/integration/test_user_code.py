@@ -184,7 +184,7 @@ def failing_project(tmp_path: pathlib.Path, fail_step: bool = False, **params) -
 def stderr_lines(proc) -> list[str]:
     """stderr without progress lines (``pipecheck: ...`` other than errors) and absl logs."""
     return [ln for ln in proc.stderr.splitlines()
-            if ln.strip() and not ln.startswith(("W0", "I0"))
+            if ln.strip() and not ln.startswith(("W0", "I0", "WARNING:absl:"))
             and (ln.startswith("pipecheck: error") or not ln.startswith("pipecheck: "))]
 
 
@@ -409,3 +409,148 @@ def test_a_pipeline_with_its_own_read_options_is_reported_as_it_is(tmp_path):
     assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
     assert data["chosen_threads"] == 4
     assert any("sets its own read options" in w for w in data["warnings"]), data["warnings"]
+
+
+# --- a pipeline that runs its own Grain workers (mp_prefetch) ---------------------------------
+OWN_WORKERS = textwrap.dedent('''
+    """A user's pipeline with its own ReadOptions and its own mp_prefetch(num_workers=2)."""
+    import os
+    import pathlib
+
+    import grain
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+
+    class Note:
+        """worker_init_fn: each worker writes its pid, its parent's and Grain's count."""
+
+        def __init__(self, folder):
+            self.folder = folder
+
+        def __call__(self, index, count):
+            line = f"{os.getppid()} {index} {count}"
+            pathlib.Path(self.folder, f"worker-{os.getpid()}").write_text(line)
+
+
+    class MakeBatch(grain.transforms.Map):
+        def map(self, i):
+            x = np.full((8, 4), i % 7, np.float32)
+            return {"x": x, "y": x.sum(axis=1)}
+
+
+    def dataset(config):
+        params = config["params"]
+        pathlib.Path(params["notes"], f"main-{os.getpid()}").write_text("")
+        ds = (grain.MapDataset.range(1 << 20).map(MakeBatch())
+              .to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)))
+        if params["workers"]:
+            ds = ds.mp_prefetch(grain.MultiprocessingOptions(num_workers=params["workers"]),
+                                worker_init_fn=Note(params["notes"]))
+        return ds
+
+
+    def init(config):
+        return {"w": np.zeros((4,), np.float32)}
+
+
+    @jax.jit
+    def train_step(state, batch):
+        loss = jnp.mean((batch["x"] @ state["w"] - batch["y"]) ** 2)
+        return state, {"loss": loss}
+''')
+
+
+def own_workers_config(tmp_path: pathlib.Path, workers: int = 2) -> pathlib.Path:
+    """The user's file and config outside the repo; workers' notes in ``tmp_path/notes``."""
+    d = tmp_path / "own"
+    d.mkdir()
+    (d / "pipeline.py").write_text(OWN_WORKERS)
+    (tmp_path / "notes").mkdir()
+    cfg = tmp_path / "own.yml"
+    cfg.write_text("workload:\n"
+                   + "".join(f"  {r}: {d / 'pipeline.py'}:{r}\n"
+                             for r in ("init", "train_step", "dataset"))
+                   + f"batch_size: 8\nparams: {{notes: {tmp_path / 'notes'}, "
+                   f"workers: {workers}}}\n")
+    return cfg
+
+
+def worker_notes(tmp_path: pathlib.Path) -> tuple[set[int], dict[int, tuple[int, int, int]]]:
+    """The pids of the processes that built the dataset, and per worker pid its parent's
+    pid, its index and Grain's worker count, as the workers wrote them."""
+    notes = tmp_path / "notes"
+    mains = {int(p.name.split("-")[1]) for p in notes.glob("main-*")}
+    workers = {int(p.name.split("-")[1]): tuple(map(int, p.read_text().split()))
+               for p in notes.glob("worker-*")}
+    return mains, workers  # type: ignore[return-value]
+
+
+def gone(pids: set[int], wait_s: float = 5.0) -> bool:
+    """Every process in ``pids`` has exited (polled: the kernel reaps them shortly after)."""
+    import os
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = set()
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                alive.add(pid)
+            except ProcessLookupError:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.1)
+
+
+def test_a_pipeline_with_its_own_workers_runs_them_alone_and_says_so(tmp_path):
+    """mp_prefetch(num_workers=2) in the user's pipeline, asked for --workers 2: exactly its
+    own 2 workers run, each a child of pipecheck's process (none nested in a worker of
+    pipecheck's), the record and the report give its own workers and buffer, and say that
+    pipecheck cannot tune them."""
+    cfg = own_workers_config(tmp_path)
+    out = tmp_path / "dl.json"
+    proc = run_cli("dataloader", "--config", str(cfg), "--workers", "2", "--batches", "8",
+                   "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [setting] = json.loads(out.read_text())["results"]
+    assert (setting["workers"], setting["per_worker_buffer"]) == (2, 1)  # Grain's default 1
+    assert (setting["threads"], setting["prefetch"]) == (2, 4)
+    assert setting["resources"]["workers_seen"] == 2
+    mains, workers = worker_notes(tmp_path)
+    assert workers, "the pipeline's workers never started"
+    assert {ppid for ppid, _, _ in workers.values()} <= mains  # no worker inside a worker
+    assert {count for _, _, count in workers.values()} == {2}
+    assert gone(set(workers))
+    note = ("the pipeline runs its own worker processes (mp_prefetch(grain."
+            "MultiprocessingOptions(num_workers=2, per_worker_buffer_size=1))) and its read "
+            "options (grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)")
+    assert any(w.startswith(note) for w in setting["warnings"]), setting["warnings"]
+    assert note in " ".join(proc.stdout.split())
+    assert "cannot tune what the pipeline fixes" in " ".join(proc.stdout.split())
+
+
+def test_options_a_pipeline_fixes_itself_are_refused_in_one_line(tmp_path):
+    cfg = own_workers_config(tmp_path)
+    proc = run_cli("dataloader", "--config", str(cfg), "--workers", "3", "--batches", "8")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert stderr_lines(proc) == [
+        "pipecheck: error: --workers 3 cannot change this pipeline's worker processes: it "
+        "calls mp_prefetch(grain.MultiprocessingOptions(num_workers=2, "
+        "per_worker_buffer_size=1)) itself; drop --workers, or remove mp_prefetch from the "
+        "pipeline to let pipecheck set the workers"]
+    _, workers = worker_notes(tmp_path)  # started for the workload's example batch
+    assert workers and gone(set(workers))
+
+    (tmp_path / "threads").mkdir()
+    cfg = own_workers_config(tmp_path / "threads", workers=0)  # its ReadOptions only
+    proc = run_cli("dataloader", "--config", str(cfg), "--threads", "4", "--batches", "8")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert stderr_lines(proc) == [
+        "pipecheck: error: --threads 4 cannot change this pipeline's read threads: it sets "
+        "grain.ReadOptions(num_threads=2, prefetch_buffer_size=4) in its own to_iter_dataset; "
+        "drop --threads, or change the ReadOptions in the pipeline (pipecheck sets read "
+        "options only on a MapDataset it reads itself)"]

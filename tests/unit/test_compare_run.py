@@ -214,3 +214,56 @@ def test_a_compare_record_is_plotted_with_rs_median_in_its_title(tmp_path, monke
                                                                     or b"png", "none"))
     plot.plot_run(tmp_path / "c.json", tmp_path / "c.png")
     assert titles == ["c.json (compare): steady-state median 51.0 ms"]
+
+
+def own_workers_pipeline():
+    """A user's IterDataset with its own ReadOptions and mp_prefetch(num_workers=2)."""
+    import grain
+
+    return (grain.MapDataset.range(64).map(lambda i: {"x": i})
+            .to_iter_dataset(grain.ReadOptions(num_threads=2, prefetch_buffer_size=4))
+            .batch(4).mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
+
+
+def test_an_option_the_pipeline_would_ignore_is_refused_before_anything_is_measured():
+    measured: list = []
+    s = dataclasses.replace(
+        stages(50.0, loader(setting(2, 10.0)), real([])),
+        loader_parts=lambda config, workload: LoaderParts(own_workers_pipeline(), lambda b: b,
+                                                          None),
+        target=lambda *args: measured.append("T"))
+    for opts, start in ((dict(workers=(4,)), "--workers 4 cannot change this pipeline's worker "
+                                             "processes: it calls mp_prefetch("),
+                        (dict(max_workers=6, max_workers_given=True),
+                         "--max-workers 6 has nothing to search"),
+                        (dict(threads=8, search_threads=False), "--threads 8 cannot change")):
+        with pytest.raises(ConfigError) as e:
+            compare.compare_run(CONFIG, compare.CompareOptions(**opts), stages=s)
+        assert str(e.value).startswith(start), str(e.value)
+    assert measured == []
+
+
+def pipeline_as_it_is(workers: int, ms: float):
+    """The loader stage on a pipeline that runs its own workers: one setting, no search."""
+
+    def stage(config, path, parts, target_s, opts, progress, clock):
+        s = setting(workers, ms)
+        tuning = outcome([loader_trial(s)], target_s, 2, "pipeline", "measured as it is")
+        return LoaderChoice((s,), s, tuning)
+
+    return stage
+
+
+def test_input_bound_with_the_pipelines_own_workers_says_to_change_the_pipeline():
+    """No worker count pipecheck could name would be applied: the recommendation and the
+    finding say what to change in the pipeline instead."""
+    result = run(20.0, pipeline_as_it_is(2, 60.0), real(around(61.0)))
+    assert result.verdict == "input-bound", result.verdict_reason
+    assert result.tuning.stop == "pipeline" and result.chosen_workers == 2
+    assert result.recommendation.startswith(
+        "change the pipeline itself: its own mp_prefetch runs 2 worker(s) and pipecheck "
+        "cannot change them; raise num_workers")
+    assert "Grain workers (grain.MultiprocessingOptions" not in result.recommendation
+    [finding] = [f for f in result.findings if f.kind == "input-bound"]
+    assert finding.message.startswith("the pipeline as it is, with its own 2 worker(s), gives")
+    assert finding.fix == result.recommendation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipecheck.cli import main
 
 
@@ -30,3 +32,30 @@ def test_existing_json_without_force_is_refused_before_measuring(tmp_path, capsy
     assert main(["dataloader", "--json", str(out)]) == 2
     assert "--force" in capsys.readouterr().err
     assert out.read_text() == "{}"
+
+
+def test_a_knob_the_pipeline_fixes_is_refused_naming_where_it_was_asked(tmp_path, capsys,
+                                                                         monkeypatch):
+    """An option or a config key asking for workers the pipeline's own mp_prefetch would not
+    run: one line, exit 2, nothing measured (the pipeline is real Grain; no worker starts)."""
+    import grain
+
+    from pipecheck.measure import dataloader
+
+    own = (grain.MapDataset.range(64).to_iter_dataset(grain.ReadOptions(num_threads=2))
+           .batch(4).mp_prefetch(grain.MultiprocessingOptions(num_workers=2)))
+    monkeypatch.setattr(dataloader, "loader_parts",
+                        lambda config: dataloader.LoaderParts(own, lambda b: b, None))
+    monkeypatch.setattr(dataloader, "measure_setting", lambda *a, **k: pytest.fail("measured"))
+    cfg = tmp_path / "tuned.yml"
+    cfg.write_text("num_workers: 3\n")
+    assert main(["dataloader", "--config", str(cfg)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "pipecheck: error: the config's num_workers 3 cannot change this pipeline's worker "
+        "processes: it calls mp_prefetch(grain.MultiprocessingOptions(num_workers=2, "
+        "per_worker_buffer_size=1)) itself; drop the config's num_workers, or remove "
+        "mp_prefetch from the pipeline to let pipecheck set the workers"]
+    assert main(["dataloader", "--per-worker-buffer-size", "2"]) == 2
+    assert capsys.readouterr().err.startswith(
+        "pipecheck: error: --per-worker-buffer-size 2 cannot change this pipeline's per-worker "
+        "buffer")
