@@ -182,9 +182,10 @@ def _tuning(dataset: InputPipeline, own: OwnSettings, read: GrainSettings,
         return measure_settings(dataclasses.replace(read, workers=w, threads=t)).batch_s
 
     if own.workers is not None:  # nothing pipecheck can change
+        reads = " and its read options" if own.read is not None else ""
         return outcome([measure_settings(read)], target_s, cores, "pipeline",
-                       "the pipeline fixes its own worker processes and read options: "
-                       "measured as it is, nothing searched", opts.run_steps)
+                       f"the pipeline fixes its own worker processes{reads}: measured as it "
+                       "is, nothing searched", opts.run_steps)
     if opts.fixed is not None or opts.workers:
         fixed = [as_run(dataset, opts.fixed)] if opts.fixed is not None else \
             [dataclasses.replace(read, workers=w) for w in opts.workers or ()]

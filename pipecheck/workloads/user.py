@@ -144,8 +144,9 @@ def build(config: RunConfig) -> Workload:
     if "batch" in fns:
         example = dict(fns["batch"](user_config))
     else:
+        dataset = fns["dataset"](user_config)
         try:
-            example = first_batch(fns["dataset"](user_config))
+            example = first_batch(dataset)
         except Exception as e:  # noqa: BLE001 - the user's dataset may raise anything
             raise pipeline_error(e, "workers=0, threads=0") from None
     example = {k: np.asarray(v) for k, v in example.items()}
