@@ -90,34 +90,33 @@ def interference_finding(target_s: float, loader_s: float, real_s: float,
     )
 
 
+def _search_fix(tuning: TuningOutcome) -> str:
+    """What to try when no setting pipecheck measured keeps up."""
+    if tuning.stop == "fixed":
+        return "let pipecheck search the worker count (leave out --workers), or preprocess offline"
+    if tuning.scaling == LATENCY_BOUND:
+        return ("raise --max-workers or the read threads; latency-bound pipelines keep gaining "
+                "from parallel reads")
+    return ("preprocess offline (tokenize and pack once, store the result), cache, or make "
+            "the transform cheaper")
+
+
 def _no_setting_keeps_up(chosen: LoaderSetting, d_chosen: float, tuning: TuningOutcome,
                          target_s: float) -> Finding:
     nature = {CPU_BOUND: "it is CPU-bound (stops scaling with workers)",
               LATENCY_BOUND: "it is latency-bound (still scaling past the cores)"}.get(
                   tuning.scaling, "")
-    if tuning.stop == "pipeline":
-        return Finding(
-            kind="input-bound",
-            message=(f"the pipeline as it is, with its own {chosen.workers} worker(s), gives "
-                     f"{ms(d_chosen)}/batch against the {ms(target_s)} target"
-                     + (f"; {nature}" if nature else "")),
-            numbers={"target_s": target_s, "chosen_workers": float(chosen.workers),
-                     "chosen_batch_s": d_chosen},
-            fix=pipeline_fix(chosen.workers),
-        )
-    if tuning.stop == "fixed":
-        fix = "let pipecheck search the worker count (leave out --workers), or preprocess offline"
-    elif tuning.scaling == LATENCY_BOUND:
-        fix = ("raise --max-workers or the read threads; latency-bound pipelines keep gaining "
-               "from parallel reads")
+    if tuning.stop == "pipeline":  # its own workers: nothing pipecheck could set
+        message = (f"the pipeline as it is, with its own {chosen.workers} worker(s), gives "
+                   f"{ms(d_chosen)}/batch against the {ms(target_s)} target")
+        fix = pipeline_fix(chosen.workers)
     else:
-        fix = ("preprocess offline (tokenize and pack once, store the result), cache, or make "
-               "the transform cheaper")
+        message = (f"no worker count brings the loader below the {ms(target_s)} target: the "
+                   f"fastest, {chosen.workers} worker(s), gives {ms(d_chosen)}/batch")
+        fix = _search_fix(tuning)
     return Finding(
         kind="input-bound",
-        message=(f"no worker count brings the loader below the {ms(target_s)} target: the "
-                 f"fastest, {chosen.workers} worker(s), gives {ms(d_chosen)}/batch"
-                 + (f"; {nature}" if nature else "")),
+        message=message + (f"; {nature}" if nature else ""),
         numbers={"target_s": target_s, "chosen_workers": float(chosen.workers),
                  "chosen_batch_s": d_chosen},
         fix=fix,
