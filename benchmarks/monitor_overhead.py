@@ -10,7 +10,9 @@
    Monitor's machinery is timed (µs per step over a bare loop, in the loop and with
    ``finish`` included), with and without the sync locator; and the cost of a span: a
    ``with`` block that only reads the clock twice (the floor any span pays) against
-   ``SpanRecorder.span`` with annotations off and on, while no profiler captures.
+   ``SpanRecorder.span`` with annotations off and on, and ``Monitor.span`` (the user's
+   call, annotations on, the sync locator off: its thread's samples would land in any
+   timing), while no profiler captures.
    With ``--baseline DIR`` (another checkout of pipecheck, e.g. before a change) part 2
    runs in subprocesses for both trees, alternating, and prints before / after.
 3. ``Monitor(save_to=...)`` on a ``--save-steps`` loop of that step: wall time without
@@ -128,7 +130,7 @@ class _Floor:
 
 def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
     """Microseconds: per step (bare; Monitor in the loop and with finish; without the sync
-    locator) and per span (floor, annotate off, annotate on)."""
+    locator) and per span (floor, annotate off, annotate on, Monitor.span)."""
     items = list(range(n))
     runs: dict[str, list[float]] = {k: [] for k in (
         "bare", "loop", "loop+finish", "loop, no locator", "loop+finish, no locator")}
@@ -143,7 +145,7 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
     out = {k: 1e6 * statistics.median(v) for k, v in runs.items()}
     floor = _Floor()
     spans: dict[str, list[float]] = {"span floor": [], "span annotate off": [],
-                                     "span annotate on": []}
+                                     "span annotate on": [], "Monitor.span": []}
     for _ in range(5):
         t0 = time.perf_counter()
         for _ in range(m):
@@ -160,6 +162,15 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
                     pass
             spans[f"span annotate {'on' if annotate else 'off'}"].append(
                 (time.perf_counter() - t0) / m)
+        mon = Monitor(env={"benchmark": True}, locate_syncs=False)
+        mon.step(null_step, 0, 0)
+        t0 = time.perf_counter()
+        for _ in range(m):
+            with mon.span("log"):
+                pass
+        spans["Monitor.span"].append((time.perf_counter() - t0) / m)
+        mon.step(null_step, 0, 0)
+        mon.finish()
     # the least of 5 (timeit's rule): a span costs nanoseconds, any pause only adds
     out.update({k: 1e6 * min(v) for k, v in spans.items()})
     return out
@@ -175,7 +186,7 @@ def print_host(costs: dict[str, float], step_ms: float | None) -> None:
         print(f"  = {100 * (costs['loop+finish'] - base) / (1e3 * step_ms):.3f}% of the "
               f"{step_ms:.1f} ms step above")
     print("span (no profiler capturing, least of 5 x 200000):")
-    for k in ("span floor", "span annotate off", "span annotate on"):
+    for k in ("span floor", "span annotate off", "span annotate on", "Monitor.span"):
         extra = "" if k == "span floor" else \
             f"  (+{1e3 * (costs[k] - costs['span floor']):.0f} ns over the floor)"
         print(f"  {k:20s} {1e3 * costs[k]:5.0f} ns{extra}")
@@ -196,7 +207,7 @@ def before_after(baseline: str, rounds: int) -> None:
           f"median of {rounds} alternating runs:")
     print(f"  {'':44s} {'before':>8s} {'after':>8s} {'after/before':>12s}")
     for key in ("loop", "loop+finish", "loop, no locator", "loop+finish, no locator",
-                "span annotate off", "span annotate on", "span floor"):
+                "span annotate off", "span annotate on", "Monitor.span", "span floor"):
         b = statistics.median(x[key] - (x["bare"] if "loop" in key else 0) for x in got["before"])
         a = statistics.median(x[key] - (x["bare"] if "loop" in key else 0) for x in got["after"])
         unit = "us/step over bare" if "loop" in key else "us/span"

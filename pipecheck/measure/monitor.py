@@ -117,6 +117,26 @@ RUNNING_MESSAGE = "written while the run was going; it ended before its next wri
 TAGGING_SPANS = frozenset({"checkpoint", "eval", "gc"})
 """Spans that also tag their step: work that does not happen every step."""
 
+
+class _MonitorSpans(dict[str, contextlib.AbstractContextManager[None]]):
+    """``Monitor.span``'s answers by name: the recorder's context of each name that does
+    not tag its step; a tagging name is never stored, so each of its spans tags."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        super().__init__()
+        self.monitor = monitor
+
+    def __missing__(self, name: str) -> contextlib.AbstractContextManager[None]:
+        mon = self.monitor
+        if not mon._started:
+            mon.start()
+        if name in TAGGING_SPANS:
+            mon.recorder.tag(name)
+            return mon.recorder.span(name)
+        ctx = self[name] = mon.recorder.span(name)
+        return ctx
+
+
 def _function_name(fn: Callable[..., object]) -> str | None:
     """The name JAX's compile events give ``fn`` (``jit(NAME)``), or None."""
     return getattr(fn, "__name__", None) or getattr(
@@ -306,6 +326,8 @@ class Monitor:
         """The number of steps dispatched so far (the index of the next one)."""
         self._profile = (ProfileWindow(profile_steps, profile_dir)
                          if profile_steps is not None else None)
+        self._span_contexts = _MonitorSpans(self)
+        self.span = self._span_contexts.__getitem__  # type: ignore[method-assign,assignment]
 
     # -- the loop --------------------------------------------------------------
     def start(self) -> None:
@@ -436,12 +458,11 @@ class Monitor:
 
     def span(self, name: str) -> contextlib.AbstractContextManager[None]:
         """Time a block as span ``name`` (``checkpoint``, ``eval``, ``log``, or your own);
-        ``checkpoint``, ``eval`` and ``gc`` also tag the step (it leaves the steady state)."""
-        if not self._started:
-            self.start()
-        if name in TAGGING_SPANS:
-            self.recorder.tag(name)
-        return self.recorder.span(name)
+        ``checkpoint``, ``eval`` and ``gc`` also tag the step (it leaves the steady state).
+
+        Each Monitor answers this with its ``_MonitorSpans``' ``__getitem__`` (bound in
+        ``__init__``): the same, without a Python call on the way to a span."""
+        return self._span_contexts[name]
 
     def tag(self, name: str) -> None:
         """Tag the current step (e.g. ``"checkpoint"`` for a save you do not wrap)."""

@@ -149,7 +149,13 @@ class SpanRecorder:
         self.start_time: float | None = None
         self._names: list[str] = []
         self._name_ids: dict[str, int] = {}
-        self._contexts: dict[str, _SpanContext] = {}
+        self._contexts = _Contexts(self)
+        """Each span name's context, made once (``span``)."""
+        self.capturing: Callable[[], bool] = _never
+        """Whether spans must also be profiler annotations now (bound once, see
+        ``_capture_check``)."""
+        if annotate:
+            self.capturing = _capture_check()
         self._spans: list[tuple[float, float, float, float]] = []
         """The spans not folded yet: a (name id, start, end, depth) tuple each (a tuple
         appended to a list is the cheapest record Python has, ~50 ns, and one append is
@@ -264,14 +270,9 @@ class SpanRecorder:
         While a JAX profiler captures, the body is also a ``TraceAnnotation(name)``, or a
         ``StepTraceAnnotation("train", step_num=...)`` when ``step_num`` is given.
         """
-        ctx = self._contexts.get(name)
-        if ctx is None or ctx.depth >= 0:  # a new name, or one already open
-            ctx = _SpanContext(self, name, step_num)
-            if name not in self._contexts:
-                self._contexts[name] = ctx
-        elif step_num is not None or ctx.step_num is not None:
-            ctx.step_num = step_num
-        return ctx
+        if step_num is None:
+            return self._contexts[name]
+        return _SpanContext(self, name, step_num)
 
     def add_span(self, span: Span) -> None:
         """Record a span timed elsewhere (e.g. a garbage collection)."""
@@ -348,35 +349,62 @@ FOLD_STEPS = 2048
 many steps, and the log stays small (~100 KB)."""
 
 
+_never: Callable[[], bool] = bool
+"""``SpanRecorder(annotate=False)``'s capture check: ``bool()`` is False, and a call to it
+costs less than one to a Python function."""
+
+
+def _capture_check() -> Callable[[], bool]:
+    """What tells whether a profiler captures now: JAX's own check (a C call) when JAX is
+    imported, else ``capturing`` (which looks again, for JAX imported later)."""
+    prof = _profiler if _profiler is not None else profiler()
+    return prof.enabled if prof is not None else capturing
+
+
+class _Contexts(dict[str, "_SpanContext"]):
+    """Each span name's context, made on the name's first span."""
+
+    def __init__(self, rec: SpanRecorder) -> None:
+        super().__init__()
+        self.rec = rec
+
+    def __missing__(self, name: str) -> _SpanContext:
+        ctx = self[name] = _SpanContext(self.rec, name, None)
+        return ctx
+
+
 class _SpanContext:
-    """One span: each name's is made once and used again (``SpanRecorder.span``), unless it
-    is open (a span nested in one of the same name gets its own). What ``__enter__`` and
-    ``__exit__`` need is bound at creation, so a span with no profiler capturing costs two
-    clock reads, one test and one append."""
+    """A span name's context manager, made once and entered for each of its spans.
+
+    A span costs two clock readings, the depth kept on the recorder, one tuple appended to
+    the log and one capture check. The rare cases leave that path through one test on entry
+    (``depth >= 0``: the name is already open, or a profiler captures) and one on exit
+    (``slow``): a span nested in one of the same name keeps the outer one's state on
+    ``outer``, and an annotation is entered around the timed body."""
 
     __slots__ = ("rec", "name", "name_id", "step_num", "t0", "depth", "annotation", "clock",
-                 "log", "capturing")
+                 "log", "capturing", "slow", "outer")
 
     def __init__(self, rec: SpanRecorder, name: str, step_num: int | None) -> None:
         self.rec = rec
         self.clock = rec.clock
         self.log = rec._spans.append
+        self.capturing = rec.capturing
         self.name = name
         self.name_id = rec.name_id(name)
         self.step_num = step_num
+        self.t0 = 0.0
         self.depth = -1
         """The depth it was opened at; -1 while closed."""
+        self.slow = False
+        """Whether its exit has more to do than log the span (an annotation, an outer span)."""
         self.annotation: jax.profiler.TraceAnnotation | None = None
-        prof = profiler() if rec.annotate else None
-        self.capturing: Callable[[], bool] | None = (
-            prof.enabled if prof is not None else capturing if rec.annotate else None)
-        """Whether a profiler captures now (None: spans are never annotations); JAX's own
-        test once JAX is imported, else ``capturing``, which looks for it each time."""
+        self.outer: list[tuple[float, int, object, bool]] = []
+        """The open spans of this name it is nested in: (t0, depth, annotation, slow) each."""
 
     def __enter__(self) -> None:
-        capturing = self.capturing
-        if capturing is not None and capturing():
-            self._annotate()
+        if self.depth >= 0 or self.capturing():
+            return self._enter_slow()
         rec = self.rec
         self.depth = depth = rec._depth
         rec._depth = depth + 1
@@ -394,11 +422,34 @@ class _SpanContext:
         t1 = self.clock()
         depth = self.depth
         self.rec._depth = depth
-        self.depth = -1
         self.log((self.name_id, self.t0, t1, depth))
+        if self.slow:
+            self._exit_slow()
+        else:
+            self.depth = -1
+
+    def _enter_slow(self) -> None:
+        if self.depth >= 0:  # nested in a span of its own name
+            self.outer.append((self.t0, self.depth, self.annotation, self.slow))
+        self.slow = True
+        self.annotation = None
+        if self.capturing():
+            self._annotate()
+        rec = self.rec
+        self.depth = depth = rec._depth
+        rec._depth = depth + 1
+        self.t0 = self.clock()
+
+    def _exit_slow(self) -> None:
         if self.annotation is not None:
             self.annotation.__exit__(None, None, None)
+        if self.outer:
+            self.t0, self.depth, annotation, self.slow = self.outer.pop()
+            self.annotation = annotation  # type: ignore[assignment]
+        else:
+            self.depth = -1
             self.annotation = None
+            self.slow = False
 
 
 # long: one vectorized pass, then the odd intervals and the tags, in the order of the rule

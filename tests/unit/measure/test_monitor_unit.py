@@ -173,3 +173,27 @@ def test_compile_events_are_charged_to_the_step_whose_interval_they_end_in() -> 
               CompileEvent("/jax/core/compile/jaxpr_trace_duration", "jit(f)", 0.1, 3.0),
               CompileEvent("/jax/core/compile/backend_compile_duration", "jit(g)", 0.3, 0.5)]
     assert compiles_per_step(rec, events) == {2: {"jit(f)": pytest.approx(0.3)}}
+
+
+def test_user_spans_are_timed_every_time_and_only_tagging_names_tag() -> None:
+    dev = SimDevice(compute_s=C)
+    mon = monitor_for(dev)
+    with mon.span("setup"):  # before the loop: starts the Monitor, charged to step 0
+        dev.sleep(0.5)
+    state: Any = None
+    for step, batch in enumerate(mon.batches(dev.batches())):
+        state, metrics = mon.step(dev.step, state, batch)
+        with mon.span("log"):
+            dev.sleep(0.01)
+        if step in (2, 4):
+            with mon.span("eval"):
+                dev.sleep(0.1)
+        if step == 5:
+            break
+    r = mon.finish()
+    assert [s.spans["log"] for s in r.steps] == pytest.approx([0.01] * 6)
+    assert r.steps[0].spans["setup"] == pytest.approx(0.5)
+    assert [s.step for s in r.steps if "setup" in s.spans] == [0]
+    assert {s.step: s.tags for s in r.steps} == {
+        0: ("slow",), 1: (), 2: ("eval",), 3: (), 4: ("eval",), 5: ("drain",)}
+    assert r.breakdown.seconds("eval") == pytest.approx(0.2)

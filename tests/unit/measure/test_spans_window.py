@@ -165,7 +165,8 @@ def test_annotations_only_while_a_profiler_captures(monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
     rec = SpanRecorder(FakeClock())
     with rec.span("dispatch", step_num=3):
-        pass
+        with rec.span("checkpoint"):
+            pass
     assert FakeAnnotation.log == []
     prof.on = True  # a capture starts: the same spans become annotations
     with rec.span("dispatch", step_num=3):
@@ -177,8 +178,40 @@ def test_annotations_only_while_a_profiler_captures(monkeypatch: pytest.MonkeyPa
         ("exit", "checkpoint"),
         ("exit", "train"),
     ]
+    prof.on = False  # the capture stops: the names' contexts annotate no more
+    FakeAnnotation.log = []
+    with rec.span("checkpoint"):
+        with rec.span("checkpoint"):
+            pass
+    assert FakeAnnotation.log == []
     off = SpanRecorder(FakeClock(), annotate=False)
     FakeAnnotation.log = []
     with off.span("sync"):
         pass
     assert FakeAnnotation.log == []
+
+
+def test_spans_nested_in_their_own_name_keep_each_level() -> None:
+    clock = FakeClock()
+    rec = SpanRecorder(clock, annotate=False)
+    rec.start()
+    with rec.span("eval"):
+        clock.tick(1.0)
+        with rec.span("eval"):
+            clock.tick(2.0)
+            with pytest.raises(KeyError):
+                with rec.span("eval"):
+                    clock.tick(4.0)
+                    raise KeyError("the body raised")
+            with rec.span("log"):
+                clock.tick(8.0)
+            assert rec.depth == 2
+        clock.tick(16.0)
+    assert rec.depth == 0
+    with rec.span("eval"):  # the name's context, closed, times the next span
+        clock.tick(32.0)
+    rec.mark()
+    assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == [
+        ("eval", 3.0, 7.0, 2), ("log", 7.0, 15.0, 2), ("eval", 1.0, 15.0, 1),
+        ("eval", 0.0, 31.0, 0), ("eval", 31.0, 63.0, 0)]
+    assert rec.steps[0].spans == {"eval": 63.0, "other": 0.0}
