@@ -328,6 +328,7 @@ class Monitor:
                          if profile_steps is not None else None)
         self._span_contexts = _MonitorSpans(self)
         self.span = self._span_contexts.__getitem__  # type: ignore[method-assign,assignment]
+        self.recorder.on_switch.append(self._span_contexts.clear)
 
     # -- the loop --------------------------------------------------------------
     def start(self) -> None:
@@ -367,30 +368,30 @@ class Monitor:
         rec = self.recorder
         clock = self.clock
         data_wait = self._data_wait_id
-        log = rec._spans.append
+        enter, log, started = rec._enters.append, rec._exits.append, rec._enters.__len__
         enabled = self._profiling
         window = self._profile
         while True:
             if window is not None:
                 window.at_step(self.step_index)
             if enabled is not None and enabled():
+                if not rec._annotating:
+                    rec.follow_capture(True)
                 with rec.span("data_wait"):
                     try:
                         batch = next(it)
                     except StopIteration:
                         return
-            else:  # the span, inline: this runs every step
-                depth = rec._depth
-                rec._depth = depth + 1
-                t0 = clock()
+            else:  # the span, inline (SpanRecorder's log): this runs every step
+                enter(clock())
                 try:
                     batch = next(it)
                 except StopIteration:
                     return
                 finally:
-                    t1 = clock()
-                    rec._depth = depth
-                    log((data_wait, t0, t1, depth))
+                    log(clock())
+                    log(data_wait)
+                    log(started())
             yield batch
 
     # long: the loop's hot path, inline in one function (a call costs ~0.1 µs a step)
@@ -412,19 +413,20 @@ class Monitor:
             self._profile.at_step(self.step_index)
         enabled = self._profiling
         capture = enabled is not None and enabled()
+        if capture != rec._annotating:
+            rec.follow_capture(capture)
+        log, started = rec._exits.append, rec._enters.__len__
         if capture:
             with rec.span("dispatch", step_num=self.step_index):
                 out = fn(*args, **kwargs)
-        else:  # the span, inline
-            depth = rec._depth
-            rec._depth = depth + 1
-            t0 = clock()
+        else:  # the span, inline (SpanRecorder's log)
+            rec._enters.append(clock())
             try:
                 out = fn(*args, **kwargs)
             finally:
-                t1 = clock()
-                rec._depth = depth
-                rec._spans.append((self._dispatch_id, t0, t1, depth))
+                log(clock())
+                log(self._dispatch_id)
+                log(started())
         if watcher is not None and watcher.compiles != before:
             rec.tag("compile")
         loss = self._loss(out)
@@ -433,18 +435,17 @@ class Monitor:
                 with rec.span("sync"):
                     value = self._read_loss(self._pending)
             else:
-                depth = rec._depth
-                rec._depth = depth + 1
-                t0 = clock()
+                rec._enters.append(clock())
                 try:
                     value = self._read_loss(self._pending)
                 finally:
-                    t1 = clock()
-                    rec._depth = depth
-                    rec._spans.append((self._sync_id, t0, t1, depth))
+                    log(clock())
+                    log(self._sync_id)
+                    log(started())
             marks = rec._marks  # rec.mark(value), inline
             now = clock()
-            marks.append((now, math.nan if value is None else value, len(rec._spans)))
+            marks.append((now, math.nan if value is None else value, len(rec._spans),
+                          len(rec._exits)))
             if len(marks) >= FOLD_STEPS:
                 rec.fold()
             saver = self._saver

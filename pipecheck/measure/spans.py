@@ -6,26 +6,35 @@ span (data wait, dispatch, sync, checkpoint, ...) and every instant tag
 (compile, checkpoint, ...) is charged to the interval in which it ends, so the
 spans of a step add up to (at most) its time and ``other`` is the rest.
 
-Recording is cheap (it runs several times a step): a span or a mark is one tuple
-appended to a list, with no object or dict per span or step. Every ``FOLD_STEPS``
-marks, or when anything reads the steps, the log is folded at once into per-step
-columns (a ``StepTable``: ``fold_intervals``, numpy over the whole batch). Memory
-stays bounded on runs of any length: the first step and the most recent
-``step_window`` steps are kept, running totals (:class:`StepTotals`) cover every
-step, and a bounded window of raw spans, marks and tags is kept for trace export.
-``snapshot`` hands out the kept steps as immutable arrays, which another thread
-may read (``Monitor(save_to=...)``'s writer).
+Recording is cheap (it runs several times a step), with no object or dict per span or
+step. A span's start is one clock reading appended to a list by C code alone (its
+context's ``__enter__`` is a C call chain); its end appends three numbers to another list
+(end, name id, how many spans had started). A mark is one tuple. Nothing is worked out
+while spans run: every ``FOLD_STEPS`` marks, or when anything reads the steps, the log is
+folded at once (numpy over the whole batch) into each span's start, end and depth
+(``resolve_spans``, from the order in which spans started and ended, so ties of an
+injected clock cannot confuse it) and per-step columns (a ``StepTable``:
+``fold_intervals``). Memory stays bounded on runs of any length: the first step and the
+most recent ``step_window`` steps are kept, running totals (:class:`StepTotals`) cover
+every step, and a bounded window of raw spans, marks and tags is kept for trace export.
+``snapshot`` hands out the kept steps as immutable arrays, which another thread may read
+(``Monitor(save_to=...)``'s writer). Spans are timed on the loop's thread: they are
+matched last started, first ended.
 
 Spans are also JAX profiler annotations (``TraceAnnotation``, and
-``StepTraceAnnotation`` for a step's dispatch) while a profiler is capturing,
-so an XProf capture lines up with pipecheck's steps; when none is, the cost is
-one cheap check per span.
+``StepTraceAnnotation`` for a step's dispatch) while a profiler is capturing, so an XProf
+capture lines up with pipecheck's steps. Whether one captures is looked up once a step (at
+its mark, and by the Monitor's ``batches`` and ``step``), not at each span: the names'
+contexts are then made again, of the annotating kind, so a span costs nothing more when no
+profiler captures, and a capture started in the middle of a step annotates the names'
+spans from the next look on (a dispatch span with its ``step_num`` looks itself).
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import gc
 import itertools
 import math
@@ -127,11 +136,11 @@ class Snapshot:
 class SpanRecorder:
     """Records spans, instant tags and step marks; folds them into per-step columns.
 
-    Recording costs a few list appends (no object per span or step): spans, marks
-    and tags go to a flat log, and every ``FOLD_STEPS`` marks (or when read) the log is
-    folded at once into a ``StepTable`` of the steps it closed (``close_interval``'s rule,
-    vectorized; intervals with nested, detached or clipped spans go through
-    ``close_interval`` itself)."""
+    Recording costs a few list appends (no object per span or step): span starts and
+    ends, marks and tags go to flat logs, and every ``FOLD_STEPS`` marks (or when read) the
+    logs are folded at once into a ``StepTable`` of the steps they closed (``resolve_spans``,
+    then ``close_interval``'s rule, vectorized; intervals with nested, detached or clipped
+    spans go through ``close_interval`` itself)."""
 
     def __init__(
         self,
@@ -149,24 +158,40 @@ class SpanRecorder:
         self.start_time: float | None = None
         self._names: list[str] = []
         self._name_ids: dict[str, int] = {}
-        self._contexts = _Contexts(self)
-        """Each span name's context, made once (``span``)."""
         self.capturing: Callable[[], bool] = _never
-        """Whether spans must also be profiler annotations now (bound once, see
-        ``_capture_check``)."""
+        """Whether a profiler captures now (bound once, see ``_capture_check``)."""
         if annotate:
             self.capturing = _capture_check()
+        self._enters: list[float] = []
+        """The start of each span timed here, in the order they started: those not folded
+        yet, and the open ones."""
+        self._exits: list[float] = []
+        """Each span's end, flat: (end, name id, ``len(_enters)`` when it ended), in the
+        order they ended (its start is the last one not ended among those). Three appends,
+        no tuple: a tuple per span would be tracked by the garbage collector."""
+        self._ended = np.zeros((0, 4))
+        """Spans resolved by a fold that ended after its last mark (rows of name id, start,
+        end, depth): the next step's first."""
         self._spans: list[tuple[float, float, float, float]] = []
-        """The spans not folded yet: a (name id, start, end, depth) tuple each (a tuple
-        appended to a list is the cheapest record Python has, ~50 ns, and one append is
-        atomic: a signal handler never sees half a span). The list object stays the same for
-        the recorder's life, so the loop may hold its ``append``."""
-        self._marks: list[tuple[float, float, float]] = []
-        """The marks not folded yet: (clock, loss or NaN, spans logged before it)."""
+        """Spans timed elsewhere (``add_span``: a garbage collection), not folded yet: a
+        (name id, start, end, depth) tuple each (one append is atomic: a signal handler
+        never sees half a span)."""
+        self._marks: list[tuple[float, float, float, float]] = []
+        """The marks not folded yet: (clock, loss or NaN, ``len(_spans)``,
+        ``len(_exits)``)."""
+        # the lists above stay the same objects for the recorder's life: the loop and the
+        # contexts hold their ``append``
+        self._annotating = False
+        """Whether the names' contexts are annotations (a profiler captured at the last
+        look, ``follow_capture``)."""
+        self.on_switch: list[Callable[[], None]] = []
+        """Called when the names' contexts change kind (caches of them must be dropped)."""
+        self._fast_type = _fast_context_type(self._enters.append, clock)
+        self._contexts = _Contexts(self)
+        """Each span name's context, made once per kind (``span``)."""
         self._tags: list[tuple[str, float, int]] = []
         """(name, clock, marks before it): the tags not folded yet."""
         self.raw_tags: collections.deque[tuple[str, float]] = collections.deque(maxlen=raw_window)
-        self._depth = 0
         self._folded_marks = 0
         """Marks folded so far (the start mark included)."""
         self._last_folded_mark = math.nan
@@ -220,7 +245,7 @@ class SpanRecorder:
     @property
     def depth(self) -> int:
         """How many spans are open now."""
-        return self._depth
+        return max(0, len(self._enters) - len(self._exits) // 3)
 
     @property
     def raw_spans(self) -> list[Span]:
@@ -237,7 +262,12 @@ class SpanRecorder:
         return tuple(self._raw_marks.tolist())
 
     def _unfolded_spans(self) -> np.ndarray:
-        return _rows(self._spans[:], 4)
+        """The spans ended and not folded yet, resolved without changing the logs."""
+        e = len(self._exits)
+        exits = np.fromiter(self._exits[:e - e % 3], np.float64).reshape(-1, 3)
+        resolved, _ = resolve_spans(np.fromiter(self._enters[:], np.float64), exits)
+        rows = np.concatenate([self._ended, resolved, _rows(self._spans[:], 4)])
+        return rows[np.argsort(rows[:, 2], kind="stable")]
 
     def snapshot(self, fold: bool = True) -> Snapshot:
         """The steps closed so far (folded first unless ``fold`` is False: then the steps of
@@ -260,19 +290,29 @@ class SpanRecorder:
         """Open the first interval (before step 0 is fetched or dispatched)."""
         t = self.clock()
         self.start_time = t
-        self._marks.append((t, math.nan, len(self._spans)))
+        self._marks.append((t, math.nan, len(self._spans), len(self._exits)))
         return t
 
     def span(self, name: str, step_num: int | None = None) -> _SpanContext:
         """Time the body (``with recorder.span(name):``) as span ``name``; nested spans
         record their depth.
 
-        While a JAX profiler captures, the body is also a ``TraceAnnotation(name)``, or a
-        ``StepTraceAnnotation("train", step_num=...)`` when ``step_num`` is given.
+        While a JAX profiler captures (as last looked up, ``follow_capture``), the body is
+        also a ``TraceAnnotation(name)``; with ``step_num`` it is a
+        ``StepTraceAnnotation("train", step_num=...)`` whenever one captures.
         """
         if step_num is None:
             return self._contexts[name]
-        return _SpanContext(self, name, step_num)
+        return _AnnotatedSpan(self, name, step_num)
+
+    def follow_capture(self, capturing: bool) -> None:
+        """Make the names' spans annotations from now on if ``capturing`` (a profiler
+        captures), plain timings if not."""
+        if capturing != self._annotating:
+            self._annotating = capturing
+            self._contexts.clear()
+            for hook in self.on_switch:
+                hook()
 
     def add_span(self, span: Span) -> None:
         """Record a span timed elsewhere (e.g. a garbage collection)."""
@@ -289,7 +329,10 @@ class SpanRecorder:
         if self.start_time is None:
             raise RuntimeError("SpanRecorder.start() must be called before mark()")
         marks = self._marks
-        marks.append((self.clock(), math.nan if loss is None else loss, len(self._spans)))
+        marks.append((self.clock(), math.nan if loss is None else loss, len(self._spans),
+                       len(self._exits)))
+        if self.capturing() != self._annotating:
+            self.follow_capture(not self._annotating)
         if len(marks) >= FOLD_STEPS and not self._folding:
             self.fold()
 
@@ -307,18 +350,23 @@ class SpanRecorder:
         n = len(self._marks)
         if not n:
             return
-        marks = _rows(self._marks[:n], 3)
+        marks = _rows(self._marks[:n], 4)
         new_marks = marks[:, 0]
         first = math.isnan(self._last_folded_mark)
         start = float(marks[0, 0]) if first else self._last_folded_mark
         if first:  # the start mark opens the first interval
             marks = marks[1:]
         folded = 1 if first else self._folded_marks
-        cut = int(marks[-1, 2]) if len(marks) else 0
-        spans = _rows(self._spans[:cut], 4)
+        before = len(self._ended)  # they ended before every mark of this fold
+        ended = np.concatenate([self._ended, self._take_ended()])
+        timed = before + marks[:, 3].astype(np.int64) // 3  # spans timed here before each mark
+        cut_timed = int(timed[-1]) if len(marks) else 0
+        cut = int(marks[-1, 2]) if len(marks) else 0  # the spans timed elsewhere
+        spans, marks = _in_steps(marks, ended[:cut_timed], timed, _rows(self._spans[:cut], 4))
         table = fold_intervals(folded - 1, start, marks, spans, self._tags[:], self._names) \
             if len(marks) else None
         # commit: spans a gc callback logged meanwhile are at the end, after the cut
+        self._ended = ended[cut_timed:]
         del self._spans[:cut]
         del self._marks[:n]
         self._folded_marks = folded + len(marks)
@@ -328,6 +376,19 @@ class SpanRecorder:
             self._add_steps(table)
             self._raw_spans = np.concatenate([self._raw_spans, spans])[-self.raw_window:]
         self._raw_marks = np.concatenate([self._raw_marks, new_marks])[-self.raw_window:]
+
+    def _take_ended(self) -> np.ndarray:
+        """Every span timed here that ended, resolved (``resolve_spans``) and taken out of
+        the logs; the open ones stay (only their starts are logged)."""
+        e = len(self._exits)
+        e -= e % 3  # a span ending now (a signal handler folds) is left whole
+        exits = np.fromiter(self._exits[:e], np.float64, e).reshape(-1, 3)
+        m = len(self._enters)
+        enters = np.fromiter(self._enters[:m], np.float64, m)
+        rows, still_open = resolve_spans(enters, exits)
+        self._enters[:m] = enters[still_open].tolist()
+        del self._exits[:e]
+        return rows
 
     def _add_steps(self, table: StepTable[StepRecord]) -> None:
         if self._first_step is None:
@@ -362,94 +423,177 @@ def _capture_check() -> Callable[[], bool]:
 
 
 class _Contexts(dict[str, "_SpanContext"]):
-    """Each span name's context, made on the name's first span."""
+    """Each span name's context, made on the name's first span (and again when the names'
+    contexts change kind, ``follow_capture``)."""
 
     def __init__(self, rec: SpanRecorder) -> None:
         super().__init__()
         self.rec = rec
 
     def __missing__(self, name: str) -> _SpanContext:
-        ctx = self[name] = _SpanContext(self.rec, name, None)
+        rec = self.rec
+        ctx = self[name] = (_AnnotatedSpan(rec, name) if rec._annotating
+                            else rec._fast_type(rec, name))
         return ctx
 
 
 class _SpanContext:
-    """A span name's context manager, made once and entered for each of its spans.
+    """A span name's context manager, made once and entered for each of its spans. Its end
+    appends three numbers to the recorder's ``_exits``; its start is its subclass's."""
 
-    A span costs two clock readings, the depth kept on the recorder, one tuple appended to
-    the log and one capture check. The rare cases leave that path through one test on entry
-    (``depth >= 0``: the name is already open, or a profiler captures) and one on exit
-    (``slow``): a span nested in one of the same name keeps the outer one's state on
-    ``outer``, and an annotation is entered around the timed body."""
+    __slots__ = ("name", "name_id", "clock", "log", "started", "capturing", "enter")
 
-    __slots__ = ("rec", "name", "name_id", "step_num", "t0", "depth", "annotation", "clock",
-                 "log", "capturing", "slow", "outer")
-
-    def __init__(self, rec: SpanRecorder, name: str, step_num: int | None) -> None:
-        self.rec = rec
-        self.clock = rec.clock
-        self.log = rec._spans.append
-        self.capturing = rec.capturing
+    def __init__(self, rec: SpanRecorder, name: str) -> None:
         self.name = name
         self.name_id = rec.name_id(name)
-        self.step_num = step_num
-        self.t0 = 0.0
-        self.depth = -1
-        """The depth it was opened at; -1 while closed."""
-        self.slow = False
-        """Whether its exit has more to do than log the span (an annotation, an outer span)."""
-        self.annotation: jax.profiler.TraceAnnotation | None = None
-        self.outer: list[tuple[float, int, object, bool]] = []
-        """The open spans of this name it is nested in: (t0, depth, annotation, slow) each."""
+        self.clock = rec.clock
+        self.log = rec._exits.append
+        self.started = rec._enters.__len__
+        self.enter = rec._enters.append
+        self.capturing = rec.capturing
 
-    def __enter__(self) -> None:
-        if self.depth >= 0 or self.capturing():
-            return self._enter_slow()
-        rec = self.rec
-        self.depth = depth = rec._depth
-        rec._depth = depth + 1
-        self.t0 = self.clock()
-
-    def _annotate(self) -> None:
-        prof = profiler()
-        if prof is not None:
-            self.annotation = (
-                prof.annotation(self.name) if self.step_num is None else
-                prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=self.step_num))
-            self.annotation.__enter__()
+    def __enter__(self) -> None:  # pragma: no cover - each subclass has its own
+        raise NotImplementedError
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        t1 = self.clock()
-        depth = self.depth
-        self.rec._depth = depth
-        self.log((self.name_id, self.t0, t1, depth))
-        if self.slow:
-            self._exit_slow()
-        else:
-            self.depth = -1
+        log = self.log
+        log(self.clock())
+        log(self.name_id)
+        log(self.started())
 
-    def _enter_slow(self) -> None:
-        if self.depth >= 0:  # nested in a span of its own name
-            self.outer.append((self.t0, self.depth, self.annotation, self.slow))
-        self.slow = True
-        self.annotation = None
-        if self.capturing():
-            self._annotate()
-        rec = self.rec
-        self.depth = depth = rec._depth
-        rec._depth = depth + 1
-        self.t0 = self.clock()
 
-    def _exit_slow(self) -> None:
-        if self.annotation is not None:
-            self.annotation.__exit__(None, None, None)
-        if self.outer:
-            self.t0, self.depth, annotation, self.slow = self.outer.pop()
-            self.annotation = annotation  # type: ignore[assignment]
-        else:
-            self.depth = -1
-            self.annotation = None
-            self.slow = False
+def _fast_context_type(enter: Callable[[float], None],
+                       clock: Callable[[], float]) -> type[_SpanContext]:
+    """The context type of one recorder's names while no profiler captures: its
+    ``__enter__`` appends a clock reading to the recorder's starts by C calls alone
+    (``next`` of a ``map`` of ``append`` over ``iter(clock, None)``; a ``partial`` in a
+    class is called without the instance), so a span costs one Python call, its exit."""
+    starts = map(enter, iter(clock, None))
+    return type("_FastSpan", (_SpanContext,),
+                {"__slots__": (), "__enter__": functools.partial(next, starts),
+                 "__doc__": "A span name's context while no profiler captures."})
+
+
+class _AnnotatedSpan(_SpanContext):
+    """A span name's context while a profiler captures (and each dispatch span with a
+    ``step_num``): its body is also a ``TraceAnnotation`` (``StepTraceAnnotation``) if
+    one captures when it starts."""
+
+    __slots__ = ("step_num", "annotations")
+
+    def __init__(self, rec: SpanRecorder, name: str, step_num: int | None = None) -> None:
+        super().__init__(rec, name)
+        self.step_num = step_num
+        self.annotations: list[jax.profiler.TraceAnnotation | None] = []
+        """The open spans' annotations, innermost last (None: none was entered)."""
+
+    def __enter__(self) -> None:
+        annotation = None
+        prof = profiler() if self.capturing() else None
+        if prof is not None:
+            annotation = (
+                prof.annotation(self.name) if self.step_num is None else
+                prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=self.step_num))
+            annotation.__enter__()
+        self.annotations.append(annotation)
+        self.enter(self.clock())
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        log = self.log
+        log(self.clock())
+        log(self.name_id)
+        log(self.started())
+        annotation = self.annotations.pop()
+        if annotation is not None:
+            annotation.__exit__(None, None, None)
+
+
+def resolve_spans(enters: np.ndarray, exits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pure: spans from the log of their starts and ends. ``enters`` holds the starts in
+    the order spans started; ``exits`` rows of (end, name id, how many had started), in the
+    order they ended. Each end closes the last span started before it and not yet ended.
+
+    Returns rows of (name id, start, end, depth) in the order the spans ended (depth: how
+    many spans were open when it started) and, for each start, whether its span is still
+    open."""
+    m, k = len(enters), len(exits)
+    rows = np.empty((k, 4))
+    if k:
+        rows[:, 0] = exits[:, 1]
+        rows[:, 2] = exits[:, 0]
+    started = exits[:, 2].astype(np.int64)
+    first = int(started[0]) - 1 if k else 0
+    if k and first >= 0 and first + k <= m and np.array_equal(
+            started, np.arange(first + 1, first + k + 1)):
+        # each span ended before the next started, inside the ``first`` ones still open
+        opened = np.arange(first, first + k)
+        depth = np.full(k, float(first))
+    else:
+        opened, depth = _match_nested(m, started)
+    still_open = np.ones(m, bool)
+    still_open[opened[opened >= 0]] = False
+    closed = opened >= 0
+    rows[:, 1] = np.where(closed, enters[np.maximum(opened, 0)] if m else 0.0, rows[:, 2])
+    rows[:, 3] = depth
+    return rows, still_open
+
+
+def _match_nested(m: int, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each end, the start it closes (-1: none) and the depth, where spans nest: the
+    starts and ends in the order they happened, grouped by the depth each opens at or
+    closes to; within a depth they alternate start, end, so each end closes the start just
+    before it."""
+    k = len(started)
+    keys = np.concatenate([2 * np.arange(m), 2 * started - 1])  # an end: after its starts
+    order = np.argsort(keys, kind="stable")
+    is_end = order >= m
+    level = np.cumsum(np.where(is_end, -1, 1))
+    at = np.where(is_end, level, level - 1)
+    if k and at.min() < 0:  # an end with no start before it: a malformed log
+        return _match_by_stack(m, started)
+    by_depth = np.argsort(at, kind="stable")
+    ends = np.flatnonzero(is_end[by_depth])
+    before = ends - 1
+    if np.any(before < 0) or np.any(is_end[by_depth][before]):  # pragma: no cover - proven
+        return _match_by_stack(m, started)                     # unreachable by the levels
+    opened = np.full(k, -1, np.int64)
+    depth = np.zeros(k)
+    end_ids = order[by_depth[ends]] - m
+    opened[end_ids] = order[by_depth[before]]
+    depth[end_ids] = at[by_depth[ends]]
+    return opened, depth
+
+
+def _match_by_stack(m: int, started: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_match_nested`` one event at a time, for a malformed log: an end with no open
+    start closes nothing (its span is logged with no length)."""
+    opened = np.full(len(started), -1, np.int64)
+    depth = np.zeros(len(started))
+    stack: list[int] = []
+    nxt = 0
+    for i, n in enumerate(started.tolist()):
+        while nxt < min(n, m):
+            stack.append(nxt)
+            nxt += 1
+        if stack:
+            opened[i] = stack.pop()
+            depth[i] = len(stack)
+    return opened, depth
+
+
+def _in_steps(marks: np.ndarray, timed: np.ndarray, timed_before: np.ndarray,
+              other: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pure: the spans of a fold in the order they ended, each step's after the last's,
+    and the marks as ``fold_intervals`` takes them (clock, loss, spans before it), from the
+    spans timed by the recorder (``timed_before``: how many ended before each mark) and
+    the spans timed elsewhere (``other``; the marks' third column counts them)."""
+    steps = np.concatenate([
+        np.searchsorted(timed_before, np.arange(len(timed)), side="right"),
+        np.searchsorted(marks[:, 2], np.arange(len(other)), side="right")])
+    spans = np.concatenate([timed, other])
+    order = np.lexsort((spans[:, 2], steps))
+    before = np.searchsorted(steps[order], np.arange(len(marks)), side="right")
+    return spans[order], np.column_stack([marks[:, 0], marks[:, 1], before])
 
 
 # long: one vectorized pass, then the odd intervals and the tags, in the order of the rule

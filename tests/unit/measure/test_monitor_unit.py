@@ -197,3 +197,67 @@ def test_user_spans_are_timed_every_time_and_only_tagging_names_tag() -> None:
     assert {s.step: s.tags for s in r.steps} == {
         0: ("slow",), 1: (), 2: ("eval",), 3: (), 4: ("eval",), 5: ("drain",)}
     assert r.breakdown.seconds("eval") == pytest.approx(0.2)
+
+
+def test_a_user_span_around_the_step_holds_the_loops_own_spans() -> None:
+    dev = SimDevice(compute_s=C, load_s=0.01, dispatch_s=0.002)
+    mon = monitor_for(dev)
+    state: Any = None
+    for step, batch in enumerate(mon.batches(dev.batches())):
+        with mon.span("train"):  # dispatch and the previous step's sync, nested in it
+            state, metrics = mon.step(dev.step, state, batch)
+        if step == 5:
+            break
+    r = mon.finish()
+    for s in r.steps[1:-1]:  # each train span ends in the interval after its sync's mark
+        assert set(s.spans) == {"data_wait", "train", "other"}, s.spans
+        assert s.spans["data_wait"] == pytest.approx(0.01)
+    assert r.breakdown.seconds("dispatch") == 0.0 and r.breakdown.seconds("sync") == 0.0
+
+
+def test_a_capture_makes_the_names_spans_annotations_from_the_next_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipecheck.measure import monitor as monitor_mod
+    from pipecheck.measure import spans as spans_mod
+
+    entered: list[str] = []
+
+    class Annotation:
+        def __init__(self, name: str, **kw: object) -> None:
+            self.name = name
+
+        def __enter__(self) -> None:
+            entered.append(self.name)
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+    class Profiler:
+        on = False
+        annotation = step_annotation = Annotation
+
+        def enabled(self) -> bool:
+            return self.on
+
+    prof = Profiler()
+    monkeypatch.setattr(spans_mod, "_profiler", prof)
+    monkeypatch.setattr(monitor_mod, "profiler", lambda: prof)
+    monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
+    dev = SimDevice(compute_s=C)
+    mon = Monitor(config={"loop": "sim"}, clock=dev.clock, read_loss=dev.read,
+                  locate_syncs=False, watch_compiles=False, watch_gc=False,
+                  env={"backend": "sim"})
+    state: Any = None
+    for step, batch in enumerate(mon.batches(dev.batches())):
+        prof.on = step in (2, 3)
+        state, metrics = mon.step(dev.step, state, batch)
+        with mon.span("log"):
+            dev.sleep(0.01)
+        if step == 5:
+            break
+    r = mon.finish()
+    # a capture on from step 2's dispatch to step 4's: the dispatch, sync and log spans of
+    # steps 2 and 3 (log a name's span, switched by the step) and the fetches of 3 and 4
+    assert entered == ["train", "sync", "log", "data_wait", "train", "sync", "log",
+                       "data_wait"]
+    assert [s.spans["log"] for s in r.steps] == pytest.approx([0.01] * 6)

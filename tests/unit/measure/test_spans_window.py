@@ -164,26 +164,41 @@ def test_annotations_only_while_a_profiler_captures(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(spans_mod, "_profiler", prof)
     monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
     rec = SpanRecorder(FakeClock())
+    rec.start()
     with rec.span("dispatch", step_num=3):
         with rec.span("checkpoint"):
             pass
     assert FakeAnnotation.log == []
-    prof.on = True  # a capture starts: the same spans become annotations
-    with rec.span("dispatch", step_num=3):
+    prof.on = True  # a capture starts: a dispatch span with its step annotates at once,
+    with rec.span("dispatch", step_num=3):  # the names' spans from the step's mark on
         with rec.span("checkpoint"):
             pass
+    assert FakeAnnotation.log == [("enter", ("train", {"step_num": 3})), ("exit", "train")]
+    FakeAnnotation.log = []
+    rec.mark()
+    with rec.span("dispatch", step_num=4):
+        with rec.span("checkpoint"):
+            with rec.span("checkpoint"):
+                pass
     assert FakeAnnotation.log == [
-        ("enter", ("train", {"step_num": 3})),
+        ("enter", ("train", {"step_num": 4})),
         ("enter", ("checkpoint", {})),
+        ("enter", ("checkpoint", {})),
+        ("exit", "checkpoint"),
         ("exit", "checkpoint"),
         ("exit", "train"),
     ]
-    prof.on = False  # the capture stops: the names' contexts annotate no more
+    prof.on = False  # the capture stops: the names' contexts annotate no more after a mark
+    rec.mark()
     FakeAnnotation.log = []
     with rec.span("checkpoint"):
         with rec.span("checkpoint"):
             pass
     assert FakeAnnotation.log == []
+    rec.mark()
+    assert [s.name for s in rec.raw_spans] == ["checkpoint", "dispatch"] * 2 + [
+        "checkpoint", "checkpoint", "dispatch", "checkpoint", "checkpoint"]
+    assert [s.depth for s in rec.raw_spans][-5:] == [2, 1, 0, 1, 0]
     off = SpanRecorder(FakeClock(), annotate=False)
     FakeAnnotation.log = []
     with off.span("sync"):
