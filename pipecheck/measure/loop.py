@@ -51,13 +51,12 @@ def run_lagged_sync_loop(
 ) -> LoopOutcome:
     """Run ``n_steps`` of ``step_fn`` and time each one between consecutive loss syncs.
 
-    Per iteration N: fetch batch N (``data_wait``), move it to the devices
-    (``device_put``, when ``put`` is given), dispatch step N (``dispatch``;
-    tagged ``compile`` when the step compiled), wait for step N-1's loss
-    (``sync``) and close step N-1's interval, then run the hooks of step N.
-    After the loop the last step's loss closes the last interval, tagged
-    ``drain``: no next batch is fetched in it, so it would understate an
-    input-bound step and is kept out of the steady state.
+    Per iteration N: fetch batch N (``data_wait``), move it to the devices (``device_put``,
+    when ``put`` is given), dispatch step N (``dispatch``; tagged ``compile`` when the step
+    compiled), wait for step N-1's loss (``sync``) and close step N-1's interval, then run
+    the hooks of step N.
+    After the loop the last step's loss closes the last interval, tagged ``drain``: no next
+    batch is fetched in it (it would understate an input-bound step): not steady state.
 
     Because the hooks of step N run after step N-1's loss was observed (its metrics
     flushed), a hook's cost (a checkpoint's blocking device-to-host copy) is charged to
@@ -88,8 +87,9 @@ def run_lagged_sync_loop(
             with recorder.span("sync"):
                 value = read_loss(previous_loss)
             recorder.mark(value)
-        for hook in hooks:
+        for hook in hooks:  # a hook may start a capture (compare --profile): look again
             hook(i, state, metrics, recorder)
+            recorder.look_for_capture()
         previous_loss = metrics[loss_key]
     with recorder.span("sync"):
         value = read_loss(previous_loss)

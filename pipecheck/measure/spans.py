@@ -288,6 +288,7 @@ class SpanRecorder:
     # -- recording -------------------------------------------------------------
     def start(self) -> float:
         """Open the first interval (before step 0 is fetched or dispatched)."""
+        self.look_for_capture()
         t = self.clock()
         self.start_time = t
         self._marks.append((t, math.nan, len(self._spans), len(self._exits)))
@@ -304,6 +305,12 @@ class SpanRecorder:
         if step_num is None:
             return self._contexts[name]
         return _AnnotatedSpan(self, name, step_num)
+
+    def look_for_capture(self) -> None:
+        """Make the names' spans annotations if a profiler captures now, plain if not
+        (done at each mark; call it where a capture may have started since)."""
+        if self.capturing() != self._annotating:
+            self.follow_capture(not self._annotating)
 
     def follow_capture(self, capturing: bool) -> None:
         """Make the names' spans annotations from now on if ``capturing`` (a profiler
@@ -332,7 +339,7 @@ class SpanRecorder:
         marks.append((self.clock(), math.nan if loss is None else loss, len(self._spans),
                        len(self._exits)))
         if self.capturing() != self._annotating:
-            self.follow_capture(not self._annotating)
+            self.follow_capture(not self._annotating)  # look_for_capture, inline
         if len(marks) >= FOLD_STEPS and not self._folding:
             self.fold()
 

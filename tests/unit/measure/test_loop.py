@@ -122,3 +122,39 @@ def test_running_out_of_batches_is_a_pipeline_error():
 def test_zero_steps_is_refused():
     with pytest.raises(ValueError):
         run_lagged_sync_loop(lambda s, b: (s, {}), 0, iter([]), 0, SpanRecorder(FakeClock()))
+
+
+def test_a_hook_that_starts_a_capture_annotates_the_next_steps_spans(monkeypatch):
+    import sys
+
+    from pipecheck.measure import spans as spans_mod
+
+    entered = []
+
+    class Annotation:
+        def __init__(self, name, **kw):
+            self.name = name if not kw else f"{name}{kw['step_num']}"
+
+        def __enter__(self):
+            entered.append(self.name)
+
+        def __exit__(self, *exc):
+            pass
+
+    class Profiler:
+        on = False
+        annotation = step_annotation = Annotation
+
+        def enabled(self):
+            return self.on
+
+    prof = Profiler()
+    monkeypatch.setattr(spans_mod, "_profiler", prof)
+    monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
+
+    def start_capture(step, state, metrics, recorder):
+        if step == 1:  # as compare --profile's window: before step 2 is fetched
+            prof.on = True
+
+    run(compute_s=0.01, load_s=0.0, n=3, hooks=(start_capture,))
+    assert entered == ["data_wait", "train2", "sync", "sync"]

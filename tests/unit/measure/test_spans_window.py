@@ -230,3 +230,16 @@ def test_spans_nested_in_their_own_name_keep_each_level() -> None:
         ("eval", 3.0, 7.0, 2), ("log", 7.0, 15.0, 2), ("eval", 1.0, 15.0, 1),
         ("eval", 0.0, 31.0, 0), ("eval", 31.0, 63.0, 0)]
     assert rec.steps[0].spans == {"eval": 63.0, "other": 0.0}
+
+
+def test_a_recorder_started_during_a_capture_annotates_from_its_first_span(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeAnnotation.log = []
+    prof = FakeProfiler(on=True)
+    monkeypatch.setattr(spans_mod, "_profiler", prof)
+    monkeypatch.setitem(sys.modules, "jax", sys.modules.get("jax", object()))
+    rec = SpanRecorder(FakeClock())
+    rec.start()
+    with rec.span("data_wait"):
+        pass
+    assert FakeAnnotation.log == [("enter", ("data_wait", {})), ("exit", "data_wait")]
