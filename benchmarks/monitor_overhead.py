@@ -12,7 +12,9 @@
    ``with`` block that only reads the clock twice (the floor any span pays) against
    ``SpanRecorder.span`` with annotations off and on, and ``Monitor.span`` (the user's
    call, annotations on, the sync locator off: its thread's samples would land in any
-   timing), while no profiler captures.
+   timing), while no profiler captures; and a span as a loop pays for it, everything
+   included (the fold of the log into steps, ``finish``): the Monitor loop with
+   ``SPANS_PER_STEP`` empty spans a step against the same loop without them.
    With ``--baseline DIR`` (another checkout of pipecheck, e.g. before a change) part 2
    runs in subprocesses for both trees, alternating, and prints before / after.
 3. ``Monitor(save_to=...)`` on a ``--save-steps`` loop of that step: wall time without
@@ -41,6 +43,10 @@ from pipecheck.measure.monitor import Monitor
 from pipecheck.measure.spans import SpanRecorder
 
 ITERS = 120
+
+SPANS_PER_STEP = 4
+"""User spans a step in the loop that prices a span with everything it costs later (the
+fold of the log into steps, ``finish``): its cost over the same loop without them."""
 
 
 @jax.jit
@@ -71,12 +77,17 @@ def monitored(step, w, batches, **kw):
     mon.finish()
 
 
-def monitored_split(step, w, batches, **kw) -> tuple[float, float]:
-    """(seconds in the loop, seconds in ``finish``)."""
+def monitored_split(step, w, batches, spans_per_step=0, **kw) -> tuple[float, float]:
+    """(seconds in the loop, seconds in ``finish``); ``spans_per_step`` empty user spans
+    after each step."""
     mon = Monitor(env={"benchmark": True}, **kw)
+    span = mon.span
     t0 = time.perf_counter()
     for x in mon.batches(batches):
         w, metrics = mon.step(step, w, x)
+        for _ in range(spans_per_step):
+            with span("log"):
+                pass
     t1 = time.perf_counter()
     mon.finish()
     return t1 - t0, time.perf_counter() - t1
@@ -133,12 +144,15 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
     locator) and per span (floor, annotate off, annotate on, Monitor.span)."""
     items = list(range(n))
     runs: dict[str, list[float]] = {k: [] for k in (
-        "bare", "loop", "loop+finish", "loop, no locator", "loop+finish, no locator")}
+        "bare", "loop", "loop+finish", "loop, no locator", "loop+finish, no locator",
+        "span in the loop")}
     for _ in range(5):
         runs["bare"].append(timed(bare, null_step, 0, items) / n)
         loop, fin = monitored_split(null_step, 0, items)
         runs["loop"].append(loop / n)
         runs["loop+finish"].append((loop + fin) / n)
+        with_spans = sum(monitored_split(null_step, 0, items, spans_per_step=SPANS_PER_STEP))
+        runs["span in the loop"].append((with_spans - loop - fin) / n / SPANS_PER_STEP)
         loop, fin = monitored_split(null_step, 0, items, locate_syncs=False)
         runs["loop, no locator"].append(loop / n)
         runs["loop+finish, no locator"].append((loop + fin) / n)
@@ -185,6 +199,8 @@ def print_host(costs: dict[str, float], step_ms: float | None) -> None:
     if step_ms:
         print(f"  = {100 * (costs['loop+finish'] - base) / (1e3 * step_ms):.3f}% of the "
               f"{step_ms:.1f} ms step above")
+    print(f"  a span in that loop ({SPANS_PER_STEP} a step, the fold and finish included) "
+          f"{1e3 * costs['span in the loop']:5.0f} ns")
     print("span (no profiler capturing, least of 5 x 200000):")
     for k in ("span floor", "span annotate off", "span annotate on", "Monitor.span"):
         extra = "" if k == "span floor" else \
@@ -207,10 +223,12 @@ def before_after(baseline: str, rounds: int) -> None:
           f"median of {rounds} alternating runs:")
     print(f"  {'':44s} {'before':>8s} {'after':>8s} {'after/before':>12s}")
     for key in ("loop", "loop+finish", "loop, no locator", "loop+finish, no locator",
-                "span annotate off", "span annotate on", "Monitor.span", "span floor"):
-        b = statistics.median(x[key] - (x["bare"] if "loop" in key else 0) for x in got["before"])
-        a = statistics.median(x[key] - (x["bare"] if "loop" in key else 0) for x in got["after"])
-        unit = "us/step over bare" if "loop" in key else "us/span"
+                "span annotate off", "span annotate on", "Monitor.span", "span in the loop",
+                "span floor"):
+        per_step = key.startswith("loop")
+        b = statistics.median(x[key] - (x["bare"] if per_step else 0) for x in got["before"])
+        a = statistics.median(x[key] - (x["bare"] if per_step else 0) for x in got["after"])
+        unit = "us/step over bare" if per_step else "us/span"
         print(f"  {key + ' (' + unit + ')':44s} {b:8.2f} {a:8.2f} {a / b:12.3f}")
 
 
