@@ -389,9 +389,9 @@ class SpanRecorder:
         the logs; the open ones stay (only their starts are logged)."""
         e = len(self._exits)
         e -= e % 3  # a span ending now (a signal handler folds) is left whole
-        exits = np.fromiter(self._exits[:e], np.float64, e).reshape(-1, 3)
+        exits = np.fromiter(self._exits, np.float64, e).reshape(-1, 3)  # the first e
         m = len(self._enters)
-        enters = np.fromiter(self._enters[:m], np.float64, m)
+        enters = np.fromiter(self._enters, np.float64, m)
         rows, still_open = resolve_spans(enters, exits)
         self._enters[:m] = enters[still_open].tolist()
         del self._exits[:e]
@@ -594,6 +594,8 @@ def _in_steps(marks: np.ndarray, timed: np.ndarray, timed_before: np.ndarray,
     and the marks as ``fold_intervals`` takes them (clock, loss, spans before it), from the
     spans timed by the recorder (``timed_before``: how many ended before each mark) and
     the spans timed elsewhere (``other``; the marks' third column counts them)."""
+    if not len(other):  # they end in the order they were logged
+        return timed, np.column_stack([marks[:, 0], marks[:, 1], timed_before])
     steps = np.concatenate([
         np.searchsorted(timed_before, np.arange(len(timed)), side="right"),
         np.searchsorted(marks[:, 2], np.arange(len(other)), side="right")])
