@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -161,6 +162,7 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
     spans: dict[str, list[float]] = {"span floor": [], "span annotate off": [],
                                      "span annotate on": [], "Monitor.span": []}
     for _ in range(5):
+        gc.collect()  # each loop starts with no earlier loop's recorder alive
         t0 = time.perf_counter()
         for _ in range(m):
             with floor:
@@ -176,6 +178,8 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
                     pass
             spans[f"span annotate {'on' if annotate else 'off'}"].append(
                 (time.perf_counter() - t0) / m)
+            del rec
+            gc.collect()
         mon = Monitor(env={"benchmark": True}, locate_syncs=False)
         mon.step(null_step, 0, 0)
         t0 = time.perf_counter()
@@ -185,6 +189,7 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
         spans["Monitor.span"].append((time.perf_counter() - t0) / m)
         mon.step(null_step, 0, 0)
         mon.finish()
+        del mon
     # the least of 5 (timeit's rule): a span costs nanoseconds, any pause only adds
     out.update({k: 1e6 * min(v) for k, v in spans.items()})
     return out
