@@ -62,7 +62,8 @@ def points(seed: int, n: int = 3) -> list[int]:
 
 def check_record(out: pathlib.Path, reason: str, at: int, steps: int) -> MonitorResult:
     """The file is JSON of the current format, marked ``incomplete`` with ``reason`` at
-    ``at``, and holds steps 0..steps-1; no temporary file is next to it."""
+    ``at``, and holds steps 0..steps-1; no temporary file of its writes is next to it
+    (other loops of the same test, still running, write their own files in this folder)."""
     data = json.loads(out.read_text())
     assert data["kind"] == "monitor" and data["format_version"] == FORMAT_VERSION
     record = store.load(out, expect=MonitorResult)
@@ -70,7 +71,7 @@ def check_record(out: pathlib.Path, reason: str, at: int, steps: int) -> Monitor
     assert (record.incomplete.reason, record.incomplete.step) == (reason, at)
     assert record.total_steps == steps and record.dropped_steps == 0
     assert [s.step for s in record.steps] == list(range(steps))
-    assert [p.name for p in out.parent.iterdir() if p.name.endswith(".tmp")] == []
+    assert sorted(p.name for p in out.parent.glob(f".{out.name}.*.tmp")) == []
     return record
 
 
