@@ -105,7 +105,16 @@ each step's line at once or one step late (fewer: MaxText's ``LOG_LAG_STEPS``)."
 CAUSE_EVAL = anomalies.SPAN_CAUSES["eval"]
 CAUSE_PROFILER = "profiler"
 CAUSE_RESTART = "restart"
-CAUSE_TAGS.update({CAUSE_EVAL: "eval", CAUSE_PROFILER: "profile", CAUSE_RESTART: "restart"})
+CAUSE_START_UP = "start-up"
+CAUSE_TAGS.update({CAUSE_EVAL: "eval", CAUSE_PROFILER: "profile", CAUSE_RESTART: "restart",
+                   CAUSE_START_UP: "warmup"})
+
+FIRST_STEP_COMPILE_RATIO = 1.0
+"""A first step logged faster than this share of the steady-state median holds no compile
+(tracing and compiling the train step, then running it, take longer than running it): its
+train step was compiled before the loop, and its time is the run's start-up, mostly the
+dispatch of a step whose device work lands in the next steps. It stays out of the steady
+state, as ``CAUSE_START_UP``, not ``CAUSE_COMPILATION``."""
 
 ACTIVITY_FAMILIES = {
     "eval_start": ("eval", "open"), "eval_step": ("eval", "open"), "eval_end": ("eval", "close"),
@@ -525,6 +534,12 @@ def _with_apart(found: list[Anomaly], med: float, apart: dict[int, tuple[str, st
     listed = {a.step for a in found}
     for row, (cause, evidence) in apart.items():
         t = float(seconds[row])
+        if row == 0 and cause == CAUSE_COMPILATION and t < FIRST_STEP_COMPILE_RATIO * med:
+            cause, evidence = CAUSE_START_UP, (
+                f"first step logged, {t / med:.2f}x the steady-state median: faster than a "
+                "training step, so it holds no compile (the train step was compiled before "
+                "the loop); likely only its dispatch, the device's work landing in the next "
+                "steps")
         if int(numbers[row]) not in listed:
             found.append(Anomaly(int(numbers[row]), t, t / med if med > 0 else math.nan,
                                  cause, evidence))

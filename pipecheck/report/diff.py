@@ -138,6 +138,9 @@ def _first_step(run: ImportedRun) -> str:
     first = run.anomalies[0] if run.anomalies else None
     if first is not None and first.step == run.steps[0].step and first.cause == "compilation":
         return value_text("s", first.time_s)
+    if first is not None and first.step == run.steps[0].step and first.cause == "start-up":
+        return (f"- (step {first.step}, {value_text('s', first.time_s)}, is faster than the "
+                "steady state: compiled before the loop)")
     return f"- (the log starts at step {run.steps[0].step}; no compile step seen)"
 
 

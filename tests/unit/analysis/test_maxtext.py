@@ -217,6 +217,19 @@ def test_clean_run_has_only_the_compile_step():
     assert med == 0.50
 
 
+def test_a_first_step_faster_than_a_step_is_start_up_not_a_compile():
+    # compiled before the loop: the first step logged only dispatched (MaxText's
+    # getting-started page logs step 0 at 0.12x the steady median)
+    for first, cause in [(0.06, "start-up"), (0.49, "start-up"), (0.51, "compilation"),
+                         (30.0, "compilation")]:
+        anomalies, med = maxtext.explain_anomalies(_steps([first] + STEADY), [])
+        assert [(a.step, a.cause) for a in anomalies] == [(0, cause)], first
+        assert med == 0.50
+    anomalies, _ = maxtext.explain_anomalies(_steps([0.06] + STEADY), [])
+    assert "0.12x the steady-state median" in anomalies[0].evidence
+    assert maxtext.CAUSE_TAGS["start-up"] == "warmup"
+
+
 def test_slow_step_outside_the_checkpoint_window_is_unexplained():
     times = [30.0] + STEADY[:4] + [3.0] + STEADY[4:]
     save = LogEvent("checkpoint_save", 1, "Saving checkpoint at step 1", step=1, anchor_step=1)
