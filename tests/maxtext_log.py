@@ -42,7 +42,9 @@ CHECKPOINT_SOURCES = ("checkpointing.py:", "checkpoint_handler.py:", "async_chec
 """The source files, in a line's absl header, of MaxText's and orbax's checkpoint lines."""
 
 MAIN_THREAD, ASYNC_THREAD = 140233681626944, 140218007004928
-START = datetime.datetime(2025, 3, 12, 9, 15, 8)
+START = datetime.datetime(2025, 11, 22, 10, 14, 42)
+"""The training's clock at 0 s: the first step's line lands right after the header's
+lines (written at 10:15:24 on 22 November)."""
 
 
 def header() -> str:

@@ -858,6 +858,31 @@ def _header_times(heads: list[str]) -> tuple[np.ndarray, np.ndarray,
     return has, np.stack([day, secs]), found
 
 
+NEW_YEAR_DAYS = 180
+"""A header dated at least this many days before the header above it (in line order) is
+in the next year, one dated this many days after it back in the year before: an absl
+header has no year, and a run over New Year's Eve goes from ``1231`` to ``0101``."""
+
+
+def _new_years(step_line: np.ndarray, step_days: np.ndarray, other_line: np.ndarray,
+               other_days: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The day numbers of the step lines' and the other lines' headers with a year added
+    after each New Year's Eve the log crosses (``NEW_YEAR_DAYS``), so times never run
+    backwards by a year. Days count in the leap year 2000 (``_DAYS_BEFORE_MONTH``), so a
+    year is its 366 days: 31 December is then the day before 1 January."""
+    both = np.concatenate([step_days, other_days])
+    if not both.size or int(both.max()) - int(both.min()) < NEW_YEAR_DAYS:
+        return step_days, other_days
+    order = np.argsort(np.concatenate([step_line, other_line]), kind="stable")
+    seq = both[order]
+    jump = np.diff(seq)
+    years = np.concatenate([[0], np.cumsum((jump <= -NEW_YEAR_DAYS).astype(np.int64)
+                                           - (jump >= NEW_YEAR_DAYS))])
+    out = np.empty_like(both)
+    out[order] = seq + 366 * years
+    return out[:step_days.size], out[step_days.size:]
+
+
 @dataclasses.dataclass
 class _Headers:
     """Every absl header of a log in two parts, each in line order: the step lines' and the
@@ -884,6 +909,10 @@ class _Headers:
         oline = np.asarray(r.header_line, dtype=np.int64)
         odays = np.asarray(r.header_day, dtype=np.int64)
         osecs = np.asarray(r.header_s, dtype=np.float64)
+        days, odays = _new_years(lines, days, oline, odays)
+        all_days = days if rows is None else read.day.copy()
+        if rows is not None:
+            all_days[rows] = days
         if lines.size and (not oline.size or lines[0] < oline[0]):
             d0, s0 = int(days[0]), float(secs[0])
         elif oline.size:
@@ -892,7 +921,7 @@ class _Headers:
             d0, s0 = 0, 0.0
         return cls(lines, np.round((days - d0) * 86400.0 + (secs - s0), 6), rows,
                    oline, np.round((odays - d0) * 86400.0 + (osecs - s0), 6), (d0, s0),
-                   (read.day, read.secs, odays, osecs))
+                   (all_days, read.secs, odays, osecs))
 
     def next_at(self, lines: np.ndarray) -> np.ndarray:
         """The time of the first header at or after each of ``lines`` (NaN: none)."""
