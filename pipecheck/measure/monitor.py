@@ -42,7 +42,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import signal
@@ -526,7 +525,7 @@ class Monitor:
             StepRecord, steps)
         data = to_dict(dataclasses.replace(result, steps=()))
         data["steps"] = self._encoder.table_json(table)
-        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+        return store.dumps(data)
 
     def _environment(self) -> Mapping[str, object]:
         if self._env is None:

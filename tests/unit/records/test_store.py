@@ -171,3 +171,30 @@ def test_an_estimate_takes_its_statistic_and_n_from_the_distributions_summary():
     assert (m.value, m.n, m.statistic) == (d.summary.mean, 5, "mean")
     assert m.low < m.value < m.high
     assert Estimate.of(d.samples_s) == e and Estimate.of_mean(d.samples_s, 2) == m
+
+
+def test_dumps_lays_a_record_out_one_key_and_one_list_item_a_line():
+    data = {"kind": "imported", "events": [{"kind": "a", "line": 1}, {"kind": "b", "line": 2}],
+            "samples": [0.5, 1.25, None], "nested": {"empty": {}, "none": [], "pairs": [[1, 2]]},
+            "text": "caf\u00e9 \"q\""}
+    text = store.dumps(data)
+    assert json.loads(text) == data
+    assert text.splitlines() == [
+        "{",
+        '  "kind": "imported",',
+        '  "events": [',
+        '    {"kind": "a", "line": 1},',
+        '    {"kind": "b", "line": 2}',
+        "  ],",
+        '  "samples": [0.5, 1.25, null],',
+        '  "nested": {',
+        '    "empty": {},',
+        '    "none": [],',
+        '    "pairs": [',
+        "      [1, 2]",
+        "    ]",
+        "  },",
+        '  "text": "caf\\u00e9 \\"q\\""',
+        "}"]
+    with pytest.raises(ValueError):
+        store.dumps({"x": float("nan")})
