@@ -118,9 +118,14 @@ _ACTIVITY_HINT = re.compile(
 _STEP_KEYS = {
     "seconds": "time_s",
     "TFLOP/s/device": "tflops_per_s_per_device",
+    "TFLOP/s": "tflops_per_s_per_device",
     "Tokens/s/device": "tokens_per_s_per_device",
     "loss": "loss",
 }
+"""The step line's keys read into ``LogStep`` fields (any other key is a metric). MaxText
+before 2024 printed the same per-device value as ``TFLOP/s`` (its ``write_metrics``:
+``TFLOP/s: {metrics['scalar']['perf/per_device_tflops_per_sec']}``), later as
+``TFLOP/s/device``."""
 
 
 PROGRESS_EVERY_LINES = 20000
