@@ -319,6 +319,13 @@ def test_per_train_step_total_tflops_on_a_later_line():
     assert reader.import_lines(lines, "inline").total_tflops_per_step == 6.20
 
 
+def test_per_train_step_total_tflops_on_the_older_single_line():
+    # MaxText before mid-2024 (the real GPU logs of March 2024): one line, no colon
+    lines = ["# Per train step, total TFLOPs will be 137.33, split as 98.65% learnable "
+             "weight flops and 1.35% attention flops", _step_line(0, 1.0)]
+    assert reader.import_lines(lines, "inline").total_tflops_per_step == 137.33
+
+
 def test_no_step_lines_is_a_clear_error(tmp_path):
     p = tmp_path / "train.log"
     p.write_text(HEADER + "number parameters: 0.552 billion\nhello\n")
