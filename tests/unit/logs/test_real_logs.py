@@ -146,3 +146,8 @@ def test_the_xpk_guides_older_step_line_gives_tflops_per_device():
     assert run.steps[1].tflops_per_s_per_device == 72.958
     steady = run.steady_steps.column("tflops_per_s_per_device")
     assert float(np.median(steady)) == pytest.approx(53.562)
+
+
+def test_the_older_one_line_total_tflops_is_read_from_the_gpu_logs():
+    assert import_log(REAL / "maxtext_gpu_gpt3_22b_1node.log").total_tflops_per_step == 137.33
+    assert import_log(REAL / "maxtext_gpu_llama2_nsys_a.log").total_tflops_per_step == 1033.20
