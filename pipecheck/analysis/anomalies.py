@@ -294,8 +294,10 @@ def label(
             out.append(Anomaly(number, t, ratio, CAUSE_ATTRIBUTION,
                                attribution_evidence(source, number)))
         else:
+            before = ("the step before it is not in the log" if i == 0
+                      else "the step before it was not slow")
             out.append(Anomaly(number, t, ratio, CAUSE_UNEXPLAINED,
-                               "implausibly fast, and the step before it was not slow"))
+                               f"implausibly fast, and {before}"))
             source = None
     return out, med
 

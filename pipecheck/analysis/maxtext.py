@@ -3,10 +3,10 @@ the analysis of what ``logs.maxtext`` read (pure: lines, columns and events in, 
 out).
 
 **Steady state.** Every logged step except the first when the log shows the run starting
-(it includes compilation; an excerpt or a resumed run that starts past step 1 without the
-start-up lines does not claim a compile step it never saw), the first step after a restart
-or restore, and the steps ``anomalies.flag_outliers`` finds far from the others (the rule
-every run uses).
+(it includes compilation; an excerpt or a resumed run that starts past the run's first
+step, ``FIRST_STEP_BY_LAG``, without the start-up lines does not claim a compile step it
+never saw), the first step after a restart or restore, and the steps
+``anomalies.flag_outliers`` finds far from the others (the rule every run uses).
 
 **Causes.** Each slow step gets a likely cause from what the log holds, in this order:
 by **timestamp overlap** where the step's interval and the event's time are both known,
@@ -108,6 +108,12 @@ CAUSE_RESTART = "restart"
 CAUSE_START_UP = "start-up"
 CAUSE_TAGS.update({CAUSE_EVAL: "eval", CAUSE_PROFILER: "profile", CAUSE_RESTART: "restart",
                    CAUSE_START_UP: "warmup"})
+
+FIRST_STEP_BY_LAG = {1: 0, 0: 1}
+"""The step a run starts at, by how its log writes step lines (``log_lag``): MaxText's
+metric logger (one step late) counts from 0, Tunix's trainers (at once) from 1. A log
+without start-up lines whose first step is later (a MaxText log starting at step 1: the
+excerpt left out step 0) shows no compile step."""
 
 FIRST_STEP_COMPILE_RATIO = 1.0
 """A first step logged faster than this share of the steady-state median holds no compile
@@ -442,13 +448,14 @@ class ActivityLookup:
         return out
 
 
-def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool
-               ) -> dict[int, tuple[str, str]]:
+def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool,
+               lag: int = LOG_LAG_STEPS) -> dict[int, tuple[str, str]]:
     """The rows kept out of the steady state by design, with their cause: the first step
-    when the log shows the run starting (its start-up lines, or a first step of 0 or 1),
-    and the first step after each restart or restore the log shows later on."""
+    when the log shows the run starting (its start-up lines, or a first step of 0, or the
+    first step its ``lag`` tells, ``FIRST_STEP_BY_LAG``), and the first step after each
+    restart or restore the log shows later on."""
     out: dict[int, tuple[str, str]] = {}
-    if numbers.size and (start_seen or int(numbers[0]) <= 1):
+    if numbers.size and (start_seen or int(numbers[0]) in (0, FIRST_STEP_BY_LAG.get(lag))):
         dumps = [e for e in events if e.kind == "hlo_dump" and e.anchor_step is None]
         dumping = (f"; the run dumps HLO while compiling (line {dumps[0].line}: "
                    f"{dumps[0].text})" if dumps else "")
@@ -494,7 +501,7 @@ def explain_anomalies(
     by_order = sorted((e.anchor_step, k, e) for k, e in enumerate(events)
                       if e.kind in CHECKPOINT_EVENTS and e.anchor_step is not None)
     anchors = [a for a, _, _ in by_order]
-    apart = first_rows(numbers, events, start_seen)
+    apart = first_rows(numbers, events, start_seen, lag)
 
     def explain(i: int, median: float) -> tuple[str, str]:
         if i in apart:
@@ -514,11 +521,13 @@ def explain_anomalies(
             return ACTIVITY_CAUSES[beside[0].family][0], "; ".join(texts[:3])
         if found:
             return CAUSE_CHECKPOINT, "; ".join(found[:3])
+        first = ("; the log starts at it, past the run's first step: what ran before "
+                 "it is not in the log" if i == 0 else "")
         if timed:
             return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or "
-                    "blocking during it by the log's timestamps")
+                    "blocking during it by the log's timestamps" + first)
         return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save, eval, profiler window or "
-                "restart ran during it by line order")
+                "restart ran during it by line order" + first)
 
     candidate = np.ones(len(steps), dtype=bool)
     candidate[list(apart)] = False

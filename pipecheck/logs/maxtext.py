@@ -84,6 +84,9 @@ _WAIT_STEP = re.compile(
 )
 _PER_STEP = re.compile(r"Per train step:")
 _TOTAL_TFLOPS = re.compile(rf"Total TFLOPs:\s*({_NUM})")
+# MaxText before mid-2024 wrote the total on one line: "Per train step, total TFLOPs will
+# be 1033.20, split as 96.17% learnable weight flops and 3.83% attention flops"
+_TOTAL_TFLOPS_ONE_LINE = re.compile(rf"Per train step, total TFLOPs will be\s*({_NUM})")
 _CONFIG = re.compile(r"Config param\s+(\w+):\s*(.*?)\s*$")
 
 # Events that are not orbax's async machinery: (kind, pattern). The first match wins.
@@ -118,9 +121,14 @@ _ACTIVITY_HINT = re.compile(
 _STEP_KEYS = {
     "seconds": "time_s",
     "TFLOP/s/device": "tflops_per_s_per_device",
+    "TFLOP/s": "tflops_per_s_per_device",
     "Tokens/s/device": "tokens_per_s_per_device",
     "loss": "loss",
 }
+"""The step line's keys read into ``LogStep`` fields (any other key is a metric). MaxText
+before 2024 printed the same per-device value as ``TFLOP/s`` (its ``write_metrics``:
+``TFLOP/s: {metrics['scalar']['perf/per_device_tflops_per_sec']}``), later as
+``TFLOP/s/device``."""
 
 
 PROGRESS_EVERY_LINES = 20000
@@ -360,6 +368,8 @@ class _Reader:
             if used >= p.memory.get("device_in_use_gb", -1.0):
                 p.memory["device_in_use_gb"] = used
                 p.memory["device_limit_gb"] = limit
+        elif m := _TOTAL_TFLOPS_ONE_LINE.search(line):
+            p.total_tflops_per_step = float(m.group(1))
         elif _PER_STEP.search(line):
             pending = True
             if mf := _TOTAL_TFLOPS.search(line):

@@ -230,6 +230,35 @@ def test_a_first_step_faster_than_a_step_is_start_up_not_a_compile():
     assert maxtext.CAUSE_TAGS["start-up"] == "warmup"
 
 
+def test_a_log_without_its_start_claims_the_first_step_only_where_its_logger_starts():
+    # MaxText's metric logger (one step late) counts from 0: a log without start-up lines
+    # whose first step is 1 left step 0 out (the real XPK guide's and PR 4847's excerpts);
+    # Tunix's trainers (at once) count from 1, so there step 1 is the compile step
+    def steps_from_1(times):
+        return [LogStep(step=i + 1, time_s=t) for i, t in enumerate(times)]
+
+    for lag, cause in [(0, "compilation"), (1, "unexplained")]:
+        found, _ = maxtext.explain_anomalies(steps_from_1([8.7] + STEADY), [],
+                                             start_seen=False, lag=lag)
+        assert [(a.step, a.cause) for a in found] == [(1, cause)], lag
+    found, _ = maxtext.explain_anomalies(steps_from_1([8.7] + STEADY), [], start_seen=False,
+                                         lag=1)
+    assert found[0].evidence.endswith("the log starts at it, past the run's first step: "
+                                      "what ran before it is not in the log")
+    # a fast first step of such an excerpt: its work went to the step the log left out
+    found, _ = maxtext.explain_anomalies(steps_from_1([0.03] + STEADY), [],
+                                         start_seen=False, lag=1)
+    assert [(a.step, a.cause, a.evidence) for a in found] == [
+        (1, "unexplained", "implausibly fast, and the step before it is not in the log")]
+    # the start-up lines seen, or a first step of 0, still claim it whatever the lag
+    for lag in (0, 1):
+        found, _ = maxtext.explain_anomalies(steps_from_1([8.7] + STEADY), [], lag=lag)
+        assert [(a.step, a.cause) for a in found] == [(1, "compilation")]
+        found, _ = maxtext.explain_anomalies(_steps([8.7] + STEADY), [], start_seen=False,
+                                             lag=lag)
+        assert [(a.step, a.cause) for a in found] == [(0, "compilation")]
+
+
 def test_slow_step_outside_the_checkpoint_window_is_unexplained():
     times = [30.0] + STEADY[:4] + [3.0] + STEADY[4:]
     save = LogEvent("checkpoint_save", 1, "Saving checkpoint at step 1", step=1, anchor_step=1)
@@ -288,6 +317,13 @@ def test_per_train_step_total_tflops_on_a_later_line():
     lines = [HEADER + "Per train step:", "I0312 1:1:1.1 2 x.py:1] interleaved",
              " Total TFLOPs: 6.20 ", _step_line(0, 1.0)]
     assert reader.import_lines(lines, "inline").total_tflops_per_step == 6.20
+
+
+def test_per_train_step_total_tflops_on_the_older_single_line():
+    # MaxText before mid-2024 (the real GPU logs of March 2024): one line, no colon
+    lines = ["# Per train step, total TFLOPs will be 137.33, split as 98.65% learnable "
+             "weight flops and 1.35% attention flops", _step_line(0, 1.0)]
+    assert reader.import_lines(lines, "inline").total_tflops_per_step == 137.33
 
 
 def test_no_step_lines_is_a_clear_error(tmp_path):

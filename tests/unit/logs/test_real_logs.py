@@ -138,3 +138,16 @@ def test_the_lag_of_each_log_is_told_from_its_timestamps():
     assert lag("maxtext_v6e_linen.log") == 1  # MaxText's metric logger: one step late
     assert lag("maxtext_tpu_dpo_qwen3.log") == 0  # Tunix's trainer: at once
     assert lag("maxtext_gpu_llama2_nsys_a.log") == 1  # bare lines: MaxText's default
+
+
+def test_the_xpk_guides_older_step_line_gives_tflops_per_device():
+    # Oct 2023 MaxText: "TFLOP/s: 72.958" is the per-device value (its write_metrics)
+    run = import_log(REAL / "maxtext_tpu_v5e_xpk_cloud_logging.log")
+    assert run.steps[1].tflops_per_s_per_device == 72.958
+    steady = run.steady_steps.column("tflops_per_s_per_device")
+    assert float(np.median(steady)) == pytest.approx(53.562)
+
+
+def test_the_older_one_line_total_tflops_is_read_from_the_gpu_logs():
+    assert import_log(REAL / "maxtext_gpu_gpt3_22b_1node.log").total_tflops_per_step == 137.33
+    assert import_log(REAL / "maxtext_gpu_llama2_nsys_a.log").total_tflops_per_step == 1033.20

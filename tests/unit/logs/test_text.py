@@ -86,3 +86,14 @@ def test_metric_logger_variants_are_read(tmp_path):
     assert run.unreadable_lines == 1
     assert [e.kind for e in run.events] == ["profiler_boundary"]
     assert run.nonfinite_loss_from == 3
+
+
+def test_the_older_tflops_key_is_read_as_the_per_device_value(tmp_path):
+    # MaxText before 2024 printed the per-device TFLOP/s as "TFLOP/s:"
+    lines = [f"completed step: {n}, seconds: 0.281, TFLOP/s: 53.5{n % 10}, loss: 6.5"
+             for n in range(30)]
+    p = tmp_path / "old.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = import_log(p)
+    assert [s.tflops_per_s_per_device for s in run.steps][:3] == [53.50, 53.51, 53.52]
+    assert "TFLOP/s" not in run.steps[0].metrics
