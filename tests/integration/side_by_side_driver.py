@@ -8,9 +8,10 @@ the pytest process has JAX imported (some test modules import it at collection),
 ``same``: for each pair, the runs read side by side (``min_bytes=MIN_BYTES``) and one after
 the other; prints one JSON line per pair: forks made, summaries, diff records, reports
 equal. ``cli``: ``main(["diff", A, B])`` with B read side by side, after planting FAULT in
-the child's ``load_run`` (``none`` plants nothing), and, for ``none``, then one after the
-other; prints one JSON line with the exit codes, stdout, stderr, any exception that left
-``main``, the forks made and the child processes left.
+the child's ``load_run`` (``none`` plants nothing; ``slow`` slows both reads, for a signal
+to land in), and, for ``none``, then one after the other; prints one JSON line with the
+exit codes, stdout, stderr, any exception that left ``main``, the forks made and the child
+processes left.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -76,10 +78,17 @@ def _fault(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+SLOW_S = 30.0
+"""How long the ``slow`` fault makes each read: far longer than any test waits."""
+
+
 def plant(fault: str) -> None:
-    """``load_run`` raises ``fault`` in the child only (this process reads as usual)."""
+    """``load_run`` raises ``fault`` in the child only (this process reads as usual);
+    ``slow`` makes both processes' reads take ``SLOW_S`` longer."""
     def faulty(path: Any, progress: Any = side_by_side.NO_PROGRESS) -> Any:
-        if os.getpid() != PARENT:
+        if fault == "slow":
+            time.sleep(SLOW_S)
+        elif os.getpid() != PARENT:
             _fault(fault)
         return load_run(path, progress)
 
