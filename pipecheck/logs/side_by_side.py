@@ -17,6 +17,7 @@ the child ends when it finds the pipe closed).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pickle
@@ -24,7 +25,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Iterator
 
 from pipecheck.errors import PipecheckError, one_line
 from pipecheck.logs.runs import is_result_file, load_run
@@ -76,9 +77,11 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
     limit = SIDE_BY_SIDE_MIN_BYTES if min_bytes is None else min_bytes
     if why_one_after_the_other(a, b, limit) is not None:
         return load_run(a, progress), load_run(b, progress)
-    child = ChildRead.start(b)
-    size = os.path.getsize(b)
+    child: ChildRead | None = None
     try:
+        with sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
+            child = ChildRead.start(b)
+        size = os.path.getsize(b)
         # A bar (drawn on a terminal only), so a piped stderr holds what it always did.
         with progress.task(f"reading {os.path.basename(str(b))} alongside, in a second "
                            "process", size, "B") as task:
@@ -86,8 +89,19 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
             run_b = child.result()
             task.advance(size)
     finally:
-        child.reap()
+        if child is not None:
+            child.reap()
     return run_a, run_b
+
+
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """SIGINT blocked within: a Ctrl-C meanwhile is raised (KeyboardInterrupt) once it ends."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class ChildRead:
@@ -145,13 +159,10 @@ class ChildRead:
         if self._status is not None:
             return
         self._pipe.close()
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
+        with sigint_held():
             if not self._ending:  # still reading: this process stopped waiting for it
                 _kill_unless_done(self.pid)
             self._status = os.waitpid(self.pid, 0)[1]
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _kill_unless_done(pid: int) -> None:
@@ -183,6 +194,7 @@ def _detach(parent: int) -> None:
     """Make the child quiet and dependent: Ctrl-C ends it, it dies with its parent, and its
     stdout and stderr go nowhere."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # held over the fork
     if sys.platform.startswith("linux"):
         ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent:  # the parent died before prctl took effect
