@@ -52,7 +52,7 @@ def why_one_after_the_other(a: str | os.PathLike[str], b: str | os.PathLike[str]
     """Why A and B are to be read one after the other, or None to read them side by side."""
     if not hasattr(os, "fork"):
         return "no os.fork on this platform"
-    if (os.cpu_count() or 1) < 2:
+    if usable_cpus() < 2:
         return "one CPU"
     if "jax" in sys.modules:
         return "JAX is imported (forking after it started is unsafe)"
@@ -67,6 +67,13 @@ def why_one_after_the_other(a: str | os.PathLike[str], b: str | os.PathLike[str]
     except (OSError, PipecheckError):
         return "an input cannot be read (load_run says why)"
     return None
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],

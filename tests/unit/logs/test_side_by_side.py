@@ -33,7 +33,13 @@ def safe(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process where a fork is safe: no JAX imported (for this test), one thread."""
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(side_by_side, "usable_cpus", lambda: 2)
+
+
+def test_usable_cpus_follow_the_affinity():
+    assert 1 <= side_by_side.usable_cpus() <= (os.cpu_count() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        assert side_by_side.usable_cpus() == len(os.sched_getaffinity(0))
 
 
 def _why(*args: object) -> str:
@@ -61,7 +67,7 @@ def test_small_logs_a_result_json_or_an_unsafe_process_are_read_one_after_the_ot
         m.setattr(threading, "active_count", lambda: 2)
         assert "thread" in _why(A, B, 0)
     with monkeypatch.context() as m:
-        m.setattr(os, "cpu_count", lambda: 1)
+        m.setattr(side_by_side, "usable_cpus", lambda: 1)
         assert _why(A, B, 0) == "one CPU"
     with monkeypatch.context() as m:
         m.delattr(os, "fork")
