@@ -14,7 +14,7 @@ from pipecheck.cli.options import (
 )
 from pipecheck.cli.progress import command_progress
 from pipecheck.logs.maxtext import import_log
-from pipecheck.logs.runs import load_run
+from pipecheck.logs.side_by_side import load_runs
 from pipecheck.report.diff import format_diff, format_imported
 
 
@@ -34,7 +34,8 @@ def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> Non
     """
     check_outputs(force, json_path)
     progress = command_progress(quiet)
-    result = diff_runs(load_run(a, progress), load_run(b, progress), progress=progress)
+    run_a, run_b = load_runs(a, b, progress)
+    result = diff_runs(run_a, run_b, progress=progress)
     click.echo(format_diff(result))
     save_json(result, json_path, force)
 

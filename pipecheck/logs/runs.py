@@ -17,12 +17,23 @@ JSON_PROBE_CHARS = 4096
 """Characters read to tell a JSON result (starts with ``{`` after blanks) from a log."""
 
 
+def _starts_like_json(head: str) -> bool:
+    return head.lstrip().startswith("{")
+
+
+def is_result_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` starts like a pipecheck result (JSON), not a log, as ``load_run``
+    tells them apart; a file it cannot open is a LogFormatError."""
+    with open_text(path) as f:
+        return _starts_like_json(f.read(JSON_PROBE_CHARS))
+
+
 def load_run(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> RunSummary:
     """A pipecheck result JSON or a MaxText training log, told apart by content. A log is
     streamed, never read whole."""
     with open_text(path) as f:
         head = f.read(JSON_PROBE_CHARS)
-        is_json = head.lstrip().startswith("{")
+        is_json = _starts_like_json(head)
         text = head + f.read() if is_json else ""
     if is_json:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.diff import DiffResult
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
-from pipecheck.records.steps import decode_array
+from pipecheck.records.steps import Floats, decode_array, float_column
 from pipecheck.records.synthetic import SyntheticResult
 
 LOGS = pathlib.Path(__file__).parents[2] / "data"
@@ -172,3 +173,16 @@ def test_a_float_column_made_from_an_array_keeps_it_read_only():
     assert pickle.loads(pickle.dumps(d)) == d
     again = Distribution.from_dict(json.loads(json.dumps(d.to_dict())))
     assert again == d and isinstance(again.samples_s, Floats)
+
+
+def test_a_float_column_pickles_as_its_array():
+    """diff hands B's summary back from a second process pickled: a column travels as its
+    array (8 bytes a value), not as a tuple of floats and the array too."""
+    values = np.linspace(0.5, 1.5, 100_000)
+    col = float_column(values)
+    data = pickle.dumps(col, protocol=pickle.HIGHEST_PROTOCOL)
+    back = pickle.loads(data)
+    assert type(back) is Floats and back == col
+    assert np.array_equal(np.asarray(back), values)
+    assert not np.asarray(back).flags.writeable
+    assert len(data) < 1.1 * values.nbytes

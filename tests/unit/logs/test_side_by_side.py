@@ -1,0 +1,113 @@
+"""When diff reads B in a second process, and how an error travels back from it
+(pipecheck/logs/side_by_side.py). Nothing here forks: the pytest process has JAX imported,
+where a fork is refused; tests/integration/test_diff_side_by_side.py forks, in fresh
+processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pickle
+import sys
+import threading
+
+import pytest
+
+from pipecheck.errors import LogFormatError, PipecheckError, ResultFormatError
+from pipecheck.logs import side_by_side
+from pipecheck.logs.runs import load_run
+from pipecheck.logs.side_by_side import (
+    SIDE_BY_SIDE_MIN_BYTES,
+    load_runs,
+    portable,
+    why_one_after_the_other,
+)
+
+DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
+A, B = DATA / "maxtext_a.log", DATA / "maxtext_b.log"
+
+
+@pytest.fixture
+def safe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process where a fork is safe: no JAX imported (for this test), one thread."""
+    monkeypatch.delitem(sys.modules, "jax", raising=False)
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(side_by_side, "usable_cpus", lambda: 2)
+
+
+def test_usable_cpus_follow_the_affinity():
+    assert 1 <= side_by_side.usable_cpus() <= (os.cpu_count() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        assert side_by_side.usable_cpus() == len(os.sched_getaffinity(0))
+
+
+def _why(*args: object) -> str:
+    return why_one_after_the_other(*args) or ""  # type: ignore[arg-type]
+
+
+def test_large_logs_go_side_by_side(safe):
+    assert why_one_after_the_other(A, B, min_bytes=0) is None
+
+
+def test_small_logs_a_result_json_or_an_unsafe_process_are_read_one_after_the_other(
+        safe, monkeypatch, tmp_path):
+    assert "under 4,194,304 bytes" in _why(A, B)
+    assert A.stat().st_size < SIDE_BY_SIDE_MIN_BYTES
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"kind": "imported"}))
+    assert "pipecheck result" in _why(A, record, 0)
+    assert "pipecheck result" in _why(record, B, 0)
+    assert "cannot be read" in _why(A, tmp_path / "gone.log", 0)
+
+    with monkeypatch.context() as m:
+        m.setitem(sys.modules, "jax", object())
+        assert "JAX" in _why(A, B, 0)
+    with monkeypatch.context() as m:
+        m.setattr(threading, "active_count", lambda: 2)
+        assert "thread" in _why(A, B, 0)
+    with monkeypatch.context() as m:
+        m.setattr(side_by_side, "usable_cpus", lambda: 1)
+        assert _why(A, B, 0) == "one CPU"
+    with monkeypatch.context() as m:
+        m.delattr(os, "fork")
+        assert "fork" in _why(A, B, 0)
+
+
+def test_one_after_the_other_is_load_run_twice_without_a_fork(monkeypatch):
+    def no_fork(path):
+        raise AssertionError("forked")
+
+    monkeypatch.setattr(side_by_side.ChildRead, "start", no_fork)
+    monkeypatch.setitem(sys.modules, "jax", object())  # refused whatever the sizes
+    got = load_runs(A, B, min_bytes=0)
+    assert [r.to_dict() for r in got] == [load_run(A).to_dict(), load_run(B).to_dict()]
+
+
+def test_an_error_that_pickles_travels_as_itself_with_the_childs_stack():
+    try:
+        raise LogFormatError("b.log has no 'completed step: N, seconds: ...' lines")
+    except LogFormatError as e:
+        back = pickle.loads(pickle.dumps(portable(e, "b.log")))
+    assert type(back) is LogFormatError and back.exit_code == 2
+    assert str(back) == "b.log has no 'completed step: N, seconds: ...' lines"
+    assert "in a second process" in back.__notes__[0] and "Traceback" in back.__notes__[0]
+
+
+class _TwoParts(ResultFormatError):
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+
+
+class _HoldsALambda(Exception):
+    def __init__(self) -> None:
+        super().__init__("holds a lambda")
+        self.f = lambda: None
+
+
+def test_an_error_that_cannot_travel_comes_back_as_the_nearest_kind():
+    back = pickle.loads(pickle.dumps(portable(_TwoParts("b.log", "bad"), "b.log")))
+    assert type(back) is PipecheckError and back.exit_code == 2
+    assert str(back) == "b.log: bad"
+    back2 = pickle.loads(pickle.dumps(portable(_HoldsALambda(), "b.log")))
+    assert type(back2) is RuntimeError and str(back2) == "_HoldsALambda: holds a lambda"
