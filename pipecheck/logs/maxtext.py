@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import io
 import itertools
 import math
 import operator
@@ -42,7 +43,8 @@ import numpy as np
 
 from pipecheck.analysis.maxtext import ParsedLog, summarize
 from pipecheck.errors import LogFormatError
-from pipecheck.logs.text import file_size, open_text
+from pipecheck.logs import forked
+from pipecheck.logs.text import GZIP_MAGIC, file_size, open_text
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.imported import ImportedRun, LogEvent, LogStep
 from pipecheck.records.steps import StepTable
@@ -262,6 +264,9 @@ class _Reader:
         self.header_s: list[float] = []
         self.header_clock: list[str] = []
         self.pending_tflops = False
+        self.started_by_config = False
+        """A ``Config param`` line came before any step line read so far (one way the log
+        shows the run starting; the others set ``p.start_seen`` whatever came before)."""
 
     def read(self, lines: list[str], first: int) -> int:
         """Read ``lines`` numbered from ``first``; returns the next line number."""
@@ -381,7 +386,7 @@ class _Reader:
         elif m := _CONFIG.search(line):
             p.config[m.group(1)] = _config_value(m.group(2))
             if line_no < self.first_step_line:
-                p.start_seen = True
+                self.started_by_config = True
         return pending
 
 
@@ -976,6 +981,7 @@ def _finish(r: _Reader) -> None:
     """The step lines' numbers joined into ``r.p``'s steps, and the events made with their
     times (see ``_Reader``)."""
     p = r.p
+    p.start_seen = p.start_seen or r.started_by_config
     read = _StepColumns.join(r.chunks)
     r.chunks = []
     step_line = (np.concatenate(r.chunk_lines) if r.chunk_lines
@@ -1080,11 +1086,170 @@ def parse_lines(lines: Iterable[str] | TextIO,
     return r.p
 
 
+HALVES_MIN_BYTES = 32 << 20
+"""A plain log of at least this size (32 MiB, ~150,000 steps) is read in two halves at
+once (``parse_file``). Measured with ``benchmarks/long_runs.py`` on the 2-core machine:
+FILL IN."""
+
+
+def parse_file(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
+               min_bytes: int | None = None) -> ParsedLog:
+    """A log file read as ``parse_lines`` reads it, into the same ``ParsedLog``: a plain
+    file of at least ``min_bytes`` (``HALVES_MIN_BYTES``) in two halves at once where a
+    fork is safe (``forked.why_not_fork``), the second half's lines in a forked child, cut
+    after the line end nearest past its middle. The child reads its step lines into
+    numbers and its other lines into events, header times and facts; this process reads
+    the first half, then joins the two (``_join_half``) as if it had read on. ``progress``
+    hears of the bytes read."""
+    limit = HALVES_MIN_BYTES if min_bytes is None else min_bytes
+    with open_text(path) as f:  # the same checks and errors (missing, binary, corrupt gzip)
+        cut = _half_way(path, limit)
+        if cut is None:
+            with progress.task(_reading(path), file_size(path), "B") as task:
+                return parse_lines(f, task.advance)
+    return _parse_in_halves(path, cut, progress)
+
+
+def _reading(path: str | os.PathLike[str]) -> str:
+    return f"reading {os.path.basename(str(path))}"
+
+
+def _parse_in_halves(path: str | os.PathLike[str], cut: int, progress: Progress = NO_PROGRESS,
+                     start: Callable[..., forked.Child] = forked.Child.run) -> ParsedLog:
+    """``parse_file`` cut at byte ``cut`` (just after a line end); ``start`` runs the
+    second half's read (a fork, ``forked.Child.run``), before any progress is shown (a
+    progress bar's thread would make forking unsafe)."""
+    child: forked.Child | None = None
+    try:
+        with forked.sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
+            child = start(str(path), _read_from, str(path), cut)
+        with progress.task(_reading(path), file_size(path), "B") as task:
+            r, n = _Reader(), 1
+            with open(path, "rb") as raw:
+                first = io.TextIOWrapper(io.BufferedReader(_Prefix(raw, cut)),
+                                         encoding="utf-8", errors="replace", newline="")
+                for block in _file_lines(first, task.advance):
+                    n = r.read(block, n)
+            half: _Half = child.result()
+            task.advance(file_size(path) - cut)
+    finally:
+        if child is not None:
+            child.reap()
+    if r.pending_tflops:  # a total TFLOPs line of the first half's may follow: read on
+        with open(path, "rb") as raw:
+            raw.seek(cut)
+            for block in _file_lines(io.TextIOWrapper(raw, encoding="utf-8", errors="replace",
+                                                      newline=""), None):
+                n = r.read(block, n)
+    else:
+        n = _join_half(r, half, n)
+    _finish(r)
+    r.p.lines = n - 1
+    return r.p
+
+
+def _half_way(path: str | os.PathLike[str], min_bytes: int) -> int | None:
+    """Where to cut a log into halves (the byte after the line end nearest past its
+    middle), or None to read it in one pass: a fork is not safe here, the file is smaller
+    than ``min_bytes``, gzip, or has no line end past its middle."""
+    if forked.why_not_fork() is not None:
+        return None
+    size = file_size(path)
+    if size < max(min_bytes, 2):
+        return None
+    with open(path, "rb") as raw:
+        if raw.read(2) == GZIP_MAGIC:
+            return None
+        raw.seek(size // 2)
+        while chunk := raw.read(1 << 16):
+            at = chunk.find(b"\n")
+            if at >= 0:
+                cut = raw.tell() - len(chunk) + at + 1
+                return cut if cut < size else None
+    return None
+
+
+class _Prefix(io.RawIOBase):
+    """The first ``size`` bytes of a binary file, as a stream of its own."""
+
+    def __init__(self, raw: io.BufferedReader, size: int) -> None:
+        self.raw, self.left = raw, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.left <= 0:
+            return 0
+        got = self.raw.readinto(memoryview(buffer)[:min(len(buffer), self.left)])
+        self.left -= got or 0
+        return got or 0
+
+
+@dataclasses.dataclass
+class _Half:
+    """What the child read of a log's second half (``_read_from``), its lines numbered
+    from 1: the reader's state, to be joined to the first half's (``_join_half``)."""
+
+    reader: _Reader
+    lines: int
+
+
+def _read_from(path: str, cut: int) -> _Half:
+    """The lines of ``path`` from byte ``cut`` on, read as ``parse_lines`` reads a file."""
+    r, n = _Reader(), 1
+    with open(path, "rb") as raw:
+        raw.seek(cut)
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
+        for block in _file_lines(text, None):
+            n = r.read(block, n)
+    return _Half(r, n - 1)
+
+
+def _join_half(r: _Reader, half: _Half, n: int) -> int:
+    """Join what the child read of the second half (``half``) to ``r``, the first half's
+    reader, as if ``r`` had read on from line ``n``; returns the next line number. Each
+    fact is joined the way reading on would have set it: a later value wins, the largest
+    device memory in use (a later tie wins), counts add up, and a ``Config param`` line
+    shows the run starting only where no step line came before it."""
+    h, offset = half.reader, n - 1
+    if r.first_step_line == math.inf:
+        r.started_by_config = r.started_by_config or h.started_by_config
+        r.first_step_line = h.first_step_line + offset
+    r.chunks += h.chunks
+    r.chunk_lines += [lines + offset for lines in h.chunk_lines]
+    r.pending += [dataclasses.replace(e, line=e.line + offset) for e in h.pending]
+    r.header_line += [line + offset for line in h.header_line]
+    r.header_day += h.header_day
+    r.header_s += h.header_s
+    r.header_clock += h.header_clock
+    p, q = r.p, h.p
+    p.start_seen = p.start_seen or q.start_seen
+    p.env.update(q.env)
+    p.config.update(q.config)
+    p.params = q.params if q.params is not None else p.params
+    p.total_tflops_per_step = (q.total_tflops_per_step if q.total_tflops_per_step is not None
+                               else p.total_tflops_per_step)
+    p.unreadable_steps += q.unreadable_steps
+    in_use = q.memory.get("device_in_use_gb")
+    if in_use is not None and in_use >= p.memory.get("device_in_use_gb", -1.0):
+        p.memory.update(q.memory)
+    else:
+        p.memory.update({k: v for k, v in q.memory.items()
+                         if k not in ("device_in_use_gb", "device_limit_gb")})
+    r.pending_tflops = h.pending_tflops
+    return n + half.lines
+
+
 def import_lines(lines: Iterable[str], source: str,
                  progress: Callable[[int], None] | None = None) -> ImportedRun:
     """Parse a MaxText training log (any iterable of lines, e.g. an open file) into an
     ``ImportedRun``. ``progress`` as in ``parse_lines``."""
-    p = parse_lines(lines, progress)
+    return imported(parse_lines(lines, progress), source)
+
+
+def imported(p: ParsedLog, source: str) -> ImportedRun:
+    """The ``ImportedRun`` of a parsed log, or a LogFormatError when it has no step."""
     if not len(p.steps):
         raise LogFormatError(
             f"{source} has no 'completed step: N, seconds: ...' lines; is it a MaxText "
@@ -1096,6 +1261,4 @@ def import_lines(lines: Iterable[str], source: str,
 def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> ImportedRun:
     """Read and parse a MaxText training log file (plain or gzip), streaming it line by
     line."""
-    with open_text(path) as f, progress.task(f"reading {os.path.basename(str(path))}",
-                                             file_size(path), "B") as task:
-        return import_lines(f, source=str(path), progress=task.advance)
+    return imported(parse_file(path, progress), str(path))
