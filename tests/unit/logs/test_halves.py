@@ -94,19 +94,25 @@ FACTS = [
 ]
 
 
+HELLO = "I0101 09:59:59.000000 1 train.py:1] starting"
+
+
 @pytest.mark.parametrize("lines, end", [
     (FACTS, "\n"),
     (FACTS, "\r\n"),
     (FACTS[4:] + FACTS[:4], "\n"),  # config and facts after the steps, TFLOPs header last
     ([line for line in FACTS if "completed" not in line] + FACTS[5:8], "\n"),
     (["W0101 10:00:00.0 1 x.py:1] caf\u00e9 \u2028 not a line end here", *FACTS], "\n"),
-], ids=["lf", "crlf", "facts-after-steps", "steps-last", "non-ascii"])
+    ([HELLO, FACTS[4], *FACTS[5:8], FACTS[8]], "\n"),  # only a config shows the start
+    ([*FACTS[5:8], FACTS[4]], "\n"),  # a config after the steps shows nothing
+], ids=["lf", "crlf", "facts-after-steps", "steps-last", "non-ascii", "config-start",
+        "config-late"])
 def test_each_fact_joins_as_read_on_wherever_the_cut(tmp_path: pathlib.Path,
                                                       lines: list[str], end: str) -> None:
     log = tmp_path / "facts.log"
     log.write_bytes((end.join(lines) + end).encode() + b"\xff\xfe bad utf-8\n")
     whole = _one_pass(log)
-    assert whole.total_tflops_per_step is not None and whole.memory
+    assert whole.start_seen == (lines[0] == HELLO or len(lines) > 10)
     for cut in _line_ends(log):
         _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
 
