@@ -1,8 +1,10 @@
-"""Where reading diff's two inputs side by side starts to pay: ``load_runs`` with B in a
-second process against one after the other, at growing log sizes.
+"""Where a second process starts to pay: reading diff's two inputs side by side
+(``load_runs`` with B in a second process against one after the other), and reading one
+log in two halves at once (``maxtext.parse_file``, what ``import`` does, against one
+pass), at growing log sizes.
 
     PYTHONPATH=. nice python benchmarks/side_by_side.py [--steps 1000,2000,5000,...]
-        [--repeats 7] [--transfer-steps 1000000]
+        [--repeats 7] [--transfer-steps 1000000] [--halves-steps 20000,50000,...]
 
 For each size, two MaxText logs (``tests/maxtext_log.py``, A around 512 ms a step, B around
 530 ms) are written to a temporary directory, and ``load_runs(A, B)`` is timed with the
@@ -11,7 +13,10 @@ alternating, ``--repeats`` times each; the median wall times and their ratio are
 with the logs' size. ``SIDE_BY_SIDE_MIN_BYTES`` is chosen from where the ratio stays under
 1. Then the hand-back alone: a ``--transfer-steps`` log read in a child, timed from the
 child's first pickled bytes to the summary in the parent's hands (the child's pickling,
-the pipe, the parent's unpickling), and the pickled size.
+the pipe, the parent's unpickling), and the pickled size. Last, for each of
+``--halves-steps``, one log parsed in two halves (``min_bytes=0``) and in one pass,
+alternating, ``--repeats`` times each: ``HALVES_MIN_BYTES`` is chosen from where the ratio
+stays under 1.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pipecheck.logs.maxtext import parse_file  # noqa: E402
 from pipecheck.logs.side_by_side import ChildRead, load_runs  # noqa: E402
 from tests.maxtext_log import write_log  # noqa: E402
 
@@ -69,16 +75,35 @@ def time_transfer(d: str, n: int) -> None:
           f"in the parent (pipe and unpickling), {size / 1e6:.1f} MB pickled")
 
 
+def time_halves(d: str, sizes: list[int], repeats: int) -> None:
+    print("\nsteps    log MB   in halves      one pass              ratio")
+    for n in sizes:
+        log = pathlib.Path(d, f"h_{n}.log")
+        write_log(log, n, seed=1, step_s=0.512)
+        times: dict[str, list[float]] = {"halves": [], "one": []}
+        for _ in range(repeats):
+            for mode, limit in (("halves", 0), ("one", NEVER)):
+                t0 = time.perf_counter()
+                parse_file(log, min_bytes=limit)
+                times[mode].append(time.perf_counter() - t0)
+        halves, one = statistics.median(times["halves"]), statistics.median(times["one"])
+        print(f"{n:>8,} {log.stat().st_size / 2**20:7.2f}   {halves * 1e3:9.1f} ms   "
+              f"{one * 1e3:14.1f} ms      {halves / one:5.2f}", flush=True)
+        log.unlink()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", default="1000,2000,5000,10000,20000,50000,100000")
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--transfer-steps", type=int, default=1_000_000)
+    ap.add_argument("--halves-steps", default="10000,20000,50000,100000,150000,200000")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="pipecheck_side_by_side_") as d:
         time_sizes(d, [int(s) for s in a.steps.split(",") if s], a.repeats)
         if a.transfer_steps:
             time_transfer(d, a.transfer_steps)
+        time_halves(d, [int(s) for s in a.halves_steps.split(",") if s], a.repeats)
 
 
 if __name__ == "__main__":

@@ -521,19 +521,25 @@ def explain_anomalies(
             return ACTIVITY_CAUSES[beside[0].family][0], "; ".join(texts[:3])
         if found:
             return CAUSE_CHECKPOINT, "; ".join(found[:3])
-        first = ("; the log starts at it, past the run's first step: what ran before "
-                 "it is not in the log" if i == 0 else "")
-        if timed:
-            return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save was in flight or "
-                    "blocking during it by the log's timestamps" + first)
-        return (CAUSE_UNEXPLAINED, "slow, and no checkpoint save, eval, profiler window or "
-                "restart ran during it by line order" + first)
+        return CAUSE_UNEXPLAINED, _unexplained(timed, first_logged=i == 0)
 
     candidate = np.ones(len(steps), dtype=bool)
     candidate[list(apart)] = False
     found, med = anomalies.label(numbers, seconds, candidate,
                                  np.zeros(len(steps), dtype=bool), explain)
     return _with_apart(found, med, apart, numbers, seconds), med
+
+
+def _unexplained(timed: bool, first_logged: bool) -> str:
+    """The evidence of a slow step the log holds nothing for: judged by timestamps or by
+    line order; ``first_logged``: the log starts at it, past the run's first step."""
+    text = ("slow, and no checkpoint save was in flight or blocking during it by the log's "
+            "timestamps" if timed else "slow, and no checkpoint save, eval, profiler window "
+            "or restart ran during it by line order")
+    if first_logged:
+        text += "; the log starts at it, past the run's first step: what ran before it is not "
+        text += "in the log"
+    return text
 
 
 def _with_apart(found: list[Anomaly], med: float, apart: dict[int, tuple[str, str]],
