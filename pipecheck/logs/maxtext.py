@@ -1087,9 +1087,11 @@ def parse_lines(lines: Iterable[str] | TextIO,
 
 
 HALVES_MIN_BYTES = 32 << 20
-"""A plain log of at least this size (32 MiB, ~150,000 steps) is read in two halves at
-once (``parse_file``). Measured with ``benchmarks/long_runs.py`` on the 2-core machine:
-FILL IN."""
+"""A plain log of at least this size (32 MiB, ~160,000 steps) is read in two halves at
+once (``parse_file``). ``benchmarks/side_by_side.py`` on the quiet 2-core machine, halves
+against one pass (median of 7 and of 11): 1.05-1.78x the time up to 2 MiB, 0.78-1.14x
+from 4 to 20 MiB (a loss at 8 MiB in one run), 0.88-0.91x at 30-32 MiB, 0.69x at 40 MiB;
+a million steps (211 MB) 0.94 s against 1.5-1.7 s. From 32 MiB on it won every run."""
 
 
 def parse_file(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
