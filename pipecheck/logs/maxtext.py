@@ -1091,7 +1091,8 @@ HALVES_MIN_BYTES = 32 << 20
 once (``parse_file``). ``benchmarks/side_by_side.py`` on the quiet 2-core machine, halves
 against one pass (median of 7 and of 11): 1.05-1.78x the time up to 2 MiB, 0.78-1.14x
 from 4 to 20 MiB (a loss at 8 MiB in one run), 0.88-0.91x at 30-32 MiB, 0.69x at 40 MiB;
-a million steps (211 MB) 0.94 s against 1.5-1.7 s. From 32 MiB on it won every run."""
+a million steps (211 MB) 1.06-1.18 s against 1.47-1.60 s (0.76x). From 32 MiB on it won every
+run."""
 
 
 def parse_file(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
