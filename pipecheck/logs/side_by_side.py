@@ -4,7 +4,7 @@ A; B's ``RunSummary`` comes back pickled through a pipe.
 ``load_runs`` is what ``pipecheck diff`` reads its inputs with. Where a second process
 cannot help or is not safe (``why_one_after_the_other``: one core, no ``os.fork``, JAX or a
 second thread already running, small inputs, a result JSON) it reads them one after the
-other with ``load_run``, as ``diff`` always did. Either way the summaries are the same,
+other with ``load_run``. Either way the summaries are the same,
 and so is any error: A's first, then B's, of its own type with its own message.
 
 The child (``forked.Child``: quiet, always reaped, ended by a Ctrl-C or its parent's
@@ -17,12 +17,10 @@ from __future__ import annotations
 import os
 
 from pipecheck.errors import PipecheckError
-from pipecheck.logs.forked import Child, portable, sigint_held, usable_cpus, why_not_fork
+from pipecheck.logs.forked import Child, sigint_held, why_not_fork
 from pipecheck.logs.runs import is_result_file, load_run
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.diff import RunSummary
-
-__all__ = ["ChildRead", "load_runs", "portable", "usable_cpus", "why_one_after_the_other"]
 
 SIDE_BY_SIDE_MIN_BYTES = 4 << 20
 """Both inputs must be MaxText logs of at least this size (4 MiB, ~20,000 steps) to read B

@@ -16,11 +16,11 @@ import pytest
 
 from pipecheck.errors import LogFormatError, PipecheckError, ResultFormatError
 from pipecheck.logs import forked, side_by_side
+from pipecheck.logs.forked import portable
 from pipecheck.logs.runs import load_run
 from pipecheck.logs.side_by_side import (
     SIDE_BY_SIDE_MIN_BYTES,
     load_runs,
-    portable,
     why_one_after_the_other,
 )
 
@@ -37,9 +37,9 @@ def safe(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_usable_cpus_follow_the_affinity():
-    assert 1 <= side_by_side.usable_cpus() <= (os.cpu_count() or 1)
+    assert 1 <= forked.usable_cpus() <= (os.cpu_count() or 1)
     if hasattr(os, "sched_getaffinity"):
-        assert side_by_side.usable_cpus() == len(os.sched_getaffinity(0))
+        assert forked.usable_cpus() == len(os.sched_getaffinity(0))
 
 
 def _why(*args: object) -> str:
