@@ -53,6 +53,6 @@ def import_log_command(log: str, json_path: str | None, force: bool, quiet: bool
     'pipecheck diff' also accepts.
     """
     check_outputs(force, json_path)
-    run = import_log(log, command_progress(quiet))
+    run = import_log(log, command_progress(quiet), to_save=json_path is not None)
     click.echo(format_imported(run))
     save_json(run, json_path, force)

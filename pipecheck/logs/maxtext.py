@@ -47,7 +47,7 @@ from pipecheck.logs import forked
 from pipecheck.logs.text import GZIP_MAGIC, file_size, open_text
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.imported import ImportedRun, LogEvent, LogStep
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import StepTable, compress_ahead
 
 # --- line patterns ---------------------------------------------------------------------
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -1261,7 +1261,12 @@ def imported(p: ParsedLog, source: str) -> ImportedRun:
     return summarize(p, source)
 
 
-def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> ImportedRun:
+def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
+               to_save: bool = False) -> ImportedRun:
     """Read and parse a MaxText training log file (plain or gzip), streaming it line by
-    line."""
-    return imported(parse_file(path, progress), str(path))
+    line. ``to_save``: the record will be written, so its step columns are compressed on
+    another thread (``compress_ahead``) while the steps are analysed."""
+    p = parse_file(path, progress)
+    if to_save:
+        compress_ahead(p.steps.per_step_arrays())
+    return imported(p, str(path))

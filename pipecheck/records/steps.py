@@ -30,14 +30,17 @@ import dataclasses
 import functools
 import math
 import os
+import threading
 import types
 import typing
+import weakref
 import zlib
 from typing import (
     Annotated,
     Any,
     Callable,
     Generic,
+    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -228,6 +231,10 @@ class StepTable(Sequence[R], Generic[R]):
         new = dict(self._tags)
         new[field] = _Tags(tuple(names), all_rows[order], all_ids[order])
         return StepTable(self.row_type, self._n, self._columns, new, self._maps, self._lists)
+
+    def per_step_arrays(self) -> list[np.ndarray]:
+        """The arrays ``to_json`` encodes as they are: the scalar columns and the mappings'."""
+        return [*self._columns.values(), *(c for m in self._maps.values() for c in m.values())]
 
     # --- columns ----------------------------------------------------------------------
 
@@ -519,9 +526,48 @@ def _zlib_base64(data: np.ndarray) -> str:
     return base64.b64encode(zlib.compress(data.data, ZLIB_LEVEL)).decode("ascii")
 
 
+_AHEAD: dict[int, concurrent.futures.Future[str]] = {}
+"""Large arrays being compressed ahead of ``encode_array`` (``compress_ahead``), by the id
+of the array (an entry leaves when its array is freed, so an id found is that array's)."""
+
+
+def compress_ahead(arrays: Iterable[np.ndarray]) -> None:
+    """Start compressing the large ``arrays``, one after the other on a thread of their
+    own, for an ``encode_array`` of the same (unchanged) array later on to take;
+    meanwhile this thread goes on, on another core (zlib releases the GIL). Where a
+    record's columns are known before the rest of it is computed (``import``: the steps
+    before their analysis), writing it then costs less."""
+    jobs = []
+    for a in arrays:
+        if a.nbytes < PARALLEL_MIN_BYTES or id(a) in _AHEAD:
+            continue
+        future: concurrent.futures.Future[str] = concurrent.futures.Future()
+        key = id(a)
+        _AHEAD[key] = future
+        weakref.finalize(a, _AHEAD.pop, key, None)
+        jobs.append((np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False)),
+                     future))
+
+    def work() -> None:
+        for k, (data, future) in enumerate(jobs):
+            try:
+                future.set_result(_zlib_base64(data))
+            except BaseException as e:  # noqa: BLE001 - raised where the result is taken
+                for _, left in jobs[k:]:
+                    left.set_exception(e)
+                return
+
+    if jobs:
+        threading.Thread(target=work, name="pipecheck-compress", daemon=True).start()
+
+
 def encode_array(a: np.ndarray) -> dict[str, str]:
     """An array as ``{"dtype", "zlib_base64"}``: little-endian bytes, zlib, base64 (inside
-    ``parallel_encoding``, a large one is filled in when it ends)."""
+    ``parallel_encoding``, a large one is filled in when it ends; one ``compress_ahead``
+    started is taken when done)."""
+    ahead = _AHEAD.pop(id(a), None)
+    if ahead is not None:
+        return {"dtype": a.dtype.name, "zlib_base64": ahead.result()}
     arr = np.ascontiguousarray(a)
     data = np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False))
     out = {"dtype": arr.dtype.name, "zlib_base64": ""}

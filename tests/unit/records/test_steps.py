@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
@@ -119,3 +120,39 @@ def test_parallel_encoding_gives_the_bytes_of_one_at_a_time(monkeypatch):
         steps_mod.encode_array(arrays[0])
         raise RuntimeError("boom")
     assert steps_mod.encode_array(arrays[0]) == serial[0]
+
+
+def test_an_array_compressed_ahead_encodes_as_it_would_now(monkeypatch):
+    from pipecheck.records import steps as steps_module
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(300_000)  # 2.4 MB: past PARALLEL_MIN_BYTES
+    small = np.arange(10.0)
+    expected = steps_module.encode_array(a)
+    steps_module.compress_ahead([a, small])
+    assert id(a) in steps_module._AHEAD and id(small) not in steps_module._AHEAD
+    assert steps_module.encode_array(a) == expected
+    assert id(a) not in steps_module._AHEAD  # taken once
+    b = rng.standard_normal(300_000)
+    steps_module.compress_ahead([b])
+    key = id(b)
+    steps_module._AHEAD[key].result()
+    del b  # an array freed (once compressed) before it is encoded leaves nothing behind
+    deadline = time.monotonic() + 10
+    while key in steps_module._AHEAD and time.monotonic() < deadline:
+        time.sleep(0.01)  # the compressing thread lets go of it as it ends
+    assert key not in steps_module._AHEAD
+
+
+def test_an_error_while_compressing_ahead_is_raised_where_the_result_is_taken(monkeypatch):
+    from pipecheck.records import steps as steps_module
+
+    def fail(data):
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(steps_module, "_zlib_base64", fail)
+    a, b = np.zeros(300_000), np.ones(300_000)
+    steps_module.compress_ahead([a, b])
+    for x in (a, b):  # the error, not a wait that never ends
+        with pytest.raises(MemoryError, match="no room"):
+            steps_module.encode_array(x)
