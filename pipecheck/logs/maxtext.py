@@ -44,7 +44,7 @@ import numpy as np
 from pipecheck.analysis.maxtext import ParsedLog, summarize
 from pipecheck.errors import LogFormatError
 from pipecheck.logs import forked
-from pipecheck.logs.text import GZIP_MAGIC, file_size, open_text
+from pipecheck.logs.text import GZIP_MAGIC, as_text, file_size, open_text
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.imported import ImportedRun, LogEvent, LogStep
 from pipecheck.records.steps import StepTable, compress_ahead
@@ -1063,8 +1063,7 @@ def parse_lines(lines: Iterable[str] | TextIO,
     r = _Reader()
     n = 1
     if hasattr(lines, "read"):
-        for block in _file_lines(lines, progress):  # type: ignore[arg-type]
-            n = r.read(block, n)
+        n = _read_file(r, lines, n, progress)  # type: ignore[arg-type]
     else:
         batch: list[str] = []
         chars = 0
@@ -1127,23 +1126,17 @@ def _parse_in_halves(path: str | os.PathLike[str], cut: int, progress: Progress 
         with forked.sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
             child = start(str(path), _read_from, str(path), cut)
         with progress.task(_reading(path), file_size(path), "B") as task:
-            r, n = _Reader(), 1
+            r = _Reader()
             with open(path, "rb") as raw:
-                first = io.TextIOWrapper(io.BufferedReader(_Prefix(raw, cut)),
-                                         encoding="utf-8", errors="replace", newline="")
-                for block in _file_lines(first, task.advance):
-                    n = r.read(block, n)
+                n = _read_file(r, as_text(io.BufferedReader(_Prefix(raw, cut))), 1,
+                               task.advance)
             half: _Half = child.result()
             task.advance(file_size(path) - cut)
     finally:
         if child is not None:
             child.reap()
     if r.pending_tflops:  # a total TFLOPs line of the first half's may follow: read on
-        with open(path, "rb") as raw:
-            raw.seek(cut)
-            for block in _file_lines(io.TextIOWrapper(raw, encoding="utf-8", errors="replace",
-                                                      newline=""), None):
-                n = r.read(block, n)
+        n = _read_on(r, path, cut, n)
     else:
         n = _join_half(r, half, n)
     _finish(r)
@@ -1198,15 +1191,27 @@ class _Half:
     lines: int
 
 
-def _read_from(path: str, cut: int) -> _Half:
-    """The lines of ``path`` from byte ``cut`` on, read as ``parse_lines`` reads a file."""
-    r, n = _Reader(), 1
+def _read_file(r: _Reader, f: TextIO, n: int,
+               progress: Callable[[int], None] | None = None) -> int:
+    """Read an open text file into ``r``, a block at a time, its lines numbered from
+    ``n``; returns the next line number."""
+    for block in _file_lines(f, progress):
+        n = r.read(block, n)
+    return n
+
+
+def _read_on(r: _Reader, path: str | os.PathLike[str], cut: int, n: int) -> int:
+    """Read the lines of ``path`` from byte ``cut`` on into ``r``, numbered from ``n``;
+    returns the next line number."""
     with open(path, "rb") as raw:
         raw.seek(cut)
-        text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="")
-        for block in _file_lines(text, None):
-            n = r.read(block, n)
-    return _Half(r, n - 1)
+        return _read_file(r, as_text(raw), n)
+
+
+def _read_from(path: str, cut: int) -> _Half:
+    """The lines of ``path`` from byte ``cut`` on, read as ``parse_lines`` reads a file."""
+    r = _Reader()
+    return _Half(r, _read_on(r, path, cut, 1) - 1)
 
 
 def _join_half(r: _Reader, half: _Half, n: int) -> int:

@@ -33,6 +33,12 @@ def _open_bytes(p: pathlib.Path) -> BinaryIO:
         raise LogFormatError(f"cannot read {p}: {e.strerror or e.__class__.__name__}") from None
 
 
+def as_text(stream: BinaryIO) -> TextIO:
+    """A byte stream read as a log is read: UTF-8, undecodable bytes replaced, line ends
+    kept as they are."""
+    return io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="")
+
+
 @contextlib.contextmanager
 def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
     """A log or result file opened for streaming text (a ``.gz`` file is decompressed as
@@ -51,7 +57,7 @@ def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
                                  "decompress it or give the plain log") from None
         if b"\0" in head:
             raise LogFormatError(f"{p} is a binary file, not a training log or pipecheck result")
-        with io.TextIOWrapper(stream, encoding="utf-8", errors="replace", newline="") as text:
+        with as_text(stream) as text:
             try:
                 yield text
             except (EOFError, zlib.error, gzip.BadGzipFile) as e:

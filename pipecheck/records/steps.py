@@ -30,7 +30,6 @@ import dataclasses
 import functools
 import math
 import os
-import threading
 import types
 import typing
 import weakref
@@ -531,34 +530,26 @@ _AHEAD: dict[int, concurrent.futures.Future[str]] = {}
 of the array (an entry leaves when its array is freed, so an id found is that array's)."""
 
 
+def _little_endian(a: np.ndarray) -> np.ndarray:
+    """``a``'s values as a contiguous little-endian array (``a`` itself where it is one):
+    the bytes an encoded array holds."""
+    return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
+
+
 def compress_ahead(arrays: Iterable[np.ndarray]) -> None:
     """Start compressing the large ``arrays``, one after the other on a thread of their
-    own, for an ``encode_array`` of the same (unchanged) array later on to take;
-    meanwhile this thread goes on, on another core (zlib releases the GIL). Where a
-    record's columns are known before the rest of it is computed (``import``: the steps
-    before their analysis), writing it then costs less."""
-    jobs = []
+    own, for an ``encode_array`` of the same (unchanged) array later on to take (an error
+    is raised there); meanwhile this thread goes on, on another core (zlib releases the
+    GIL). Where a record's columns are known before the rest of it is computed
+    (``import``: the steps before their analysis), writing it then costs less."""
+    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pipecheck-compress")
     for a in arrays:
         if a.nbytes < PARALLEL_MIN_BYTES or id(a) in _AHEAD:
             continue
-        future: concurrent.futures.Future[str] = concurrent.futures.Future()
         key = id(a)
-        _AHEAD[key] = future
+        _AHEAD[key] = pool.submit(_zlib_base64, _little_endian(a))
         weakref.finalize(a, _AHEAD.pop, key, None)
-        jobs.append((np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False)),
-                     future))
-
-    def work() -> None:
-        for k, (data, future) in enumerate(jobs):
-            try:
-                future.set_result(_zlib_base64(data))
-            except BaseException as e:  # noqa: BLE001 - raised where the result is taken
-                for _, left in jobs[k:]:
-                    left.set_exception(e)
-                return
-
-    if jobs:
-        threading.Thread(target=work, name="pipecheck-compress", daemon=True).start()
+    pool.shutdown(wait=False)
 
 
 def encode_array(a: np.ndarray) -> dict[str, str]:
@@ -568,9 +559,8 @@ def encode_array(a: np.ndarray) -> dict[str, str]:
     ahead = _AHEAD.pop(id(a), None)
     if ahead is not None:
         return {"dtype": a.dtype.name, "zlib_base64": ahead.result()}
-    arr = np.ascontiguousarray(a)
-    data = np.ascontiguousarray(arr.astype(arr.dtype.newbyteorder("<"), copy=False))
-    out = {"dtype": arr.dtype.name, "zlib_base64": ""}
+    data = _little_endian(a)
+    out = {"dtype": a.dtype.name, "zlib_base64": ""}
     deferred = _DEFERRED.get()
     if deferred is None or data.nbytes < PARALLEL_MIN_BYTES:
         out["zlib_base64"] = _zlib_base64(data)
@@ -782,7 +772,7 @@ class ChunkEncoder:
                ) -> dict[str, str]:
         """One column (``encode_array``'s form) cut into ``pieces`` (chunk id, start, stop)."""
         arr = np.ascontiguousarray(a)
-        raw = arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
+        raw = _little_endian(arr).tobytes()
         size = arr.dtype.itemsize
         self.column_bytes += len(raw)
         body = []
