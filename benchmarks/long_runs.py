@@ -223,7 +223,7 @@ def main() -> None:
     ap.add_argument("--monitor-steps", type=int, default=1_000_000)
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from tests.maxtext_log import write_log
+    from tests.maxtext_log import write_log_pair
 
     if a.explain_sizes:
         print(f"anomaly explanation (a stall every {EXPLAIN_EVERY} steps), CPU seconds:")
@@ -254,9 +254,7 @@ def main() -> None:
     results: dict[int, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="pipecheck_long_runs_") as d:
         for n in sizes:
-            la, lb = pathlib.Path(d, f"a_{n}.log"), pathlib.Path(d, f"b_{n}.log")
-            write_log(la, n, seed=1, step_s=0.512)
-            write_log(lb, n, seed=2, step_s=0.530)
+            la, lb = write_log_pair(d, n, f"{n}_")
             rec, png = pathlib.Path(d, f"a_{n}.json"), pathlib.Path(d, f"a_{n}.png")
             diff_rec = pathlib.Path(d, f"diff_{n}.json")
             r = {

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from pipecheck.logs.maxtext import parse_file  # noqa: E402
 from pipecheck.logs.side_by_side import ChildRead, load_runs  # noqa: E402
-from tests.maxtext_log import write_log  # noqa: E402
+from tests.maxtext_log import write_log, write_log_pair  # noqa: E402
 
 NEVER = 1 << 62
 """``min_bytes`` no file reaches: one after the other."""
@@ -43,9 +43,7 @@ NEVER = 1 << 62
 def time_sizes(d: str, sizes: list[int], repeats: int) -> None:
     print("steps    log MB   side by side   one after the other   ratio")
     for n in sizes:
-        a, b = pathlib.Path(d, f"a_{n}.log"), pathlib.Path(d, f"b_{n}.log")
-        write_log(a, n, seed=1, step_s=0.512)
-        write_log(b, n, seed=2, step_s=0.530)
+        a, b = write_log_pair(d, n, f"{n}_")
         times: dict[str, list[float]] = {"side": [], "seq": []}
         for _ in range(repeats):
             for mode, limit in (("side", 0), ("seq", NEVER)):

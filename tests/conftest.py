@@ -12,6 +12,23 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
+_WITH_CTRL_C = """
+import runpy, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+module = sys.argv[1]
+sys.argv = [module, *sys.argv[2:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
+
+def interruptible(module: str, *args: str) -> list[str]:
+    """The command line of ``python -m MODULE ARGS`` with Python's own Ctrl-C handler, as
+    a terminal start gets it (a shell running the tests in the background hands SIGINT
+    down ignored, and a Ctrl-C test would prove nothing). Set in the new process itself:
+    no ``preexec_fn``, which would run Python in a fork of the test process, whose JAX
+    threads make that unsafe."""
+    return [sys.executable, "-c", _WITH_CTRL_C, module, *args]
+
 
 def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None,
             cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:

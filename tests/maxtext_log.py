@@ -172,3 +172,13 @@ def write_log(path: str | os.PathLike[str], steps: int, *, seed: int = 0,
             lines.add(before + blocked + 0.2, _step_line(*last)[:-1], "metric_logger.py:181")
         lines.flush()
         f.write(lines.take())
+
+
+def write_log_pair(directory: str | os.PathLike[str], steps: int, prefix: str = ""
+                   ) -> tuple[pathlib.Path, pathlib.Path]:
+    """Two ``steps``-step logs in ``directory``, ``{prefix}a.log`` around 512 ms a step and
+    ``{prefix}b.log`` around 530 ms (the long-run benchmark's A and B)."""
+    a, b = pathlib.Path(directory, f"{prefix}a.log"), pathlib.Path(directory, f"{prefix}b.log")
+    write_log(a, steps, seed=1, step_s=0.512)
+    write_log(b, steps, seed=2, step_s=0.530)
+    return a, b

@@ -19,9 +19,9 @@ import psutil
 import pytest
 
 from pipecheck.logs.side_by_side import SIDE_BY_SIDE_MIN_BYTES
-from tests.conftest import REPO
+from tests.conftest import REPO, interruptible
 from tests.integration.test_long_runs_cli import run_on_terminal
-from tests.maxtext_log import write_log
+from tests.maxtext_log import write_log_pair
 
 REAL = REPO / "tests" / "data" / "real"
 REAL_LOGS = sorted(REAL.glob("*.log"))
@@ -48,21 +48,14 @@ def driver(*args: str, timeout: float = 60) -> list[dict[str, Any]]:
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pathlib.Path]:
     """Two 25,000-step logs (~5 MB each): past SIDE_BY_SIDE_MIN_BYTES as it is."""
-    d = tmp_path_factory.mktemp("side_by_side")
-    a, b = d / "a.log", d / "b.log"
-    write_log(a, 25_000, seed=1, step_s=0.512)
-    write_log(b, 25_000, seed=2, step_s=0.530)
+    a, b = write_log_pair(tmp_path_factory.mktemp("side_by_side"), 25_000)
     assert min(a.stat().st_size, b.stat().st_size) >= SIDE_BY_SIDE_MIN_BYTES
     return a, b
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pathlib.Path]:
-    d = tmp_path_factory.mktemp("side_by_side_big")
-    a, b = d / "big_a.log", d / "big_b.log"
-    write_log(a, BIG_STEPS, seed=1, step_s=0.512)
-    write_log(b, BIG_STEPS, seed=2, step_s=0.530)
-    return a, b
+    return write_log_pair(tmp_path_factory.mktemp("side_by_side_big"), BIG_STEPS, "big_")
 
 
 def test_real_logs_read_side_by_side_give_the_same_diff():
@@ -155,16 +148,12 @@ def test_a_child_killed_before_its_result_is_one_line(generated):
     assert r["children_left"] == [] and r["forked_alive"] == []
 
 
-def _start(argv: list[str]) -> tuple[subprocess.Popen[str], int]:
-    """``python ARGV`` in a new process group with SIGINT at its default (a background
-    shell's SIGINT-ignored state would make a Ctrl-C test prove nothing), and its child's
-    pid, once it has one."""
-    def default_sigint() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-    proc = subprocess.Popen([sys.executable, *argv], stdout=subprocess.PIPE,
+def _start(module: str, *args: str) -> tuple[subprocess.Popen[str], int]:
+    """``python -m MODULE ARGS`` in a new process group with Python's own Ctrl-C handler
+    (``interruptible``), and its child's pid, once it has one."""
+    proc = subprocess.Popen(interruptible(module, *args), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
-                            start_new_session=True, preexec_fn=default_sigint)
+                            start_new_session=True)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         kids = psutil.Process(proc.pid).children()
@@ -207,7 +196,7 @@ def _dead(pid: int, within: float) -> bool:
 def test_ctrl_c_while_both_read_exits_130_and_leaves_no_child(big, group_cleanup):
     """``python -m pipecheck diff`` on 200k-step logs (~0.5 s of reading each, after
     the fork): the Ctrl-C lands while both read."""
-    proc, child = _start(["-m", "pipecheck", "diff", *map(str, big)])
+    proc, child = _start("pipecheck", "diff", *map(str, big))
     group_cleanup.append(proc.pid)
     time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGINT)
@@ -220,8 +209,8 @@ def test_ctrl_c_while_both_read_exits_130_and_leaves_no_child(big, group_cleanup
 
 def test_ctrl_c_in_a_slow_read_exits_130_and_leaves_no_child(generated, group_cleanup):
     """Both reads made 30 s long (the driver's ``slow``): the Ctrl-C surely lands in them."""
-    proc, child = _start(["-m", "tests.integration.side_by_side_driver", "cli", "slow",
-                          *map(str, generated)])
+    proc, child = _start("tests.integration.side_by_side_driver", "cli", "slow",
+                          *map(str, generated))
     group_cleanup.append(proc.pid)
     time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
@@ -234,8 +223,8 @@ def test_ctrl_c_in_a_slow_read_exits_130_and_leaves_no_child(generated, group_cl
 
 def test_a_killed_parent_takes_its_child_with_it(generated, group_cleanup):
     """The child's read made 30 s long: it dies with its parent, not 30 s later."""
-    proc, child = _start(["-m", "tests.integration.side_by_side_driver", "cli", "slow",
-                          *map(str, generated)])
+    proc, child = _start("tests.integration.side_by_side_driver", "cli", "slow",
+                          *map(str, generated))
     group_cleanup.append(proc.pid)
     time.sleep(0.2)
     proc.kill()

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from pipecheck.logs.maxtext import HALVES_MIN_BYTES
-from tests.conftest import REPO
+from tests.conftest import REPO, interruptible
 from tests.maxtext_log import write_log
 
 STEPS = 200_000
@@ -40,14 +40,6 @@ from pipecheck.logs import maxtext
 maxtext._parse_in_halves.__defaults__ = (maxtext.NO_PROGRESS, forked.Child.run)
 code = main(sys.argv[1:])
 print(json.dumps({"code": code, "forks": len(forks)}), file=sys.stderr)
-"""
-
-
-INTERRUPTIBLE = """
-import runpy, signal, sys
-signal.signal(signal.SIGINT, signal.default_int_handler)
-sys.argv = ["pipecheck", *sys.argv[1:]]
-runpy.run_module("pipecheck", run_name="__main__")
 """
 
 
@@ -86,9 +78,7 @@ def test_a_big_log_read_in_halves_gives_the_record_of_one_pass(big: pathlib.Path
 
 def test_ctrl_c_while_the_halves_are_read_exits_130_and_leaves_no_child(
         big: pathlib.Path) -> None:
-    # Python's own Ctrl-C handler, as a terminal start gets it (a shell running the tests
-    # in the background would hand SIGINT down ignored, and the test would prove nothing)
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTIBLE, "import", str(big)],
+    proc = subprocess.Popen(interruptible("pipecheck", "import", str(big)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=_env(), cwd=REPO, start_new_session=True)
     try:

@@ -20,18 +20,14 @@ from pipecheck.records import store
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.steps import StepTable
 from tests.conftest import REPO, run_cli
-from tests.maxtext_log import write_log
+from tests.maxtext_log import write_log_pair
 
 STEPS = 30000
 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory: pytest.TempPathFactory) -> tuple[pathlib.Path, pathlib.Path]:
-    d = tmp_path_factory.mktemp("long")
-    a, b = d / "a.log", d / "b.log"
-    write_log(a, STEPS, seed=1, step_s=0.512)
-    write_log(b, STEPS, seed=2, step_s=0.530)
-    return a, b
+    return write_log_pair(tmp_path_factory.mktemp("long"), STEPS)
 
 
 def run_on_terminal(*args: str, timeout: float = 240) -> tuple[int, str]:
