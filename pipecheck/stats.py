@@ -560,8 +560,7 @@ def _mann_whitney_sorted(sa: np.ndarray, sb: np.ndarray) -> float:
     values = sa[firsts]
     halves = np.searchsorted(sb, values, "left") + np.searchsorted(sb, values, "right")
     u1 = float(np.dot(copies, halves)) / 2.0
-    both = np.concatenate([sa, sb])
-    both.sort()
+    both = np.sort(np.concatenate([sa, sb]), kind="stable")  # a merge of two sorted runs
     same = both[1:] == both[:-1]
     same |= np.isnan(both[1:]) & np.isnan(both[:-1])
     edges = np.flatnonzero(~same)

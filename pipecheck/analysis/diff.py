@@ -30,7 +30,7 @@ from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunS
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable, column_of, float_column
+from pipecheck.records.steps import StepTable, column_of, compress_ahead, float_column
 from pipecheck.units import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
@@ -353,9 +353,13 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
 
 
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
-              progress: Progress = NO_PROGRESS) -> DiffResult:
+              progress: Progress = NO_PROGRESS, to_save: bool = False) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
-    ``progress`` hears of each bootstrap (seconds each on million-step runs)."""
+    ``progress`` hears of each bootstrap (seconds each on million-step runs). ``to_save``:
+    the record will be written, so the runs' step columns are compressed on another thread
+    (``compress_ahead``) while they are compared."""
+    if to_save:
+        compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
     median_row = _tested_row("step time median", "s", xa, xb, confidence, progress)

@@ -18,9 +18,11 @@ import numpy as np
 
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.steps import (
+    Floats,
     StepTable,
     float_column_from_json,
     float_column_to_json,
+    float_items,
     is_columnar_row,
     is_float_column,
     parallel_encoding,
@@ -158,14 +160,61 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """How a dataclass's instances are written: its fields in order, those typed
+    ``FloatColumn``, and whether it derives values to write first (``Record.derived``)."""
+
+    names: tuple[str, ...]
+    columns: frozenset[str]
+    derives: bool
+
+
+_LAYOUTS: dict[type, _Layout | None] = {}
+"""Each class met by ``_convert_out``: its ``_Layout``, or None if not a dataclass."""
+
+
+def _layout_of(kind: type) -> _Layout | None:
+    if kind not in _LAYOUTS:
+        is_instance_type = dataclasses.is_dataclass(kind) and isinstance(kind, type)
+        _LAYOUTS[kind] = _Layout(
+            _field_names(kind), _float_columns(kind),
+            issubclass(kind, Record) and kind.derived is not Record.derived,
+        ) if is_instance_type else None
+    return _LAYOUTS[kind]
+
+
+def _fields_out(value: Any, layout: _Layout) -> dict[str, Any]:
+    """A dataclass instance as a dict: derived values first, then each field (the plain
+    values of most fields taken as they are, without a call each)."""
+    out = {k: _convert_out(v) for k, v in value.derived().items()} if layout.derives else {}
+    for name in layout.names:
+        v = getattr(value, name)
+        kind = type(v)
+        if kind is str or kind is int or kind is bool or v is None:
+            out[name] = v
+        elif kind is float:
+            out[name] = v if math.isfinite(v) else None
+        elif name in layout.columns:
+            out[name] = float_column_to_json(v)
+        else:
+            out[name] = _convert_out(v)
+    return out
+
+
 def _convert_out(value: Any) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: no checks
         return value
     if kind is float:
         return value if math.isfinite(value) else None
+    layout = _LAYOUTS[kind] if kind in _LAYOUTS else _layout_of(kind)
+    if layout is not None:
+        return _fields_out(value, layout)
     if isinstance(value, StepTable):
         return value.to_json()
+    if kind is Floats:  # a column's values outside a FloatColumn field: a list of numbers
+        return float_items(value)
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
         return StepTable.from_rows(type(value[0]), value).to_json()
     if isinstance(value, tuple) and value and type(value[0]) is float:
@@ -175,13 +224,6 @@ def _convert_out(value: Any) -> Any:
             return list(value) if finite.all() else [v if ok else None
                                                      for v, ok in zip(value, finite.tolist(),
                                                                       strict=True)]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        columns = _float_columns(type(value))
-        out = {k: _convert_out(v) for k, v in value.derived().items()} \
-            if isinstance(value, Record) else {}
-        out.update((name, float_column_to_json(getattr(value, name)) if name in columns
-                    else _convert_out(getattr(value, name))) for name in _field_names(type(value)))
-        return out
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]
     if isinstance(value, Mapping):

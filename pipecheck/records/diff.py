@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
+import numpy as np
+
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.imported import Anomaly, ImportedRun, LevelShift, LogEvent, mean_inflation
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import FloatColumn, StepTable
+from pipecheck.records.steps import FloatColumn, Floats, StepTable
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -54,6 +56,14 @@ class RunSummary(Record):
     @property
     def mean_inflation(self) -> float:
         return mean_inflation(self.mean_all_s, self.step_time.summary.mean)
+
+    def per_step_arrays(self) -> list[np.ndarray]:
+        """The arrays its record encodes as they are: the steps' columns, and the step
+        times and rates kept as arrays (``Floats``)."""
+        columns = (self.step_time.samples_s, self.tflops_per_s_per_device,
+                   self.tokens_per_s_per_device)
+        return [*self.steps.per_step_arrays(),
+                *(np.asarray(c) for c in columns if isinstance(c, Floats))]
 
     @property
     def description(self) -> str:

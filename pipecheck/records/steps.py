@@ -554,10 +554,11 @@ def compress_ahead(arrays: Iterable[np.ndarray]) -> None:
 
 def encode_array(a: np.ndarray) -> dict[str, str]:
     """An array as ``{"dtype", "zlib_base64"}``: little-endian bytes, zlib, base64 (inside
-    ``parallel_encoding``, a large one is filled in when it ends; one ``compress_ahead``
-    started is taken when done)."""
+    ``parallel_encoding``, a large one is filled in when it ends). One ``compress_ahead``
+    has started is taken when done; one it has not yet started is taken back and
+    compressed here, alongside the rest (so no core waits on that one thread)."""
     ahead = _AHEAD.pop(id(a), None)
-    if ahead is not None:
+    if ahead is not None and not ahead.cancel():  # started (or done): wait for it
         return {"dtype": a.dtype.name, "zlib_base64": ahead.result()}
     data = _little_endian(a)
     out = {"dtype": a.dtype.name, "zlib_base64": ""}
@@ -613,12 +614,62 @@ def is_float_column(tp: Any) -> bool:
     return typing.get_origin(tp) is Annotated and COLUMN in getattr(tp, "__metadata__", ())
 
 
-class Floats(tuple):  # type: ignore[type-arg]
-    """A ``FloatColumn`` value made from an array: a tuple of floats (equal to the plain
-    tuple) that keeps a read-only copy of the array, which ``np.asarray`` returns through
-    ``__array__``, so a million-step column is not converted back float by float."""
+class Floats(collections.abc.Sequence):  # type: ignore[type-arg]
+    """A ``FloatColumn`` value made from an array: a read-only copy of the array that reads,
+    compares, hashes and adds like the tuple of its floats. That tuple is made only when a
+    caller iterates, slices or hashes it, so a million-step column costs one array, not a
+    million float objects; ``np.asarray`` returns the array itself through ``__array__``."""
 
-    _array: np.ndarray
+    __slots__ = ("_array", "_floats")
+
+    def __init__(self, arr: np.ndarray) -> None:
+        self._array = arr
+        self._floats: tuple[float, ...] | None = None
+
+    def _items(self) -> tuple[float, ...]:
+        if self._floats is None:
+            self._floats = tuple(self._array.tolist())
+        return self._floats
+
+    def __len__(self) -> int:
+        return int(self._array.shape[0])
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice) or self._floats is not None:
+            return self._items()[index]
+        if not -len(self) <= index < len(self):  # the tuple's message, not numpy's
+            raise IndexError("tuple index out of range")
+        return float(self._array[index])
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._items())
+
+    def __reversed__(self) -> Iterator[float]:
+        return reversed(self._items())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Floats):
+            # a NaN is unequal to every NaN but itself, as in two tuples of distinct floats
+            return self is other or bool(np.array_equal(self._array, other._array))
+        if isinstance(other, tuple):
+            return self._items() == other
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items())
+
+    def __add__(self, other: object) -> tuple[float, ...]:
+        if isinstance(other, (tuple, Floats)):
+            return self._items() + tuple(other)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> tuple[float, ...]:
+        if isinstance(other, tuple):
+            return other + self._items()
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._items())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
@@ -626,17 +677,32 @@ class Floats(tuple):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The array alone, rebuilt by float_column: pickled as a tuple, a million-step
-        # column would be a million floats and the array too (2x the bytes, 10x the time).
-        return float_column, (self._array,)
+        # column would be a million floats (2x the bytes, 10x the time).
+        return _float_column_of_own, (self._array,)
 
 
-def float_column(values: Any) -> Floats:
-    """A ``FloatColumn`` value of ``values`` (an array or any sequence of numbers)."""
+def float_column(values: Any) -> tuple[float, ...]:
+    """A ``FloatColumn`` value of ``values`` (an array or any sequence of numbers): a
+    ``Floats``, typed as the tuple it stands for."""
     arr = np.array(values, dtype=np.float64).reshape(-1)
     arr.flags.writeable = False
-    out = Floats(arr.tolist())
-    out._array = arr
-    return out
+    return typing.cast("tuple[float, ...]", Floats(arr))
+
+
+def _float_column_of_own(arr: np.ndarray) -> Floats:
+    """A ``Floats`` of an array nobody else holds (one just unpickled): kept, not copied."""
+    arr = np.asarray(arr, dtype=np.float64).reshape(-1)
+    arr.flags.writeable = False
+    return Floats(arr)
+
+
+def float_items(value: Any) -> list[float | None]:
+    """A float column's values as JSON holds a list of numbers: each non-finite one None."""
+    arr = np.asarray(value, dtype=np.float64)
+    finite = np.isfinite(arr)
+    if finite.all():
+        return arr.tolist()  # type: ignore[no-any-return]
+    return [v if ok else None for v, ok in zip(arr.tolist(), finite.tolist(), strict=True)]
 
 
 def float_column_to_json(values: Sequence[float]) -> dict[str, str]:

@@ -186,3 +186,61 @@ def test_a_float_column_pickles_as_its_array():
     assert np.array_equal(np.asarray(back), values)
     assert not np.asarray(back).flags.writeable
     assert len(data) < 1.1 * values.nbytes
+
+
+def test_a_float_column_of_an_array_makes_no_float_objects_until_iterated():
+    """A million-step column (diff's step times and rates, twice over) is one array: no
+    tuple of a million floats is made to build, measure, index, compare or pickle it."""
+    import tracemalloc
+
+    values = np.linspace(0.5, 1.5, 1_000_000)
+    tracemalloc.start()
+    try:
+        col = float_column(values)
+        again = pickle.loads(pickle.dumps(col, protocol=pickle.HIGHEST_PROTOCOL))
+        assert len(col) == 1_000_000 and col[0] == 0.5 and col[-1] == 1.5
+        assert col == again and np.asarray(again)[10] == values[10]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the column's copy, the pickle and the array it holds: 8 MB each; a tuple of floats
+    # would add 32 MB each time one is made
+    assert peak < 4 * values.nbytes
+    assert list(col)[:2] == values[:2].tolist() and sum(1 for _ in col) == 1_000_000
+
+
+def test_a_float_column_reads_compares_and_hashes_like_its_tuple():
+    items = (0.5, math.nan, -1.0, 2.0)
+    col = float_column(np.array(items))
+    assert len(col) == 4 and col[2] == -1.0 and col[-1] == 2.0 and type(col[0]) is float
+    with pytest.raises(IndexError):
+        col[4]
+    with pytest.raises(IndexError):
+        col[-5]
+    assert col[2:] == items[2:] and col[::-1][0] == 2.0 and isinstance(col[:2], tuple)
+    # a NaN is only equal to itself: as with tuples of distinct float objects
+    assert col == col and col != float_column(np.array(items))
+    finite = float_column([1.0, 2.0])
+    assert finite == (1.0, 2.0) and (1.0, 2.0) == finite and finite == float_column((1.0, 2.0))
+    assert finite != (1.0, 2.0, 3.0) and finite != [1.0, 2.0] and finite != float_column([2.0, 1.0])
+    assert hash(finite) == hash((1.0, 2.0)) and {finite: 1}[(1.0, 2.0)] == 1
+    assert finite + (3.0,) == (1.0, 2.0, 3.0) and (0.0,) + finite == (0.0, 1.0, 2.0)
+    assert finite + finite == (1.0, 2.0, 1.0, 2.0)
+    assert repr(finite) == "(1.0, 2.0)" and list(reversed(finite)) == [2.0, 1.0]
+    assert 2.0 in finite and finite.index(2.0) == 1 and finite.count(1.0) == 1
+    assert not float_column([]) and float_column([]) == ()
+
+
+def test_a_float_column_outside_a_column_field_is_written_as_a_list_of_numbers():
+    """Where a column's values land in a field of another type, JSON gets numbers (a
+    non-finite one as null), not an error."""
+    import dataclasses
+
+    from pipecheck.records.base import to_dict
+
+    @dataclasses.dataclass(frozen=True)
+    class Holder:
+        values: tuple[float, ...]
+
+    out = json.loads(json.dumps(to_dict(Holder(float_column([0.25, math.inf, 1.0])))))
+    assert out == {"values": [0.25, None, 1.0]}

@@ -156,3 +156,37 @@ def test_an_error_while_compressing_ahead_is_raised_where_the_result_is_taken(mo
     for x in (a, b):  # the error, not a wait that never ends
         with pytest.raises(MemoryError, match="no room"):
             steps_module.encode_array(x)
+
+
+def test_an_array_not_yet_compressed_ahead_is_compressed_where_it_is_taken(monkeypatch):
+    """Writing does not wait for the one thread compressing ahead to reach an array it
+    has not started: that array is compressed where it is taken, the same bytes."""
+    import threading
+
+    from pipecheck.records import steps as steps_module
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(300_000), rng.standard_normal(300_000)
+    expected = steps_module.encode_array(b)
+    release = threading.Event()
+    real = steps_module._zlib_base64
+    held, finished = [], []
+
+    def first_held(data):
+        if not held:
+            held.append(threading.current_thread().name)
+            release.wait(30)  # the first array ahead: busy until released
+            finished.append(True)
+        return real(data)
+
+    monkeypatch.setattr(steps_module, "_zlib_base64", first_held)
+    steps_module.compress_ahead([a, b])
+    deadline = time.monotonic() + 10
+    while not held and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert held and held[0].startswith("pipecheck-compress")
+    assert steps_module.encode_array(b) == expected  # b not started: compressed here
+    assert not finished  # ... not after the thread ahead got through a, then b
+    release.set()
+    assert np.array_equal(steps_module.decode_array(steps_module.encode_array(a), "a"), a)
+    assert id(a) not in steps_module._AHEAD and id(b) not in steps_module._AHEAD
