@@ -1270,8 +1270,12 @@ def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
                to_save: bool = False) -> ImportedRun:
     """Read and parse a MaxText training log file (plain or gzip), streaming it line by
     line. ``to_save``: the record will be written, so its step columns are compressed on
-    another thread (``compress_ahead``) while the steps are analysed."""
+    another thread (``compress_ahead``) while the steps are analysed, and its steady step
+    times while it is reported."""
     p = parse_file(path, progress)
     if to_save:
         compress_ahead(p.steps.per_step_arrays())
-    return imported(p, str(path))
+    run = imported(p, str(path))
+    if to_save:
+        compress_ahead([np.asarray(run.step_time.samples_s)])
+    return run

@@ -521,8 +521,16 @@ _DEFERRED: contextvars.ContextVar[list[tuple[dict[str, str], np.ndarray]] | None
     contextvars.ContextVar("pipecheck_deferred_arrays", default=None)
 
 
+class Base64Text(str):
+    """Base64 text: ``A-Z``, ``a-z``, ``0-9``, ``+``, ``/`` and ``=`` alone, so JSON holds
+    it between quotes as it is (``store.dumps`` writes it without scanning it for what to
+    escape: megabytes a column)."""
+
+    __slots__ = ()
+
+
 def _zlib_base64(data: np.ndarray) -> str:
-    return base64.b64encode(zlib.compress(data.data, ZLIB_LEVEL)).decode("ascii")
+    return Base64Text(base64.b64encode(zlib.compress(data.data, ZLIB_LEVEL)).decode("ascii"))
 
 
 _AHEAD: dict[int, concurrent.futures.Future[str]] = {}

@@ -39,6 +39,7 @@ from pipecheck.records.base import (
     from_dict,
     to_dict,
 )
+from pipecheck.records.steps import Base64Text
 
 _ONE_LINE = json.JSONEncoder(allow_nan=False, separators=(", ", ": ")).encode
 """A value as JSON on one line, by json's C encoder (NaN refused: ``to_dict`` made it null)."""
@@ -69,6 +70,8 @@ def _lay_out(value: Any, level: int, out: list[str]) -> None:
         pad = "  " * (level + 1)
         out.append("[\n" + pad + f",\n{pad}".join(map(_ONE_LINE, value))
                    + "\n" + "  " * level + "]")
+    elif type(value) is Base64Text:  # nothing to escape
+        out.append(f'"{value}"')
     else:
         out.append(_ONE_LINE(value))
 

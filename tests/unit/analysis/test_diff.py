@@ -280,3 +280,27 @@ def test_a_diff_to_save_has_its_columns_compressed_ahead_and_writes_the_same_rec
     assert json.dumps(to_dict(result)) == expected
     assert not [n for n in compressed_now if n >= steps_module.PARALLEL_MIN_BYTES]
     assert not any(id(x) in steps_module._AHEAD for x in arrays)  # each taken once
+
+
+def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
+        tmp_path, monkeypatch):
+    """``import --json``: the steps' columns are compressed while they are analysed, the
+    steady step times while the run is reported; writing compresses none of them again."""
+    from pipecheck.records import steps as steps_module
+    from pipecheck.records.base import to_dict
+    from tests.maxtext_log import write_log
+
+    log = tmp_path / "a.log"
+    write_log(log, 140_000)  # 1.1 MB a column: past PARALLEL_MIN_BYTES
+    expected = json.dumps(to_dict(maxtext.import_log(log)))
+    run = maxtext.import_log(log, to_save=True)
+    arrays = [*run.steps.per_step_arrays(), np.asarray(run.step_time.samples_s)]
+    assert all(x.nbytes >= steps_module.PARALLEL_MIN_BYTES for x in arrays)
+    for x in arrays:
+        steps_module._AHEAD[id(x)].result()
+    compressed_now = []
+    real = steps_module._zlib_base64
+    monkeypatch.setattr(steps_module, "_zlib_base64",
+                        lambda data: compressed_now.append(data.nbytes) or real(data))
+    assert json.dumps(to_dict(run)) == expected
+    assert not [n for n in compressed_now if n >= steps_module.PARALLEL_MIN_BYTES]

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from pipecheck.errors import OutputExistsError, OutputPathError, ResultFormatError
@@ -198,3 +199,15 @@ def test_dumps_lays_a_record_out_one_key_and_one_list_item_a_line():
         "}"]
     with pytest.raises(ValueError):
         store.dumps({"x": float("nan")})
+
+
+def test_an_encoded_array_is_written_as_json_writes_its_text():
+    """Base64 text goes into the file between quotes without being scanned for escapes:
+    the same characters json writes for it."""
+    from pipecheck.records.steps import Base64Text, encode_array
+
+    encoded = encode_array(np.random.default_rng(0).standard_normal(5000))
+    assert type(encoded["zlib_base64"]) is Base64Text
+    plain = {"column": {k: str(v) for k, v in encoded.items()}}
+    assert store.dumps({"column": encoded}) == store.dumps(plain)
+    assert json.loads(store.dumps({"column": encoded})) == plain
