@@ -12,6 +12,12 @@ time it was written by, not after). Other events (eval, profiler windows, synchr
 saves, restores, restarts) are timed only by their own header; without one they are
 placed by line order.
 
+A log file is read as bytes, a block at a time (``_Reader.read_block``). The usual block,
+step lines of one shape among a few other lines, is taken apart without splitting its step
+lines (``_split_block``); any other block (non-ASCII, a line break other than ``\n``,
+several shapes) is decoded and split as ``str.splitlines`` splits it; either way the lines
+are numbered and read alike (tested).
+
 Step lines are read in bulk, a block of lines at a time (``_read_steps``): the lines of
 one shape (what is left of a line without its digits: the same keys, separators, dots and
 header) are translated to integers that numpy reads at once, the shape's first line says
@@ -37,14 +43,14 @@ import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 import numpy as np
 
 from pipecheck.analysis.maxtext import ParsedLog, summarize
 from pipecheck.errors import LogFormatError
 from pipecheck.logs import forked
-from pipecheck.logs.text import GZIP_MAGIC, as_text, file_size, open_text
+from pipecheck.logs.text import GZIP_MAGIC, file_size, open_bytes
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.imported import ImportedRun, LogEvent, LogStep
 from pipecheck.records.steps import StepTable, compress_ahead
@@ -212,6 +218,84 @@ def _file_lines(f: TextIO, progress: Callable[[int], None] | None) -> Iterator[l
         yield text[:cut].splitlines()
 
 
+def _byte_blocks(stream: BinaryIO, progress: Callable[[int], None] | None
+                 ) -> Iterator[bytes]:
+    """A binary stream in blocks of about ``READ_BLOCK_CHARS`` bytes, each read on to the
+    end of its last line (the last block: to the end of the stream)."""
+    while block := stream.read(READ_BLOCK_CHARS):
+        if not block.endswith(b"\n"):
+            block += stream.readline()
+        if progress is not None:
+            progress(len(block))
+        yield block
+
+
+_STEP_MARK_BYTES = STEP_MARK.encode("ascii")
+
+_ASCII_BREAKS = re.compile(rb"[\r\x0b\x0c\x1c-\x1e]")
+"""ASCII characters other than ``\n`` that ``str.splitlines`` ends a line at."""
+
+
+@dataclasses.dataclass
+class _SplitBlock:
+    """A block of whole lines taken apart without splitting its step lines
+    (``_split_block``)."""
+
+    lines: int
+    steps: bytes
+    """The step lines, each ending in ``\n``, all of one shape."""
+    sample: str
+    """The first step line (its shape's layout is read from it)."""
+    step_at: np.ndarray
+    """Each step line's line index in the block."""
+    others: list[tuple[int, str]]
+    """The other lines: line index in the block, text without its line end."""
+
+
+def _split_block(block: bytes) -> _SplitBlock | None:
+    """A block's step lines and other lines apart, or None where that needs its lines
+    split one by one (then ``str.splitlines`` splits its decoded text). Taken apart here:
+    an ASCII block of lines ending in ``\n`` (and no other line break) whose step lines
+    all have the shape of its first (what is left without digits): the lines whose shape
+    is as long as that one's, checked to be that shape all at once; the rest are the
+    other lines, checked to hold no step line."""
+    mark = block.find(_STEP_MARK_BYTES)
+    if mark < 0 or not block.endswith(b"\n") or not block.isascii():
+        return None
+    start, end = block.rfind(b"\n", 0, mark) + 1, block.index(b"\n", mark) + 1
+    shape = block[start:end].translate(None, _SKELETON_DELETE)
+    shapes = block.translate(None, _SKELETON_DELETE)
+    shape_ends = np.flatnonzero(np.frombuffer(shapes, dtype=np.uint8) == 10) + 1
+    shape_starts = np.concatenate(([0], shape_ends[:-1]))
+    is_step = shape_ends - shape_starts == len(shape)
+    step_at = np.flatnonzero(is_step)
+    at = np.flatnonzero(~is_step)
+    lines = shape_ends.size
+    other_shapes = [shapes[a:b] for a, b in zip(shape_starts[at].tolist(),
+                                                shape_ends[at].tolist(), strict=True)]
+    if (_ASCII_BREAKS.search(shape) or _cut_out(shapes, shape_starts[at], shape_ends[at])
+            != shape * step_at.size
+            or any(_STEP_MARK_BYTES in o or _ASCII_BREAKS.search(o) for o in other_shapes)):
+        return None
+    sample = block[start:end - 1].decode("ascii")
+    if not at.size:
+        return _SplitBlock(lines, block, sample, step_at, [])
+    line_ends = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + 1
+    starts, ends = np.concatenate(([0], line_ends[:-1]))[at], line_ends[at]
+    others = [(k, block[a:b - 1].decode("ascii"))
+              for k, a, b in zip(at.tolist(), starts.tolist(), ends.tolist(), strict=True)]
+    return _SplitBlock(lines, _cut_out(block, starts, ends), sample, step_at, others)
+
+
+def _cut_out(data: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
+    """``data`` without its spans ``starts[i]:ends[i]`` (in order, not overlapping)."""
+    if not starts.size:
+        return data
+    spans = itertools.chain.from_iterable(zip(starts.tolist(), ends.tolist(), strict=True))
+    keep = [0, *spans, len(data)]
+    return b"".join(data[keep[i]:keep[i + 1]] for i in range(0, len(keep), 2))
+
+
 _DAYS_BEFORE_MONTH = np.array([0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335])
 """Days of the (leap) year 2000 before each month: an absl header has no year."""
 
@@ -283,6 +367,24 @@ class _Reader:
             for n, raw in others:
                 self.other_line(raw, n)
         return first + len(lines)
+
+    def read_block(self, block: bytes, first: int) -> int:
+        """Read a block of a log's bytes (whole lines) numbered from ``first``, as ``read``
+        reads its decoded lines; returns the next line number. A block of one step line
+        shape and a few other lines (``_split_block``) is read without splitting its step
+        lines apart."""
+        split = _split_block(block)
+        if split is None:
+            return self.read(block.decode("utf-8", "replace").splitlines() or [""], first)
+        if split.step_at.size:
+            self.first_step_line = min(self.first_step_line, first + int(split.step_at[0]))
+            read = _read_shaped(split.steps, split.sample, split.step_at.size)
+            self.chunks.append(read if read is not None else _read_steps(
+                split.steps.decode("ascii").splitlines()))
+            self.chunk_lines.append(split.step_at + first)
+        for k, line in split.others:
+            self.other_line(line, first + k)
+        return first + split.lines
 
     def other_line(self, raw: str, n: int) -> None:
         line = raw.rstrip("\r\n")
@@ -1080,6 +1182,11 @@ def parse_lines(lines: Iterable[str] | TextIO,
             n = r.read(batch, n)
         if progress is not None and chars:
             progress(chars)
+    return _parsed(r, n)
+
+
+def _parsed(r: _Reader, n: int) -> ParsedLog:
+    """What ``r`` read, finished (``_finish``), its lines numbered up to ``n`` - 1."""
     _finish(r)
     r.p.lines = n - 1
     return r.p
@@ -1104,11 +1211,12 @@ def parse_file(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
     the first half, then joins the two (``_join_half``) as if it had read on. ``progress``
     hears of the bytes read."""
     limit = HALVES_MIN_BYTES if min_bytes is None else min_bytes
-    with open_text(path) as f:  # the same checks and errors (missing, binary, corrupt gzip)
+    with open_bytes(path) as stream:  # checked as open_text checks (missing, binary, gzip)
         cut = _half_way(path, limit)
         if cut is None:
             with progress.task(_reading(path), file_size(path), "B") as task:
-                return parse_lines(f, task.advance)
+                r = _Reader()
+                return _parsed(r, _read_binary(r, stream, 1, task.advance))
     return _parse_in_halves(path, cut, progress)
 
 
@@ -1128,8 +1236,7 @@ def _parse_in_halves(path: str | os.PathLike[str], cut: int, progress: Progress 
         with progress.task(_reading(path), file_size(path), "B") as task:
             r = _Reader()
             with open(path, "rb") as raw:
-                n = _read_file(r, as_text(io.BufferedReader(_Prefix(raw, cut))), 1,
-                               task.advance)
+                n = _read_binary(r, io.BufferedReader(_Prefix(raw, cut)), 1, task.advance)
             half: _Half = child.result()
             task.advance(file_size(path) - cut)
     finally:
@@ -1139,9 +1246,7 @@ def _parse_in_halves(path: str | os.PathLike[str], cut: int, progress: Progress 
         n = _read_on(r, path, cut, n)
     else:
         n = _join_half(r, half, n)
-    _finish(r)
-    r.p.lines = n - 1
-    return r.p
+    return _parsed(r, n)
 
 
 def _half_way(path: str | os.PathLike[str], min_bytes: int) -> int | None:
@@ -1200,12 +1305,21 @@ def _read_file(r: _Reader, f: TextIO, n: int,
     return n
 
 
+def _read_binary(r: _Reader, stream: BinaryIO, n: int,
+                 progress: Callable[[int], None] | None = None) -> int:
+    """Read a log's byte stream into ``r``, a block at a time (``_Reader.read_block``), its
+    lines numbered from ``n``; returns the next line number."""
+    for block in _byte_blocks(stream, progress):
+        n = r.read_block(block, n)
+    return n
+
+
 def _read_on(r: _Reader, path: str | os.PathLike[str], cut: int, n: int) -> int:
     """Read the lines of ``path`` from byte ``cut`` on into ``r``, numbered from ``n``;
     returns the next line number."""
     with open(path, "rb") as raw:
         raw.seek(cut)
-        return _read_file(r, as_text(raw), n)
+        return _read_binary(r, raw, n)
 
 
 def _read_from(path: str, cut: int) -> _Half:

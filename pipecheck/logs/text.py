@@ -40,10 +40,10 @@ def as_text(stream: BinaryIO) -> TextIO:
 
 
 @contextlib.contextmanager
-def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
-    """A log or result file opened for streaming text (a ``.gz`` file is decompressed as
+def open_bytes(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A log or result file opened for streaming bytes (a ``.gz`` file is decompressed as
     it is read, whatever its name), or a one-line LogFormatError (missing, unreadable,
-    binary, corrupt)."""
+    binary, corrupt), also for a corrupt gzip stream met while it is read."""
     p = pathlib.Path(path)
     with _open_bytes(p) as raw:
         assert isinstance(raw, io.BufferedReader)
@@ -57,12 +57,19 @@ def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
                                  "decompress it or give the plain log") from None
         if b"\0" in head:
             raise LogFormatError(f"{p} is a binary file, not a training log or pipecheck result")
-        with as_text(stream) as text:
-            try:
-                yield text
-            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-                raise LogFormatError(f"{p} is a truncated or corrupt gzip file ({e}); "
-                                     "decompress what is left or give the plain log") from None
+        try:
+            yield stream
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise LogFormatError(f"{p} is a truncated or corrupt gzip file ({e}); "
+                                 "decompress what is left or give the plain log") from None
+
+
+@contextlib.contextmanager
+def open_text(path: str | os.PathLike[str]) -> Iterator[TextIO]:
+    """A log or result file opened for streaming text (``as_text`` of ``open_bytes``), or
+    a one-line LogFormatError (missing, unreadable, binary, corrupt)."""
+    with open_bytes(path) as stream, as_text(stream) as text:
+        yield text
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
