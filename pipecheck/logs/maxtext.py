@@ -1192,13 +1192,13 @@ def _parsed(r: _Reader, n: int) -> ParsedLog:
     return r.p
 
 
-HALVES_MIN_BYTES = 32 << 20
-"""A plain log of at least this size (32 MiB, ~160,000 steps) is read in two halves at
-once (``parse_file``). ``benchmarks/side_by_side.py`` on the quiet 2-core machine, halves
-against one pass (median of 7 and of 11): 1.05-1.78x the time up to 2 MiB, 0.78-1.14x
-from 4 to 20 MiB (a loss at 8 MiB in one run), 0.88-0.91x at 30-32 MiB, 0.69x at 40 MiB;
-a million steps (211 MB) 1.06-1.18 s against 1.47-1.60 s (0.76x). From 32 MiB on it won every
-run."""
+HALVES_MIN_BYTES = 12 << 20
+"""A plain log of at least this size (12 MiB, ~60,000 steps) is read in two halves at once
+(``parse_file``). ``benchmarks/side_by_side.py`` on the quiet 2-core machine, halves
+against one pass (median of 7 and of 11; logs read as bytes, ``_split_block``): 1.79x at 2
+MB, 1.08x at 4 MB, 0.86-0.99x at 8-10 MB, 0.71-0.72x at 12 MB, 0.73-0.74x at 16 MB,
+0.70-0.85x at 20 MB, 0.75-0.78x at 30-40 MB; a million steps (201 MiB) 0.73 s against
+1.09 s (0.67x). From 12 MiB on it won every run."""
 
 
 def parse_file(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
