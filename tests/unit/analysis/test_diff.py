@@ -256,37 +256,46 @@ def test_cli_missing_file(tmp_path, capsys):
     assert err.count("\n") == 1 and "does not exist" in err
 
 
-def test_a_diff_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
-        tmp_path, monkeypatch):
-    """``diff --json``: the runs' step columns and per-step rates are compressed while the
-    runs are compared; the record is the same as one encoded when written, and writing
-    it compresses none of them again."""
+def _written_from_ahead(record, arrays, monkeypatch) -> str:
+    """``record`` written as JSON once each of ``arrays`` (all large) was compressed ahead:
+    checked to take each one's text, none compressed again, none left behind."""
     from pipecheck.records import steps as steps_module
     from pipecheck.records.base import to_dict
-    from tests.maxtext_log import write_log_pair
 
-    la, lb = write_log_pair(tmp_path, 140_000)  # 1.1 MB a column: past PARALLEL_MIN_BYTES
-    a, b = load_run(la), load_run(lb)
-    arrays = [*a.per_step_arrays(), *b.per_step_arrays()]
-    assert len(arrays) >= 8 and all(x.nbytes >= steps_module.PARALLEL_MIN_BYTES for x in arrays)
-    expected = json.dumps(to_dict(diff.diff_runs(a, b)))
-    result = diff.diff_runs(a, b, to_save=True)
+    assert all(x.nbytes >= steps_module.PARALLEL_MIN_BYTES for x in arrays)
     for x in arrays:
         steps_module._AHEAD[id(x)].result()
     compressed_now = []
     real = steps_module._zlib_base64
     monkeypatch.setattr(steps_module, "_zlib_base64",
                         lambda data: compressed_now.append(data.nbytes) or real(data))
-    assert json.dumps(to_dict(result)) == expected
+    text = json.dumps(to_dict(record))
     assert not [n for n in compressed_now if n >= steps_module.PARALLEL_MIN_BYTES]
     assert not any(id(x) in steps_module._AHEAD for x in arrays)  # each taken once
+    return text
+
+
+def test_a_diff_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
+        tmp_path, monkeypatch):
+    """``diff --json``: the runs' step columns and per-step rates are compressed while the
+    runs are compared; the record is the same as one encoded when written, and writing
+    it compresses none of them again."""
+    from pipecheck.records.base import to_dict
+    from tests.maxtext_log import write_log_pair
+
+    la, lb = write_log_pair(tmp_path, 140_000)  # 1.1 MB a column: past PARALLEL_MIN_BYTES
+    a, b = load_run(la), load_run(lb)
+    arrays = [*a.per_step_arrays(), *b.per_step_arrays()]
+    assert len(arrays) >= 8
+    expected = json.dumps(to_dict(diff.diff_runs(a, b)))
+    result = diff.diff_runs(a, b, to_save=True)
+    assert _written_from_ahead(result, arrays, monkeypatch) == expected
 
 
 def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
         tmp_path, monkeypatch):
     """``import --json``: the steps' columns are compressed while they are analysed, the
     steady step times while the run is reported; writing compresses none of them again."""
-    from pipecheck.records import steps as steps_module
     from pipecheck.records.base import to_dict
     from tests.maxtext_log import write_log
 
@@ -295,12 +304,4 @@ def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_
     expected = json.dumps(to_dict(maxtext.import_log(log)))
     run = maxtext.import_log(log, to_save=True)
     arrays = [*run.steps.per_step_arrays(), np.asarray(run.step_time.samples_s)]
-    assert all(x.nbytes >= steps_module.PARALLEL_MIN_BYTES for x in arrays)
-    for x in arrays:
-        steps_module._AHEAD[id(x)].result()
-    compressed_now = []
-    real = steps_module._zlib_base64
-    monkeypatch.setattr(steps_module, "_zlib_base64",
-                        lambda data: compressed_now.append(data.nbytes) or real(data))
-    assert json.dumps(to_dict(run)) == expected
-    assert not [n for n in compressed_now if n >= steps_module.PARALLEL_MIN_BYTES]
+    assert _written_from_ahead(run, arrays, monkeypatch) == expected
