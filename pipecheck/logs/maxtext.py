@@ -6,7 +6,9 @@ id, source) or none (``print`` output), may have a prefix before it (``# `` in a
 comments, a pod name), end in ``\\n`` or ``\\r\\n``, and are interleaved with lines of other
 threads and processes; so every pattern is searched for anywhere in a line and nothing
 depends on two lines being adjacent, except ``Per train step:``, whose ``Total TFLOPs``
-arrives on a later line. A checkpoint line without a header takes the time of the last
+arrives on a later line, and a log viewer's timestamp line (a date and time alone, which
+Cloud Logging writes above each entry: ``_STAMP``), which times the line below it as that
+line's own header would. A checkpoint line without a header takes the time of the last
 header before it; a bare step line, the time of the next one (the step interval needs a
 time it was written by, not after). Other events (eval, profiler windows, synchronous
 saves, restores, restarts) are timed only by their own header; without one they are
@@ -60,6 +62,14 @@ _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 GLOG_HEADER = re.compile(
     r"[IWEF](?P<month>\d{2})(?P<day>\d{2}) (?P<clock>(?P<h>\d{2}):(?P<m>\d{2}):"
     r"(?P<s>\d{2}(?:\.\d+)?))\s+(?P<thread>\d+)\s+[^\s:\]]+:\d+\]\s?")
+_STAMP = re.compile(
+    r"[^\w\n]*\d{4}-(?P<month>\d{2})-(?P<day>\d{2})[ T](?P<clock>(?P<h>\d{2}):(?P<m>\d{2}):"
+    r"(?P<s>\d{2}(?:\.\d+)?))(?:\s*(?:Z|[A-Z]{2,5}|[+-]\d{2}:?\d{2}))?\s*")
+"""A line of a date and time alone (``2023-10-03 11:48:40.025 PDT``, after a prefix such as
+``# ``; ISO ``2023-10-03T18:48:40.025Z`` too): the timestamp a log viewer such as Cloud
+Logging writes on a line of its own above each entry. It times the line below it as an
+absl header would (matched whole, with ``fullmatch``; the year is not used, as an absl
+header has none)."""
 STEP_MARK = "completed step:"
 PROFILER_STEP_MARK = "completed profiler activation/deactivation step:"
 _PARAMS = re.compile(rf"number parameters:\s*({_NUM})\s*billion")
@@ -348,6 +358,9 @@ class _Reader:
         self.header_s: list[float] = []
         self.header_clock: list[str] = []
         self.pending_tflops = False
+        self.stamps: list[tuple[int, int, float, str]] = []
+        """Lines timed by a timestamp line above them (``_STAMP``): line, day, seconds,
+        clock text."""
         self.started_by_config = False
         """A ``Config param`` line came before any step line read so far (one way the log
         shows the run starting; the others set ``p.start_seen`` whatever came before)."""
@@ -389,6 +402,9 @@ class _Reader:
     def other_line(self, raw: str, n: int) -> None:
         line = raw.rstrip("\r\n")
         h = GLOG_HEADER.search(line)
+        if h is None and (stamp := _STAMP.fullmatch(line)) is not None:
+            self.stamps.append((n + 1, *_day_and_seconds(stamp), stamp["clock"]))
+            return
         if h is not None:
             day, seconds = _day_and_seconds(h)
             self.header_line.append(n)
@@ -1088,6 +1104,7 @@ def _finish(r: _Reader) -> None:
     r.chunks = []
     step_line = (np.concatenate(r.chunk_lines) if r.chunk_lines
                  else np.zeros(0, dtype=np.int64))
+    _stamp(r, read, step_line)
     headers = _Headers.of(r, read, step_line)
     # a step line's time: its own header's, or for a bare one the next header's
     if headers.step_row is None:
@@ -1101,6 +1118,35 @@ def _finish(r: _Reader) -> None:
     steps, take = _table(read.number, read.cols, read.metrics, step_line, p)
     p.steps, p.line_at = steps, line_at[take]
     p.has_loss, p.own_time = read.has_loss[take], read.own[take]
+
+
+def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
+    """Each line below a timestamp line (``_STAMP``) takes its time as its own header's,
+    unless it has an absl header: a step line in its row; any other line as a header of
+    its own, which then times its events as their own header would."""
+    headed = set(r.header_line)
+    added: list[tuple[int, int, float, str]] = []
+    for stamp in r.stamps:
+        line, day, seconds, clock = stamp
+        k = int(np.searchsorted(step_line, line))
+        if k < step_line.size and step_line[k] == line:
+            if not read.own[k]:
+                read.own[k], read.day[k], read.secs[k], read.decimals[k] = True, day, seconds, -2
+                read.clocks[k] = clock
+        elif line not in headed:
+            added.append(stamp)
+    if not added:
+        return
+    stamped = {line for line, *_ in added}
+    for e in r.pending:
+        if e.line in stamped:
+            e.own_header = True
+    rows = sorted([*zip(r.header_line, r.header_day, r.header_s, r.header_clock, strict=True),
+                   *added], key=lambda row: row[0])
+    r.header_line = [row[0] for row in rows]
+    r.header_day = [row[1] for row in rows]
+    r.header_s = [row[2] for row in rows]
+    r.header_clock = [row[3] for row in rows]
 
 
 def _events(r: _Reader, headers: _Headers, read: _StepColumns,
@@ -1345,6 +1391,7 @@ def _join_half(r: _Reader, half: _Half, n: int) -> int:
     r.header_day += h.header_day
     r.header_s += h.header_s
     r.header_clock += h.header_clock
+    r.stamps += [(line + offset, day, seconds, clock) for line, day, seconds, clock in h.stamps]
     p, q = r.p, h.p
     p.start_seen = p.start_seen or q.start_seen
     p.env.update(q.env)
