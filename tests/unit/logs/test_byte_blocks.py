@@ -117,19 +117,22 @@ def test_a_generated_log_is_read_without_splitting_its_step_lines(
 
 
 def test_a_block_is_taken_apart_into_its_step_lines_and_its_other_lines() -> None:
-    steps = [f"I0101 10:00:0{k}.000000 140 train.py:9] completed step: {k}, seconds: "
-             f"0.5{k}0, loss: {k}.500" for k in range(8)]
+    steps = [f"I0101 10:00:{k:02d}.000000 140 train.py:9] completed step: {k}, seconds: "
+             f"0.5{k % 10}0, loss: {k % 10}.500" for k in range(24)]
     others = ["I0101 10:00:03.500000 140 checkpointing.py:1] Saving checkpoint at step 3",
               "", "Per train step:"]
     lines = steps[:3] + others[:1] + steps[3:7] + others[1:] + steps[7:]
     got = maxtext._split_block(("\n".join(lines) + "\n").encode())
     assert got is not None
     assert got.lines == len(lines) and got.sample == steps[0]
-    np.testing.assert_array_equal(got.step_at, [0, 1, 2, 4, 5, 6, 7, 10])
+    np.testing.assert_array_equal(got.step_at, [0, 1, 2, 4, 5, 6, 7, *range(10, 27)])
     assert got.others == [(3, others[0]), (8, ""), (9, "Per train step:")]
     assert got.steps == ("\n".join(steps) + "\n").encode()
     uniform = ("\n".join(steps) + "\n").encode()
     assert maxtext._split_block(uniform).steps == uniform
+    # more other lines than SPLIT_MAX_OTHER_SHARE of them: split line by line
+    crowded = steps[:8] + others * 3
+    assert maxtext._split_block(("\n".join(crowded) + "\n").encode()) is None
 
 
 @pytest.mark.parametrize("change", [
@@ -145,8 +148,32 @@ def test_a_block_is_taken_apart_into_its_step_lines_and_its_other_lines() -> Non
         "same-length-shape", "mark-elsewhere"])
 def test_a_block_that_needs_its_lines_split_is_not_taken_apart(change) -> None:
     lines = [f"I0101 10:00:0{k}.000000 140 train.py:9] completed step: {k}, seconds: "
-             f"0.5{k}0, loss: {k}.500" for k in range(8)]
+             f"0.5{k}0, loss: {k}.500" for k in range(10)]
     lines.insert(4, "I0101 10:00:03.500000 140 checkpointing.py:1] Saving checkpoint at step 3")
     block = ("\n".join(lines) + "\n").encode()
     assert maxtext._split_block(block) is not None
     assert maxtext._split_block(change(block)) is None
+
+
+@pytest.mark.parametrize("text", [
+    # a log cut in the middle of its last number (copied while the run writes it)
+    "completed step: 1, seconds: 0.512\ncompleted step: 2, seconds: 0.",
+    "completed step: 1, seconds: 0.512\ncompleted step: 2, seconds: 0.\n",
+    # a line of a step line's shape without its mark (a digit inside it): not a step
+    "completed step: 12, seconds: 0.5\ncomplete1d step: , seconds: 0.7\n"
+    "completed step: 13, seconds: 0.5\n",
+    # an absl header whose date cannot be one, on another line and on a step line
+    "I1301 10:00:00.000000 1 pyconfig.py:1] Config param steps: 9\n"
+    "I0101 10:00:01.000000 1 x.py:1] completed step: 1, seconds: 0.5\n"
+    "I0132 10:00:02.000000 1 x.py:1] completed step: 2, seconds: 0.5\n",
+], ids=["cut-in-a-number", "cut-then-ended", "mark-with-a-digit", "impossible-dates"])
+def test_odd_logs_read_as_their_decoded_lines(tmp_path: pathlib.Path,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              text: str) -> None:
+    log = tmp_path / "odd.log"
+    log.write_text(text)
+    whole = _one_pass(log)
+    assert len(whole.steps) == 2 or "Config" in text
+    for block in (*BLOCK_SIZES, 1 << 22):
+        monkeypatch.setattr(maxtext, "READ_BLOCK_CHARS", block)
+        _same(whole, _bytes_read(log), f"blocks of {block}")

@@ -137,3 +137,48 @@ def test_the_clock_is_written_back_as_the_header_shows_it():
     assert [got.clock(0), got.clock(1)] == ["09:05:07.000100", "23:59:59.999999"]
     assert got.secs.tolist() == [9 * 3600 + 5 * 60 + 7.0001, 86399.999999]
     assert math.isclose(got.day[1] - got.day[0], 0)
+
+
+def _same_signs(a: reader._StepColumns, b: reader._StepColumns) -> None:
+    """``_same``, and every value's sign too (a negative zero is not a zero)."""
+    _same(a, b)
+    for mine, theirs in ((a.cols, b.cols), (a.metrics, b.metrics)):
+        for key in mine:
+            np.testing.assert_array_equal(np.signbit(mine[key]), np.signbit(theirs[key]))
+
+
+@pytest.mark.parametrize("lines", [
+    # a negative zero keeps its sign, as float() reads "-0.000"
+    ["completed step: 1, seconds: 0.500, loss: -0.000",
+     "completed step: 2, seconds: 0.500, loss: -0.250"],
+    # one value under two keys (MaxText's older TFLOP/s key and the newer): the first counts
+    ["completed step: 1, seconds: 0.5, TFLOP/s: 1.5, TFLOP/s/device: 2.5",
+     "completed step: 2, seconds: 0.5, TFLOP/s: 1.6, TFLOP/s/device: 2.6"],
+    # no seconds: no readable step, whichever read takes it
+    ["completed step: 1, loss: 2.0", "completed step: 2, loss: 3.0"],
+    # a signed step number is no step number
+    ["completed step: -0, seconds: 0.5", "completed step: -0, seconds: 0.6"],
+    # a first line whose header is not one (a one-digit hour) before real ones of its shape
+    ["I0101 1:00:00.000000 1 x.py:1] completed step: 1, seconds: 0.5",
+     "I0101 10:00:00.000000 1 x.py:1] completed step: 2, seconds: 0.5"],
+    # header dates and times that cannot be: read as no header
+    ["I1301 10:00:00.000000 1 x.py:1] completed step: 1, seconds: 0.5",
+     "I0132 10:00:00.000000 1 x.py:1] completed step: 2, seconds: 0.5",
+     "I0101 24:00:00.000000 1 x.py:1] completed step: 3, seconds: 0.5",
+     "I0101 10:60:00.000000 1 x.py:1] completed step: 4, seconds: 0.5",
+     "I0101 10:00:60.500000 1 x.py:1] completed step: 5, seconds: 0.5",
+     "I0100 10:00:00.000000 1 x.py:1] completed step: 6, seconds: 0.5"],
+    # a blank float() does not take before a value (str.isspace counts it)
+    ["completed step: 1, seconds: 0.5, perplexity: \x1f1.607",
+     "completed step: 2, seconds: 0.5, perplexity: \x1f1.703"],
+], ids=["negative-zero", "two-tflops-keys", "no-seconds", "signed-step", "one-digit-hour",
+        "impossible-headers", "unit-separator"])
+def test_edge_values_read_alike_whichever_read_takes_the_lines(lines):
+    """Which read takes a line depends on the lines it is grouped with (its block's, its
+    shape's), so each must give what the other gives, together and one at a time."""
+    _same_signs(reader._read_steps(lines), reader._read_by_pattern(lines))
+    for line in lines:
+        alone = reader._read_by_pattern([line])  # a line read on its own, twice over
+        twice = reader._StepColumns.join([alone, alone])
+        _same_signs(reader._read_steps([line, line]), twice)
+        _same_signs(reader._read_by_pattern([line, line]), twice)
