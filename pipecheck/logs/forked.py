@@ -24,6 +24,11 @@ from typing import Any, BinaryIO, Callable, Iterator
 
 from pipecheck.errors import PipecheckError, one_line
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: no os.fork either, so no pipe to widen
+    fcntl = None  # type: ignore[assignment]
+
 PR_SET_PDEATHSIG = 1
 """Linux ``prctl`` option: the signal a process gets when its parent dies."""
 
@@ -148,11 +153,12 @@ PIPE_BYTES = 1 << 20
 def _widen(fd: int) -> None:
     """Ask for a pipe of ``PIPE_BYTES`` where the system can (Linux); keep it as it is
     elsewhere or when refused."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if fcntl is None or set_size is None:
+        return
     try:
-        import fcntl  # POSIX only
-
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-    except (ImportError, AttributeError, OSError):
+        fcntl.fcntl(fd, set_size, PIPE_BYTES)
+    except OSError:
         pass
 
 
