@@ -34,7 +34,7 @@ def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> Non
     """
     check_outputs(force, json_path)
     progress = command_progress(quiet)
-    run_a, run_b = load_runs(a, b, progress)
+    run_a, run_b = load_runs(a, b, progress, to_save=json_path is not None)
     result = diff_runs(run_a, run_b, progress=progress, to_save=json_path is not None)
     click.echo(format_diff(result))
     save_json(result, json_path, force)

@@ -21,6 +21,7 @@ from pipecheck.logs.forked import Child, sigint_held, why_not_fork
 from pipecheck.logs.runs import is_result_file, load_run
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.diff import RunSummary
+from pipecheck.records.steps import compress_ahead
 
 SIDE_BY_SIDE_MIN_BYTES = 4 << 20
 """Both inputs must be MaxText logs of at least this size (4 MiB, ~20,000 steps) to read B
@@ -50,13 +51,18 @@ def why_one_after_the_other(a: str | os.PathLike[str], b: str | os.PathLike[str]
 
 
 def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
-              progress: Progress = NO_PROGRESS,
-              min_bytes: int | None = None) -> tuple[RunSummary, RunSummary]:
+              progress: Progress = NO_PROGRESS, min_bytes: int | None = None,
+              to_save: bool = False) -> tuple[RunSummary, RunSummary]:
     """``(load_run(a), load_run(b))``, B read in a second process when it helps and is safe
-    (``min_bytes``: ``SIDE_BY_SIDE_MIN_BYTES`` unless given)."""
+    (``min_bytes``: ``SIDE_BY_SIDE_MIN_BYTES`` unless given). ``to_save``: a record of
+    both will be written, so A's step columns are compressed on another thread
+    (``compress_ahead``) while B is read or awaited."""
     limit = SIDE_BY_SIDE_MIN_BYTES if min_bytes is None else min_bytes
     if why_one_after_the_other(a, b, limit) is not None:
-        return load_run(a, progress), load_run(b, progress)
+        run_a = load_run(a, progress)
+        if to_save:
+            compress_ahead(run_a.per_step_arrays())
+        return run_a, load_run(b, progress)
     child: ChildRead | None = None
     try:
         with sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
@@ -66,6 +72,8 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
         with progress.task(f"reading {os.path.basename(str(b))} alongside, in a second "
                            "process", size, "B") as task:
             run_a = load_run(a, progress)
+            if to_save:
+                compress_ahead(run_a.per_step_arrays())
             run_b: RunSummary = child.result()
             task.advance(size)
     finally:
