@@ -7,7 +7,8 @@ For each size, two MaxText logs in the real line format are generated in a tempo
 directory (``tests/maxtext_log.py``: one ``completed step:`` line per step written one step
 late, an async orbax checkpoint every 1000 steps with the lines MaxText and orbax write
 around it, whose blocking part stalls the next step; A around 512 ms a step, B around 530
-ms) and removed afterwards. Each command runs in its own process, under a 2,000,000 KiB
+ms), written to disk (``os.sync``, so no writeback of them runs during the timings) and
+removed afterwards. Each command runs in its own process, under a 2,000,000 KiB
 address-space limit (what ``ulimit -v 2000000`` sets) for import and diff, and reports its
 wall time and peak RSS:
 
@@ -255,6 +256,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="pipecheck_long_runs_") as d:
         for n in sizes:
             la, lb = write_log_pair(d, n, f"{n}_")
+            os.sync()  # the logs on disk before anything is timed: no writeback meanwhile
             rec, png = pathlib.Path(d, f"a_{n}.json"), pathlib.Path(d, f"a_{n}.png")
             diff_rec = pathlib.Path(d, f"diff_{n}.json")
             r = {
