@@ -1136,26 +1136,28 @@ class _Headers:
         return np.where(np.minimum(l1, l2) == np.iinfo(np.int64).max, math.nan,
                         np.where(l1 <= l2, t1, t2))
 
-    def last_before(self, line: int) -> tuple[int, float, int | None, int | None]:
-        """The last header at or before ``line``: its line (-1: none), its time (rounded
-        as one number, as ``round`` does), and where it is (a step row, or an index among
-        the other lines' headers)."""
-        i1 = int(np.searchsorted(self.step_line, line, side="right")) - 1
-        i2 = int(np.searchsorted(self.other_line, line, side="right")) - 1
-        l1 = int(self.step_line[i1]) if i1 >= 0 else -1
-        l2 = int(self.other_line[i2]) if i2 >= 0 else -1
-        if l1 < 0 and l2 < 0:
-            return -1, math.nan, None, None
+    def last_before_each(self, lines: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The last header at or before each of ``lines``: its line (-1: none), its time
+        not yet rounded (NaN: none), and where it is (a step row, or an index among the other
+        lines' headers; -1 where it is not of that kind)."""
+        def at(values: np.ndarray, idx: np.ndarray, fill: float = -1) -> np.ndarray:
+            return (values[np.maximum(idx, 0)] if values.size
+                    else np.full(idx.size, fill, dtype=values.dtype))
+
+        i1 = np.searchsorted(self.step_line, lines, side="right") - 1
+        i2 = np.searchsorted(self.other_line, lines, side="right") - 1
+        l1 = np.where(i1 >= 0, at(self.step_line, i1), -1)
+        l2 = np.where(i2 >= 0, at(self.other_line, i2), -1)
+        step = l1 > l2
+        rows = i1 if self.step_row is None else at(self.step_row, i1)
         days, secs, odays, osecs = self.raw
-        row = other = None
-        if l1 > l2:
-            row = i1 if self.step_row is None else int(self.step_row[i1])
-            day, sec = int(days[row]), float(secs[row])
-        else:
-            other = i2
-            day, sec = int(odays[i2]), float(osecs[i2])
+        day = np.where(step, at(days, rows, 0), at(odays, i2, 0))
+        sec = np.where(step, at(secs, rows, 0), at(osecs, i2, 0))
         d0, s0 = self.origin
-        return max(l1, l2), round((day - d0) * 86400.0 + (sec - s0), 6), row, other
+        when = np.where((l1 < 0) & (l2 < 0), math.nan, (day - d0) * 86400.0 + (sec - s0))
+        return (np.maximum(l1, l2), when, np.where(step, rows, -1),
+                np.where(~step & (l2 >= 0), i2, -1))
 
 
 def _finish(r: _Reader) -> None:
@@ -1215,24 +1217,30 @@ def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
 def _events(r: _Reader, headers: _Headers, read: _StepColumns,
             step_line: np.ndarray) -> list[LogEvent]:
     """The pending events with their times (own header, or for checkpoint lines the last
-    header at or before them) and anchors (the last readable step line before them)."""
+    header at or before them) and anchors (the last readable step line before them),
+    looked up for all of them at once."""
+    if not r.pending:
+        return []
+    lines = np.fromiter((e.line for e in r.pending), np.int64, len(r.pending))
+    found, when, rows, others = headers.last_before_each(lines)
     number = read.number
     readable = np.where(number >= 0, np.arange(number.size), -1)
     last_readable = np.maximum.accumulate(readable) if number.size else readable
+    k = np.searchsorted(step_line, lines) - 1
+    j = np.where(k >= 0, last_readable[np.maximum(k, 0)] if number.size else -1, -1)
+    anchors = np.where(j >= 0, number[np.maximum(j, 0)] if number.size else -1, -1)
     out = []
-    for e in r.pending:
+    for e, line, t, row, other, anchor in zip(r.pending, found.tolist(), when.tolist(),
+                                              rows.tolist(), others.tolist(),
+                                              anchors.tolist(), strict=True):
         at = clock = None
-        if e.timed or e.own_header:
-            line, when, row, other = headers.last_before(e.line)
-            if line >= 0 and (e.timed or line == e.line):
-                at = when
-                clock = (read.clock(row) if row is not None
-                         else r.header_clock[other] if other is not None else None)
+        if (e.timed or e.own_header) and line >= 0 and (e.timed or line == e.line):
+            at = round(t, 6)  # as one number, as ``round`` does
+            clock = (read.clock(row) if row >= 0
+                     else r.header_clock[other] if other >= 0 else None)
         fields = dict(e.fields)
         if "anchor_step" not in fields:
-            k = int(np.searchsorted(step_line, e.line)) - 1
-            j = int(last_readable[k]) if k >= 0 else -1
-            fields["anchor_step"] = int(number[j]) if j >= 0 else None
+            fields["anchor_step"] = anchor if anchor >= 0 else None
         out.append(LogEvent(e.kind, e.line, e.text, at_s=at, clock=clock, **fields))
     return out
 
