@@ -337,21 +337,31 @@ _DAYS_BEFORE_MONTH = np.array([0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305,
 ORDINAL_2000 = datetime.date(2000, 1, 1).toordinal() - 1
 
 
+_DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+"""Days of each month of a leap year (an absl header has no year: 29 February can be)."""
+
+
 def _valid_clock(month: Any, day: Any, hours: Any, minutes: Any, seconds: Any) -> Any:
-    """Whether a header's date and time can be one (numbers or arrays of them): a month of
-    1-12, a day of 1-31, hours up to 23, minutes and seconds under 60. A header that cannot
-    be is read as no header, by every reader alike."""
-    return ((month >= 1) & (month <= 12) & (day >= 1) & (day <= 31) & (hours <= 23)
-            & (minutes <= 59) & (seconds < 60))
+    """Whether a header's date and time can be one (numbers or arrays of them): a day of
+    its month (1-12), hours up to 23, minutes and seconds under 60. A header that cannot be
+    is read as no header, by every reader alike."""
+    in_year = (month >= 1) & (month <= 12)
+    last_day = _DAYS_IN_MONTH[np.clip(month, 1, 12) - 1]
+    return (in_year & (day >= 1) & (day <= last_day) & (hours <= 23) & (minutes <= 59)
+            & (seconds < 60))
+
+
+_MONTH_DAYS = tuple(_DAYS_IN_MONTH.tolist())
 
 
 def _day_and_seconds(m: re.Match[str]) -> tuple[int, float] | None:
     """An absl header's date (a day number of the leap year 2000: the year is not logged,
     ``_new_years`` tells it) and time of day in seconds; None where it cannot be a date and
-    time (``_valid_clock``)."""
+    time (``_valid_clock``'s rule, for one header: a numpy call per line costs more)."""
     month, day, hours, minutes = int(m["month"]), int(m["day"]), int(m["h"]), int(m["m"])
     seconds = float(m["s"])
-    if not _valid_clock(month, day, hours, minutes, seconds):
+    if not (1 <= month <= 12 and 1 <= day <= _MONTH_DAYS[month - 1] and hours <= 23
+            and minutes <= 59 and seconds < 60):
         return None
     return (ORDINAL_2000 + int(_DAYS_BEFORE_MONTH[month - 1]) + day,
             hours * 3600.0 + minutes * 60.0 + seconds)
@@ -573,6 +583,8 @@ EXACT_POWER_OF_TEN = 22
 multiplied by it is the correctly rounded value of its decimal text, as ``float()`` reads
 it."""
 
+_HAS_DIGIT = re.compile(r"\d")
+
 _HEADER_LIKE = re.compile(r"[IWEF]\d+ \d+:\d+:\d")
 """What looks like an absl header without being one (``I0101 1:00:00``): a shape whose
 first line has it may hold real headers too (digits gone, the two look alike)."""
@@ -597,6 +609,10 @@ class _Field:
     negative: bool = False
     """The shape shows a minus sign before it (so a zero is ``-0.0``, as ``float()`` reads
     ``-0.000``)."""
+    run_on: int = 0
+    """How many of its first decimal places a value short of decimals could leave to the
+    digits that follow (the decimals less the non-digits after them in the shape, the
+    line end and the next line's head included): those are checked to be digits."""
 
 
 @dataclasses.dataclass
@@ -618,6 +634,25 @@ def _int_tokens(text: bytes) -> int:
         return int(np.fromstring(text, dtype=np.int64, sep=" ").size) if text.strip() else 0
 
 
+def _nth(text: bytes, char: bytes, k: int) -> int:
+    """Where the ``k``-th (from 0) ``char`` of ``text`` is."""
+    at = -1
+    for _ in range(k + 1):
+        at = text.index(char, at + 1)
+    return at
+
+
+def _gap(line: bytes, at: int) -> int:
+    """How many non-digits follow position ``at`` of ``line`` before a digit, running on
+    over the line end into the next line of its shape (its head is this line's)."""
+    rest = re.match(rb"\D*", line[at:])
+    gap = len(rest.group(0)) if rest else 0
+    if at + gap < len(line):
+        return gap
+    head = re.match(rb"\D*", line)
+    return gap + 1 + (len(head.group(0)) if head else 0)
+
+
 def _layout(sample: str) -> _Layout | None:
     """The layout of a step line's shape from one line of it; None when it has a value
     the bulk read does not take (then every line of the shape is read by pattern)."""
@@ -636,10 +671,12 @@ def _layout(sample: str) -> _Layout | None:
         prefix = sample[:offset + len(text) - len(text.lstrip())].encode(
             "utf-8", "surrogatepass")
         dotted = m.group(2) is not None
-        return _Field(_int_tokens(prefix.translate(_NUMERIC, _NUMERIC_DELETE)),
-                      len(m.group(2)) if dotted else 0,
-                      prefix.count(b".") if dotted else None, exponent,
-                      text.lstrip().startswith("-"))
+        decimals = len(m.group(2)) if dotted else 0
+        dot = prefix.count(b".") if dotted else None
+        return _Field(_int_tokens(prefix.translate(_NUMERIC, _NUMERIC_DELETE)), decimals,
+                      dot, exponent, text.lstrip().startswith("-"),
+                      decimals - _gap(raw, _nth(raw, b".", dot) + 1 + decimals)
+                      if dot is not None else 0)
 
     header: tuple[_Field, _Field, _Field, _Field] | None = None
     h = GLOG_HEADER.search(sample, 0, mark)
@@ -662,8 +699,8 @@ def _layout(sample: str) -> _Layout | None:
     for piece in pieces[1:]:
         colon = piece.find(":")
         key = piece[:colon].strip() if colon >= 0 else ""
-        if not key:
-            return None
+        if not key or _HAS_DIGIT.search(key):
+            return None  # a key with a digit: lines of this shape may name another key
         f = field(offset + colon + 1, piece[colon + 1:])
         if f is None:
             return None
@@ -797,12 +834,15 @@ def _decimals_hold(data: bytes, layout: _Layout, n: int) -> bool:
     dots = np.flatnonzero(buf == 46)
     if dots.size != n * layout.dots:
         return False
-    ends = dots.reshape(n, layout.dots)[:, [f.dot for f in fields]] + np.array(
-        [f.decimals for f in fields])  # each value's last decimal
+    at = dots.reshape(n, layout.dots)[:, [f.dot for f in fields]]
+    ends = at + np.array([f.decimals for f in fields])  # each value's last decimal
     if ends.max() + 1 >= buf.size:  # a line with fewer decimals, last in the text
         return False
-    with_decimals = np.array([f.decimals > 0 for f in fields])
-    return bool(_IS_DIGIT[buf[ends[:, with_decimals]]].all()
+    for j, f in enumerate(fields):  # the first places where a short value could run on
+        for place in range(1, f.run_on + 1):  # into the digits after it (``_Field.run_on``)
+            if not _IS_DIGIT[buf[at[:, j] + place]].all():
+                return False
+    return bool(_IS_DIGIT[buf[ends[:, [f.decimals > 0 for f in fields]]]].all()
                 and not _IS_DIGIT[buf[ends + 1]].any())
 
 
@@ -893,8 +933,8 @@ def _read_group(texts: list[str]) -> tuple[list[str], list[np.ndarray]] | None:
     keys, tokens = [], []
     for piece in pieces[1:]:
         colon = piece.find(":")
-        if colon < 0 or not piece[:colon].strip():
-            return None
+        if colon < 0 or not piece[:colon].strip() or _HAS_DIGIT.search(piece[:colon]):
+            return None  # no key, or one with a digit: lines of this shape may name another
         keys.append(piece[:colon].strip())
         tokens.append("," + piece[:colon + 1])
     if "time_s" not in (_STEP_KEYS.get(key) for key in keys):
@@ -1185,21 +1225,35 @@ def _finish(r: _Reader) -> None:
     p.has_loss, p.own_time = read.has_loss[take], read.own[take]
 
 
+ZONE_STEP_S = 900
+"""Time zones differ by whole quarters of an hour: the offset between a log viewer's
+timestamps and the absl headers is rounded to it."""
+
+
 def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
     """Each line below a timestamp line (``_STAMP``) takes its time as its own header's,
     unless it has an absl header: a step line in its row; any other line as a header of
-    its own, which then times its events as their own header would."""
+    its own, which then times its events as their own header would. A viewer writes its
+    timestamps in its own time zone: where the log has absl headers, the stamps above
+    headed lines tell the offset (``_zone_offset``) and every stamp is moved by it; where
+    none does, the stamps cannot be put on the headers' clock and are not used."""
+    if not r.stamps:
+        return
+    offset = _zone_offset(r, read, step_line)
+    if offset is None:
+        return
     headed = set(r.header_line)
     added: list[tuple[int, int, float, str]] = []
-    for stamp in r.stamps:
-        line, day, seconds, clock = stamp
+    for line, day, seconds, clock in r.stamps:
+        shifted = seconds + offset
+        day, seconds = day + int(shifted // 86400), shifted % 86400
         k = int(np.searchsorted(step_line, line))
         if k < step_line.size and step_line[k] == line:
             if not read.own[k]:
                 read.own[k], read.day[k], read.secs[k], read.decimals[k] = True, day, seconds, -2
                 read.clocks[k] = clock
         elif line not in headed:
-            added.append(stamp)
+            added.append((line, day, seconds, clock))
     if not added:
         return
     stamped = {line for line, *_ in added}
@@ -1212,6 +1266,28 @@ def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
     r.header_day = [row[1] for row in rows]
     r.header_s = [row[2] for row in rows]
     r.header_clock = [row[3] for row in rows]
+
+
+def _zone_offset(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> float | None:
+    """Seconds to add to the log's timestamp lines to put them on its absl headers' clock:
+    0 in a log without absl headers; else the median of (header - stamp) over the stamps
+    above headed lines, rounded to ``ZONE_STEP_S``; None where no stamp is above one."""
+    others = dict(zip(r.header_line, zip(r.header_day, r.header_s, strict=True), strict=True))
+    if not others and not read.own.any():
+        return 0.0
+    gaps = []
+    for line, day, seconds, _ in r.stamps:
+        k = int(np.searchsorted(step_line, line))
+        if k < step_line.size and step_line[k] == line and read.own[k]:
+            head = (int(read.day[k]), float(read.secs[k]))
+        elif line in others:
+            head = others[line]
+        else:
+            continue
+        gaps.append((head[0] - day) * 86400.0 + head[1] - seconds)
+    if not gaps:
+        return None
+    return round(float(np.median(gaps)) / ZONE_STEP_S) * ZONE_STEP_S
 
 
 def _events(r: _Reader, headers: _Headers, read: _StepColumns,

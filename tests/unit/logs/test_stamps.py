@@ -100,3 +100,37 @@ def test_a_stamped_log_cut_between_a_stamp_and_its_line(tmp_path: pathlib.Path) 
     assert whole.own_time.all()
     for cut in _line_ends(log):
         _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
+
+
+ZONES = """\
+2023-10-03 11:48:40.000 PDT
+I1003 18:48:40.050000 140 checkpointing.py:1] Saving checkpoint at step 0
+2023-10-03 11:48:41.000 PDT
+completed step: 1, seconds: 0.500
+2023-10-03 11:48:41.500 PDT
+I1003 18:48:41.550000 141 async_checkpointer.py:77] [process=0][thread=async_save] Background save thread done. Time taken: 1.5s
+2023-10-03 11:48:42.000 PDT
+completed step: 2, seconds: 0.500
+"""
+
+
+def test_timestamps_in_the_viewers_zone_are_put_on_the_headers_clock(tmp_path):
+    """Cloud Logging stamps in the viewer's zone (PDT); the pod's absl headers are UTC: the
+    stamps above headed lines tell the offset (7 h, to the quarter hour), and the stamped
+    step lines fall between the headed events on one clock."""
+    p = _parse(tmp_path, ZONES)
+    assert p.own_time.all()
+    saves = [e for e in p.events if e.kind in ("checkpoint_save", "async_save_done")]
+    assert [e.at_s for e in saves] == pytest.approx([0.0, 1.5])  # their own headers
+    assert p.line_at.tolist() == pytest.approx([0.95, 1.95])  # 18:48:41 and 18:48:42
+    assert saves[0].at_s < p.line_at[0] < saves[1].at_s < p.line_at[1]
+
+
+def test_timestamps_that_cannot_be_put_on_the_headers_clock_are_not_used(tmp_path):
+    """A log with absl headers and no timestamp line above any of them: the stamps' zone
+    is unknown, so they time nothing (the lines below them read as they would alone)."""
+    text = ("I1003 18:48:40.050000 140 train.py:1] Config param steps: 9\n"
+            "2023-10-03 11:48:41.000 PDT\ncompleted step: 1, seconds: 0.500\n"
+            "I1003 18:48:41.550000 140 train.py:1] Config param steps: 9\n")
+    p = _parse(tmp_path, text)
+    assert not p.own_time.any() and p.line_at.tolist() == pytest.approx([1.5])

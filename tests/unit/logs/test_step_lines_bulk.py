@@ -171,14 +171,38 @@ def _same_signs(a: reader._StepColumns, b: reader._StepColumns) -> None:
     # a blank float() does not take before a value (str.isspace counts it)
     ["completed step: 1, seconds: 0.5, perplexity: \x1f1.607",
      "completed step: 2, seconds: 0.5, perplexity: \x1f1.703"],
+    # keys told apart by a digit alone, which the shape does not keep
+    ["completed step: 1, l1: 5.0, seconds: 1.0", "completed step: 2, l2: 2.0, seconds: 9.0"],
+    ["completed step: 1, 7seconds: 5.0, seconds: 1.0",
+     "completed step: 2, seconds: 2.0, seconds: 9.0"],
+    # a value with fewer decimals than the first line's, last on its line, before a line
+    # that starts with digits (a `srun -l` label)
+    ["2: completed step: 2, seconds: 1.000, loss: 4.125",
+     "1: completed step: 1, seconds: 1.000, loss: 4.3",
+     "3: completed step: 3, seconds: 1.000, loss: 4.250"],
+    # days their month does not have
+    ["I0230 10:00:00.000000 1 x.py:1] completed step: 1, seconds: 0.5",
+     "I0431 10:00:00.000000 1 x.py:1] completed step: 2, seconds: 0.5",
+     "I0229 10:00:00.000000 1 x.py:1] completed step: 3, seconds: 0.5"],
 ], ids=["negative-zero", "two-tflops-keys", "no-seconds", "signed-step", "one-digit-hour",
-        "impossible-headers", "unit-separator"])
+        "impossible-headers", "unit-separator", "keys-by-digit", "key-with-digit",
+        "decimals-run-on", "days-of-month"])
 def test_edge_values_read_alike_whichever_read_takes_the_lines(lines):
     """Which read takes a line depends on the lines it is grouped with (its block's, its
     shape's), so each must give what the other gives, together and one at a time."""
-    _same_signs(reader._read_steps(lines), reader._read_by_pattern(lines))
+    each_alone = reader._StepColumns.join([reader._read_by_pattern([line]) for line in lines])
+    _same_signs(reader._read_steps(lines), each_alone)
+    _same_signs(reader._read_by_pattern(lines), each_alone)
     for line in lines:
         alone = reader._read_by_pattern([line])  # a line read on its own, twice over
         twice = reader._StepColumns.join([alone, alone])
         _same_signs(reader._read_steps([line, line]), twice)
         _same_signs(reader._read_by_pattern([line, line]), twice)
+
+
+def test_a_header_on_a_day_its_month_does_not_have_is_no_header():
+    lines = ["I0230 10:00:00.000000 1 x.py:1] completed step: 1, seconds: 0.5",
+             "I0431 10:00:00.000000 1 x.py:1] completed step: 2, seconds: 0.5",
+             "I0229 10:00:00.000000 1 x.py:1] completed step: 3, seconds: 0.5"]
+    for read in (reader._read_steps(lines), reader._read_by_pattern(lines)):
+        assert read.own.tolist() == [False, False, True]  # 29 February: a leap year's day
