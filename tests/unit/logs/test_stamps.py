@@ -108,7 +108,7 @@ I1003 18:48:40.050000 140 checkpointing.py:1] Saving checkpoint at step 0
 2023-10-03 11:48:41.000 PDT
 completed step: 1, seconds: 0.500
 2023-10-03 11:48:41.500 PDT
-I1003 18:48:41.550000 141 async_checkpointer.py:77] [process=0][thread=async_save] Background save thread done. Time taken: 1.5s
+I1003 18:48:41.550000 141 a.py:7] [process=0][thread=save] Background save thread done.
 2023-10-03 11:48:42.000 PDT
 completed step: 2, seconds: 0.500
 """
