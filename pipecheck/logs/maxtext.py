@@ -8,11 +8,11 @@ threads and processes; so every pattern is searched for anywhere in a line and n
 depends on two lines being adjacent, except ``Per train step:``, whose ``Total TFLOPs``
 arrives on a later line, and a log viewer's timestamp line (a date and time alone, which
 Cloud Logging writes above each entry: ``_STAMP``), which times the line below it as that
-line's own header would (on the absl headers' clock: ``_stamp``). A checkpoint line without a header takes the time of the last
-header before it; a bare step line, the time of the next one (the step interval needs a
-time it was written by, not after). Other events (eval, profiler windows, synchronous
-saves, restores, restarts) are timed only by their own header; without one they are
-placed by line order.
+line's own header would (on the absl headers' clock: ``_stamp``). A checkpoint line
+without a header takes the time of the last header before it; a bare step line, the time
+of the next one (the step interval needs a time it was written by, not after). Other
+events (eval, profiler windows, synchronous saves, restores, restarts) are timed only by
+their own header; without one they are placed by line order.
 
 A log file is read as bytes, a block at a time (``_Reader.read_block``). The usual block,
 step lines of one shape among a few other lines, is taken apart without splitting its step
