@@ -32,7 +32,9 @@ class TerminalProgress(Progress):
         click.echo(f"pipecheck: {line}", err=True)
 
     def task(self, description: str, total: int, unit: str = "") -> Task:
-        # lazy: tqdm (~0.1 s) only when a bar is drawn, so the commands start fast
+        if not sys.stderr.isatty():  # tqdm's own rule for disable=None: no bar to draw
+            return Task()
+        # lazy: tqdm (~0.03-0.1 s) only when a bar is drawn, so the commands start fast
         from tqdm import tqdm
 
         bar = tqdm(total=total or None, desc=f"pipecheck: {description}", unit=unit or "it",

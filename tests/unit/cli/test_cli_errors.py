@@ -140,3 +140,20 @@ def test_progress_lines_go_to_stderr_the_same_way_and_quiet_silences_them(capsys
     command_progress(False).say("[1/4] target step time: 30 synthetic steps")
     assert capsys.readouterr().err == "pipecheck: [1/4] target step time: 30 synthetic steps\n"
     assert command_progress(True) is NO_PROGRESS
+
+
+def test_progress_off_a_terminal_draws_no_bar_and_loads_no_tqdm():
+    """Off a terminal (a pipe, CI, a benchmark) tqdm would draw nothing: its import (~0.03
+    s) is not paid either. On a terminal the bar is drawn (tests/integration/
+    test_long_runs_cli.py, under a pseudo-terminal)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from pipecheck.cli.progress import command_progress\n"
+            "with command_progress(False).task('reading a.log', 10, 'B') as task:\n"
+            "    task.advance(10)\n"
+            "print('tqdm' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "False" and out.stderr == ""
