@@ -331,14 +331,13 @@ def _cut_out(data: bytes, starts: np.ndarray, ends: np.ndarray) -> bytes:
     return b"".join(data[keep[i]:keep[i + 1]] for i in range(0, len(keep), 2))
 
 
-_DAYS_BEFORE_MONTH = np.array([0, 31, 60, 91, 121, 152, 182, 213, 244, 274, 305, 335])
+_DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+"""Days of each month of a leap year (an absl header has no year: 29 February can be)."""
+
+_DAYS_BEFORE_MONTH = np.concatenate(([0], np.cumsum(_DAYS_IN_MONTH)[:-1]))
 """Days of the (leap) year 2000 before each month: an absl header has no year."""
 
 ORDINAL_2000 = datetime.date(2000, 1, 1).toordinal() - 1
-
-
-_DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
-"""Days of each month of a leap year (an absl header has no year: 29 February can be)."""
 
 
 def _valid_clock(month: Any, day: Any, hours: Any, minutes: Any, seconds: Any) -> Any:
@@ -451,14 +450,14 @@ class _Reader:
         line = raw.rstrip("\r\n")
         h = GLOG_HEADER.search(line)
         when = _day_and_seconds(h) if h is not None else None
-        if when is None:
-            h = None  # no header, or one whose date or time cannot be: read as none
+        if h is None or when is None:  # no header, or one whose date or time cannot be
+            h = None
             stamp = _STAMP.fullmatch(line)
             stamped = _day_and_seconds(stamp) if stamp is not None else None
             if stamp is not None and stamped is not None:
                 self.stamps.append((n + 1, *stamped, stamp["clock"]))
                 return
-        if h is not None and when is not None:
+        else:
             day, seconds = when
             self.header_line.append(n)
             self.header_day.append(day)
@@ -634,6 +633,15 @@ def _int_tokens(text: bytes) -> int:
         return int(np.fromstring(text, dtype=np.int64, sep=" ").size) if text.strip() else 0
 
 
+_DIGIT_BYTE = re.compile(rb"\d")
+
+
+def _non_digits(line: bytes, at: int) -> int:
+    """How many non-digits ``line`` has from position ``at`` on before a digit or its end."""
+    digit = _DIGIT_BYTE.search(line, at)
+    return (digit.start() if digit else len(line)) - at
+
+
 def _nth(text: bytes, char: bytes, k: int) -> int:
     """Where the ``k``-th (from 0) ``char`` of ``text`` is."""
     at = -1
@@ -645,12 +653,10 @@ def _nth(text: bytes, char: bytes, k: int) -> int:
 def _gap(line: bytes, at: int) -> int:
     """How many non-digits follow position ``at`` of ``line`` before a digit, running on
     over the line end into the next line of its shape (its head is this line's)."""
-    rest = re.match(rb"\D*", line[at:])
-    gap = len(rest.group(0)) if rest else 0
+    gap = _non_digits(line, at)
     if at + gap < len(line):
         return gap
-    head = re.match(rb"\D*", line)
-    return gap + 1 + (len(head.group(0)) if head else 0)
+    return gap + 1 + _non_digits(line, 0)
 
 
 def _layout(sample: str) -> _Layout | None:
@@ -1239,19 +1245,23 @@ def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
     none does, the stamps cannot be put on the headers' clock and are not used."""
     if not r.stamps:
         return
-    offset = _zone_offset(r, read, step_line)
+    lines = np.fromiter((line for line, *_ in r.stamps), np.int64, len(r.stamps))
+    k = np.searchsorted(step_line, lines)
+    found = k < step_line.size
+    found[found] = step_line[k[found]] == lines[found]
+    rows = np.where(found, k, -1).tolist()  # each stamped line's step row (-1: not a step)
+    offset = _zone_offset(r, read, rows)
     if offset is None:
         return
     headed = set(r.header_line)
     added: list[tuple[int, int, float, str]] = []
-    for line, day, seconds, clock in r.stamps:
+    for (line, day, seconds, clock), row in zip(r.stamps, rows, strict=True):
         shifted = seconds + offset
         day, seconds = day + int(shifted // 86400), shifted % 86400
-        k = int(np.searchsorted(step_line, line))
-        if k < step_line.size and step_line[k] == line:
-            if not read.own[k]:
-                read.own[k], read.day[k], read.secs[k], read.decimals[k] = True, day, seconds, -2
-                read.clocks[k] = clock
+        if row >= 0:
+            if not read.own[row]:
+                read.own[row], read.day[row], read.secs[row] = True, day, seconds
+                read.decimals[row], read.clocks[row] = -2, clock
         elif line not in headed:
             added.append((line, day, seconds, clock))
     if not added:
@@ -1260,26 +1270,26 @@ def _stamp(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> None:
     for e in r.pending:
         if e.line in stamped:
             e.own_header = True
-    rows = sorted([*zip(r.header_line, r.header_day, r.header_s, r.header_clock, strict=True),
-                   *added], key=lambda row: row[0])
-    r.header_line = [row[0] for row in rows]
-    r.header_day = [row[1] for row in rows]
-    r.header_s = [row[2] for row in rows]
-    r.header_clock = [row[3] for row in rows]
+    merged = sorted([*zip(r.header_line, r.header_day, r.header_s, r.header_clock,
+                          strict=True), *added], key=lambda row: row[0])
+    r.header_line = [row[0] for row in merged]
+    r.header_day = [row[1] for row in merged]
+    r.header_s = [row[2] for row in merged]
+    r.header_clock = [row[3] for row in merged]
 
 
-def _zone_offset(r: _Reader, read: _StepColumns, step_line: np.ndarray) -> float | None:
+def _zone_offset(r: _Reader, read: _StepColumns, rows: list[int]) -> float | None:
     """Seconds to add to the log's timestamp lines to put them on its absl headers' clock:
     0 in a log without absl headers; else the median of (header - stamp) over the stamps
-    above headed lines, rounded to ``ZONE_STEP_S``; None where no stamp is above one."""
+    above headed lines, rounded to ``ZONE_STEP_S``; None where no stamp is above one.
+    ``rows``: each stamped line's step row (-1: not a step line)."""
     others = dict(zip(r.header_line, zip(r.header_day, r.header_s, strict=True), strict=True))
     if not others and not read.own.any():
         return 0.0
     gaps = []
-    for line, day, seconds, _ in r.stamps:
-        k = int(np.searchsorted(step_line, line))
-        if k < step_line.size and step_line[k] == line and read.own[k]:
-            head = (int(read.day[k]), float(read.secs[k]))
+    for (line, day, seconds, _), row in zip(r.stamps, rows, strict=True):
+        if row >= 0 and read.own[row]:
+            head = (int(read.day[row]), float(read.secs[row]))
         elif line in others:
             head = others[line]
         else:

@@ -14,8 +14,6 @@ import types
 import typing
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
-import numpy as np
-
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.steps import (
     Floats,
@@ -213,17 +211,11 @@ def _convert_out(value: Any) -> Any:
         return _fields_out(value, layout)
     if isinstance(value, StepTable):
         return value.to_json()
-    if kind is Floats:  # a column's values outside a FloatColumn field: a list of numbers
-        return float_items(value)
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
         return StepTable.from_rows(type(value[0]), value).to_json()
-    if isinstance(value, tuple) and value and type(value[0]) is float:
-        numbers = np.asarray(value, dtype=float) if all(type(v) is float for v in value) else None
-        if numbers is not None:  # raw samples: up to one per step, so no call per number
-            finite = np.isfinite(numbers)
-            return list(value) if finite.all() else [v if ok else None
-                                                     for v, ok in zip(value, finite.tolist(),
-                                                                      strict=True)]
+    if kind is Floats or (isinstance(value, tuple) and value and type(value[0]) is float
+                          and all(type(v) is float for v in value)):
+        return float_items(value)  # raw samples: up to one per step, no call per number
     if isinstance(value, (tuple, list)):
         return [_convert_out(v) for v in value]
     if isinstance(value, Mapping):
