@@ -85,6 +85,7 @@ from pipecheck.measure.spans import (
     Snapshot,
     SpanRecorder,
     capturing,
+    end_marker,
     profiler,
 )
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
@@ -316,8 +317,8 @@ class Monitor:
         self._result: MonitorResult | None = None
         self._pending: PyTree = None
         self._has_pending = False
-        self._data_wait_id, self._dispatch_id, self._sync_id = (
-            self.recorder.name_id(n) for n in ("data_wait", "dispatch", "sync"))
+        self._data_wait_end, self._dispatch_end, self._sync_end = (
+            end_marker(self.recorder.name_id(n)) for n in ("data_wait", "dispatch", "sync"))
         self._profiling: Callable[[], bool] | None = None
         self._at = 0
         """The step the loop is at: the last one dispatched (or being dispatched)."""
@@ -366,8 +367,8 @@ class Monitor:
         it = iter(iterable)
         rec = self.recorder
         clock = self.clock
-        data_wait = self._data_wait_id
-        enter, log, started = rec._enters.append, rec._exits.append, rec._enters.__len__
+        data_wait = self._data_wait_end
+        log, end = rec._log.append, rec._ends.append
         enabled = self._profiling
         window = self._profile
         while True:
@@ -382,15 +383,14 @@ class Monitor:
                     except StopIteration:
                         return
             else:  # the span, inline (SpanRecorder's log): this runs every step
-                enter(clock())
+                log(clock())
                 try:
                     batch = next(it)
                 except StopIteration:
                     return
                 finally:
-                    log(clock())
+                    end(clock())
                     log(data_wait)
-                    log(started())
             yield batch
 
     # long: the loop's hot path, inline in one function (a call costs ~0.1 µs a step)
@@ -414,18 +414,17 @@ class Monitor:
         capture = enabled is not None and enabled()
         if capture != rec._annotating:
             rec.follow_capture(capture)
-        log, started = rec._exits.append, rec._enters.__len__
+        log, end = rec._log.append, rec._ends.append
         if capture:
             with rec.span("dispatch", step_num=self.step_index):
                 out = fn(*args, **kwargs)
         else:  # the span, inline (SpanRecorder's log)
-            rec._enters.append(clock())
+            log(clock())
             try:
                 out = fn(*args, **kwargs)
             finally:
-                log(clock())
-                log(self._dispatch_id)
-                log(started())
+                end(clock())
+                log(self._dispatch_end)
         if watcher is not None and watcher.compiles != before:
             rec.tag("compile")
         loss = self._loss(out)
@@ -434,17 +433,16 @@ class Monitor:
                 with rec.span("sync"):
                     value = self._read_loss(self._pending)
             else:
-                rec._enters.append(clock())
+                log(clock())
                 try:
                     value = self._read_loss(self._pending)
                 finally:
-                    log(clock())
-                    log(self._sync_id)
-                    log(started())
+                    end(clock())
+                    log(self._sync_end)
             marks = rec._marks  # rec.mark(value), inline
             now = clock()
             marks.append((now, math.nan if value is None else value, len(rec._spans),
-                          len(rec._exits)))
+                          len(rec._ends)))
             if len(marks) >= FOLD_STEPS:
                 rec.fold()
             saver = self._saver

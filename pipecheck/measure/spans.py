@@ -7,9 +7,11 @@ span (data wait, dispatch, sync, checkpoint, ...) and every instant tag
 spans of a step add up to (at most) its time and ``other`` is the rest.
 
 Recording is cheap (it runs several times a step), with no object or dict per span or
-step. A span's start is one clock reading appended to a list by C code alone (its
-context's ``__enter__`` is a C call chain); its end appends three numbers to another list
-(end, name id, how many spans had started). A mark is one tuple. Nothing is worked out
+step. A span's start is one clock reading appended to a log by C code alone (its context's
+``__enter__`` is a C call chain); its end appends its clock reading to a list of ends and
+its name's *end marker* (a NaN carrying the name's number, one float object per name) to
+the log, so the log holds starts and ends in the order they happened. A mark is one
+tuple. Nothing is worked out
 while spans run: every ``FOLD_STEPS`` marks, or when anything reads the steps, the log is
 folded at once (numpy over the whole batch) into each span's start, end and depth
 (``resolve_spans``, from the order in which spans started and ended, so ties of an
@@ -38,6 +40,7 @@ import functools
 import gc
 import itertools
 import math
+import struct
 import sys
 import threading
 import time
@@ -105,6 +108,14 @@ def capturing() -> bool:
     return prof is not None and prof.enabled()
 
 
+def _floats(values: list[float], n: int) -> np.ndarray:
+    """The first ``n`` numbers of ``values`` as a (read-only) float array: packed by
+    ``struct`` (C doubles, bit for bit), twice as fast as ``np.fromiter`` on a list."""
+    if len(values) != n:
+        values = values[:n]
+    return np.frombuffer(struct.pack(f"{n}d", *values), np.float64)
+
+
 def _rows(items: Sequence[tuple[float, ...]], width: int) -> np.ndarray:
     """A list of equal-length tuples as a (len, width) float array."""
     flat = np.fromiter(itertools.chain.from_iterable(items), np.float64, len(items) * width)
@@ -162,13 +173,12 @@ class SpanRecorder:
         """Whether a profiler captures now (bound once, see ``_capture_check``)."""
         if annotate:
             self.capturing = _capture_check()
-        self._enters: list[float] = []
-        """The start of each span timed here, in the order they started: those not folded
-        yet, and the open ones."""
-        self._exits: list[float] = []
-        """Each span's end, flat: (end, name id, ``len(_enters)`` when it ended), in the
-        order they ended (its start is the last one not ended among those). Three appends,
-        no tuple: a tuple per span would be tracked by the garbage collector."""
+        self._log: list[float] = []
+        """The spans timed here not folded yet, and the open ones: starts' clock readings
+        and ends' markers (``end_marker``), in the order they happened."""
+        self._ends: list[float] = []
+        """Each end's clock reading, appended just before its marker (floats, no tuple: a
+        tuple per span would be tracked by the garbage collector)."""
         self._ended = np.zeros((0, 4))
         """Spans resolved by a fold that ended after its last mark (rows of name id, start,
         end, depth): the next step's first."""
@@ -177,16 +187,14 @@ class SpanRecorder:
         (name id, start, end, depth) tuple each (one append is atomic: a signal handler
         never sees half a span)."""
         self._marks: list[tuple[float, float, float, float]] = []
-        """The marks not folded yet: (clock, loss or NaN, ``len(_spans)``,
-        ``len(_exits)``)."""
-        # the lists above stay the same objects for the recorder's life: the loop and the
-        # contexts hold their ``append``
+        """The marks not folded yet: (clock, loss or NaN, ``len(_spans)``, ``len(_ends)``)."""
+        # the lists above live as long as the recorder: the loop and contexts hold appends
         self._annotating = False
         """Whether the names' contexts are annotations (a profiler captured at the last
         look, ``follow_capture``)."""
         self.on_switch: list[Callable[[], None]] = []
         """Called when the names' contexts change kind (caches of them must be dropped)."""
-        self._fast_type = _fast_context_type(self._enters.append, clock)
+        self._fast_type = _fast_context_type(self._log.append, clock)
         self._contexts = _Contexts(self)
         """Each span name's context, made once per kind (``span``)."""
         self._tags: list[tuple[str, float, int]] = []
@@ -199,7 +207,10 @@ class SpanRecorder:
         self._batches: list[StepTable[StepRecord]] = []
         self._kept_rows = 0
         self._first_step: StepTable[StepRecord] | None = None
-        self._raw_spans = np.zeros((0, 4))
+        self._raw_spans: collections.deque[np.ndarray] = collections.deque()
+        """The folded spans' rows, a fold's array each: the last ``raw_window``, and less
+        than a fold more (cut when read)."""
+        self._raw_span_rows = 0
         self._raw_marks = np.zeros(0)
         self._folding = False
 
@@ -245,13 +256,13 @@ class SpanRecorder:
     @property
     def depth(self) -> int:
         """How many spans are open now."""
-        return max(0, len(self._enters) - len(self._exits) // 3)
+        return max(0, len(self._log) - 2 * len(self._ends))  # starts less ends
 
     @property
     def raw_spans(self) -> list[Span]:
         """The most recent spans (up to ``raw_window``), for trace export."""
         self.fold()
-        rows = np.concatenate([self._raw_spans, self._unfolded_spans()])[-self.raw_window:]
+        rows = np.concatenate([*self._raw_spans, self._unfolded_spans()])[-self.raw_window:]
         names = self._names
         return [Span(names[int(i)], s, e, int(d)) for i, s, e, d in rows.tolist()]
 
@@ -263,9 +274,7 @@ class SpanRecorder:
 
     def _unfolded_spans(self) -> np.ndarray:
         """The spans ended and not folded yet, resolved without changing the logs."""
-        e = len(self._exits)
-        exits = np.fromiter(self._exits[:e - e % 3], np.float64).reshape(-1, 3)
-        resolved, _ = resolve_spans(np.fromiter(self._enters[:], np.float64), exits)
+        resolved, _ = resolve_spans(*read_log(self._log[:], self._ends[:]))
         rows = np.concatenate([self._ended, resolved, _rows(self._spans[:], 4)])
         return rows[np.argsort(rows[:, 2], kind="stable")]
 
@@ -291,7 +300,7 @@ class SpanRecorder:
         self.look_for_capture()
         t = self.clock()
         self.start_time = t
-        self._marks.append((t, math.nan, len(self._spans), len(self._exits)))
+        self._marks.append((t, math.nan, len(self._spans), len(self._ends)))
         return t
 
     def span(self, name: str, step_num: int | None = None) -> _SpanContext:
@@ -337,7 +346,7 @@ class SpanRecorder:
             raise RuntimeError("SpanRecorder.start() must be called before mark()")
         marks = self._marks
         marks.append((self.clock(), math.nan if loss is None else loss, len(self._spans),
-                       len(self._exits)))
+                       len(self._ends)))
         if self.capturing() != self._annotating:
             self.follow_capture(not self._annotating)  # look_for_capture, inline
         if len(marks) >= FOLD_STEPS and not self._folding:
@@ -366,7 +375,7 @@ class SpanRecorder:
         folded = 1 if first else self._folded_marks
         before = len(self._ended)  # they ended before every mark of this fold
         ended = np.concatenate([self._ended, self._take_ended()])
-        timed = before + marks[:, 3].astype(np.int64) // 3  # spans timed here before each mark
+        timed = before + marks[:, 3].astype(np.int64)  # spans timed here before each mark
         cut_timed = int(timed[-1]) if len(marks) else 0
         cut = int(marks[-1, 2]) if len(marks) else 0  # the spans timed elsewhere
         spans, marks = _in_steps(marks, ended[:cut_timed], timed, _rows(self._spans[:cut], 4))
@@ -381,21 +390,25 @@ class SpanRecorder:
         self._tags = [t for t in self._tags if t[2] >= self._folded_marks]
         if table is not None:
             self._add_steps(table)
-            self._raw_spans = np.concatenate([self._raw_spans, spans])[-self.raw_window:]
+            self._keep_raw_spans(spans)
         self._raw_marks = np.concatenate([self._raw_marks, new_marks])[-self.raw_window:]
 
     def _take_ended(self) -> np.ndarray:
         """Every span timed here that ended, resolved (``resolve_spans``) and taken out of
         the logs; the open ones stay (only their starts are logged)."""
-        e = len(self._exits)
-        e -= e % 3  # a span ending now (a signal handler folds) is left whole
-        exits = np.fromiter(self._exits, np.float64, e).reshape(-1, 3)  # the first e
-        m = len(self._enters)
-        enters = np.fromiter(self._enters, np.float64, m)
+        n = len(self._log)  # an end logged later (a signal handler folds) stays whole
+        enters, exits = read_log(self._log, self._ends, n)
         rows, still_open = resolve_spans(enters, exits)
-        self._enters[:m] = enters[still_open].tolist()
-        del self._exits[:e]
+        self._log[:n] = enters[still_open].tolist()
+        del self._ends[:len(exits)]
         return rows
+
+    def _keep_raw_spans(self, spans: np.ndarray) -> None:
+        kept = self._raw_spans
+        kept.append(spans)
+        self._raw_span_rows += len(spans)
+        while self._raw_span_rows - len(kept[0]) >= self.raw_window:
+            self._raw_span_rows -= len(kept.popleft())
 
     def _add_steps(self, table: StepTable[StepRecord]) -> None:
         if self._first_step is None:
@@ -446,27 +459,25 @@ class _Contexts(dict[str, "_SpanContext"]):
 
 class _SpanContext:
     """A span name's context manager, made once and entered for each of its spans. Its end
-    appends three numbers to the recorder's ``_exits``; its start is its subclass's."""
+    appends its clock reading to the recorder's ``_ends`` and the name's end marker to its
+    ``_log``; its start is its subclass's."""
 
-    __slots__ = ("name", "name_id", "clock", "log", "started", "capturing", "enter")
+    __slots__ = ("name", "marker", "clock", "log", "end", "capturing")
 
     def __init__(self, rec: SpanRecorder, name: str) -> None:
         self.name = name
-        self.name_id = rec.name_id(name)
+        self.marker = end_marker(rec.name_id(name))
         self.clock = rec.clock
-        self.log = rec._exits.append
-        self.started = rec._enters.__len__
-        self.enter = rec._enters.append
+        self.log = rec._log.append
+        self.end = rec._ends.append
         self.capturing = rec.capturing
 
     def __enter__(self) -> None:  # pragma: no cover - each subclass has its own
         raise NotImplementedError
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        log = self.log
-        log(self.clock())
-        log(self.name_id)
-        log(self.started())
+        self.end(self.clock())
+        self.log(self.marker)
 
 
 def _fast_context_type(enter: Callable[[float], None],
@@ -503,16 +514,50 @@ class _AnnotatedSpan(_SpanContext):
                 prof.step_annotation(TRAIN_STEP_ANNOTATION, step_num=self.step_num))
             annotation.__enter__()
         self.annotations.append(annotation)
-        self.enter(self.clock())
+        self.log(self.clock())
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        log = self.log
-        log(self.clock())
-        log(self.name_id)
-        log(self.started())
+        self.end(self.clock())
+        self.log(self.marker)
         annotation = self.annotations.pop()
         if annotation is not None:
             annotation.__exit__(None, None, None)
+
+
+_MARKER_BITS = 0x7FF8_0000_0000_0000
+"""A quiet NaN's bits: an end marker is one with the name's number + 1 in its low bits."""
+
+_MARKER_ID_MASK = 0xFFFF_FFFF
+
+
+def end_marker(name_id: int) -> float:
+    """The float logged for an end of span name ``name_id``: a NaN no clock reads (its low
+    bits hold ``name_id + 1``; a plain NaN has none)."""
+    if not 0 <= name_id < _MARKER_ID_MASK:
+        raise ValueError(f"span name number {name_id} out of range")
+    return float(np.uint64(_MARKER_BITS | (name_id + 1)).view(np.float64))
+
+
+def read_log(log: list[float], ends: list[float],
+             n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Pure: the starts and ends in the first ``n`` entries of a span log (starts' clock
+    readings and ends' markers, in the order they happened) and its list of ends' clock
+    readings, as ``resolve_spans`` takes them: the starts in order, and a row (end, name
+    id, how many had started) for each end."""
+    n = len(log) if n is None else n
+    values = _floats(log, n)
+    is_end = np.isnan(values)
+    at = np.flatnonzero(is_end)
+    ids = (values.view(np.uint64)[at] & _MARKER_ID_MASK).astype(np.int64) - 1
+    if len(ids) and ids.min() < 0:  # a start's clock read NaN: not an end
+        is_end[at[ids < 0]] = False
+        at, ids = at[ids >= 0], ids[ids >= 0]
+    k = len(at)
+    exits = np.empty((k, 3))
+    exits[:, 0] = _floats(ends, k)
+    exits[:, 1] = ids
+    exits[:, 2] = at - np.arange(k)  # the starts before each end
+    return values[~is_end], exits
 
 
 def resolve_spans(enters: np.ndarray, exits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -605,6 +650,14 @@ def _in_steps(marks: np.ndarray, timed: np.ndarray, timed_before: np.ndarray,
     return spans[order], np.column_stack([marks[:, 0], marks[:, 1], before])
 
 
+def _step_of_spans(before: np.ndarray, count: int) -> np.ndarray:
+    """Pure: the step of each of ``count`` spans, in order, from the number of spans that
+    ended before each step's mark (``before``, non-decreasing)."""
+    if len(before) and before[-1] == count and before[0] >= 0:
+        return np.repeat(np.arange(len(before)), np.diff(before, prepend=0))
+    return np.searchsorted(before, np.arange(count), side="right")
+
+
 # long: one vectorized pass, then the odd intervals and the tags, in the order of the rule
 def fold_intervals(
     first_step: int,
@@ -623,12 +676,14 @@ def fold_intervals(
     n = len(marks)
     ends = marks[:, 0]
     starts = np.concatenate([[start], ends[:-1]])
-    step_of = np.searchsorted(marks[:, 2], np.arange(len(spans)), side="right")
+    step_of = _step_of_spans(marks[:, 2].astype(np.int64), len(spans))
     ids = spans[:, 0].astype(np.int64)
     s0, s1, depth = spans[:, 1], spans[:, 2], spans[:, 3]
-    detached = np.isin(ids, [i for i, name in enumerate(names) if name in DETACHED_KINDS])
-    odd = (depth != 0) | detached | (s0 < starts[step_of]) | (s1 > ends[step_of])
-    complex_rows = np.unique(step_of[odd])
+    odd = (depth != 0) | (s0 < starts[step_of]) | (s1 > ends[step_of])
+    for i, name in enumerate(names):
+        if name in DETACHED_KINDS:
+            odd |= ids == i
+    complex_rows = np.unique(step_of[odd]) if odd.any() else np.zeros(0, np.int64)
     k = len(names)
     flat = step_of * k + ids
     sums = np.bincount(flat, weights=s1 - s0, minlength=n * k).reshape(n, k)

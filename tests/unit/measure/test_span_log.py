@@ -1,6 +1,7 @@
-"""The span log (starts, and ends with how many had started) resolved at fold time: the
-spans, their depth and their steps are the ones that happened, whatever the order of
-nesting, folds and reads, with an injected clock whose readings tie."""
+"""The span log (starts' clock readings and ends' markers in the order they happened, and
+the ends' clock readings) resolved at fold time: the spans, their depth and their steps are
+the ones that happened, whatever the order of nesting, folds and reads, with an injected
+clock whose readings tie."""
 
 from __future__ import annotations
 
@@ -9,7 +10,13 @@ import random
 import numpy as np
 import pytest
 
-from pipecheck.measure.spans import SpanRecorder, close_interval, resolve_spans
+from pipecheck.measure.spans import (
+    SpanRecorder,
+    close_interval,
+    end_marker,
+    read_log,
+    resolve_spans,
+)
 from pipecheck.records.events import Span
 
 
@@ -105,3 +112,62 @@ def test_a_malformed_log_ends_spans_with_no_length() -> None:
     rows, still_open = resolve_spans(np.array([1.0]), np.array([[0.5, 4, 0], [2.0, 5, 1]]))
     assert rows.tolist() == [[4, 0.5, 0.5, 0], [5, 1.0, 2.0, 0]]
     assert still_open.tolist() == [False]
+
+
+def test_end_markers_are_nans_that_carry_their_name() -> None:
+    ids = [0, 1, 2, 255, 256, 70_000, 2**32 - 2]
+    markers = [end_marker(i) for i in ids]
+    assert all(np.isnan(m) for m in markers)
+    starts, exits = read_log([0.5, *markers], [1.0 + i for i in range(len(ids))])
+    assert starts.tolist() == [0.5]
+    assert exits[:, 1].tolist() == ids
+    assert exits[:, 0].tolist() == [1.0 + i for i in range(len(ids))]
+    assert exits[:, 2].tolist() == [1] * len(ids)  # each end came after the one start
+    for bad in (-1, 2**32 - 1):
+        with pytest.raises(ValueError, match="out of range"):
+            end_marker(bad)
+
+
+def test_a_log_reads_as_starts_and_ends_with_how_many_had_started() -> None:
+    a, b = end_marker(3), end_marker(0)
+    # start, start, end (b), start, end (a), end (a): nested, then one inside the first
+    log = [1.0, 2.0, b, 4.0, a, a, 7.0]
+    starts, exits = read_log(log, [3.0, 5.0, 6.0])
+    assert starts.tolist() == [1.0, 2.0, 4.0, 7.0]
+    assert exits.tolist() == [[3.0, 0, 2], [5.0, 3, 3], [6.0, 3, 3]]
+    rows, still_open = resolve_spans(starts, exits)
+    assert rows.tolist() == [[0, 2.0, 3.0, 1], [3, 4.0, 5.0, 1], [3, 1.0, 6.0, 0]]
+    assert still_open.tolist() == [False, False, False, True]
+    # only the first n entries: the last start is not read
+    starts, exits = read_log(log, [3.0, 5.0, 6.0, 8.0], 6)
+    assert starts.tolist() == [1.0, 2.0, 4.0] and len(exits) == 3
+
+
+def test_a_clock_that_reads_nan_starts_a_span_and_ends_none() -> None:
+    starts, exits = read_log([float("nan"), 2.0, end_marker(1), end_marker(1)], [3.0, 4.0])
+    assert np.isnan(starts[0]) and starts[1] == 2.0
+    assert exits[:, 2].tolist() == [2, 2]
+
+
+def test_an_end_whose_marker_is_not_logged_yet_is_folded_whole_later() -> None:
+    """A fold from a signal handler between an end's clock reading and its marker takes
+    the spans logged whole, and the next fold the one it interrupted."""
+    clock = TieClock()
+    rec = SpanRecorder(clock, annotate=False)
+    rec.start()
+    ctx = rec.span("io")
+    for t in (1.0, 2.0):  # one whole span, 1.0 to 2.0
+        clock.t = t
+        ctx.__enter__() if t == 1.0 else ctx.__exit__(None, None, None)
+    clock.t = 3.0
+    ctx.__enter__()
+    clock.t = 4.0
+    rec._ends.append(clock())  # the second span's end, as its ``__exit__`` logs it first
+    assert [(s.start, s.end) for s in rec.raw_spans] == [(1.0, 2.0)]
+    rec.fold()  # the interrupted end stays in the logs
+    rec._log.append(ctx.marker)  # ... and its ``__exit__`` goes on
+    clock.t = 5.0
+    rec.mark()
+    assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == [
+        ("io", 1.0, 2.0, 0), ("io", 3.0, 4.0, 0)]
+    assert rec.steps[0].spans["io"] == pytest.approx(2.0)
