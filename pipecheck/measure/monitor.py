@@ -85,7 +85,6 @@ from pipecheck.measure.spans import (
     Snapshot,
     SpanRecorder,
     capturing,
-    end_marker,
     profiler,
 )
 from pipecheck.measure.sync_locator import DEFAULT_INTERVAL_S, FrameInfo, SyncLocator
@@ -317,8 +316,8 @@ class Monitor:
         self._result: MonitorResult | None = None
         self._pending: PyTree = None
         self._has_pending = False
-        self._data_wait_end, self._dispatch_end, self._sync_end = (
-            end_marker(self.recorder.name_id(n)) for n in ("data_wait", "dispatch", "sync"))
+        self._data_wait_ends, self._dispatch_ends, self._sync_ends = (
+            self.recorder.end_logger(n) for n in ("data_wait", "dispatch", "sync"))
         self._profiling: Callable[[], bool] | None = None
         self._at = 0
         """The step the loop is at: the last one dispatched (or being dispatched)."""
@@ -367,8 +366,7 @@ class Monitor:
         it = iter(iterable)
         rec = self.recorder
         clock = self.clock
-        data_wait = self._data_wait_end
-        log, end = rec._log.append, rec._ends.append
+        log, data_wait_ends = rec._log.append, self._data_wait_ends
         enabled = self._profiling
         window = self._profile
         while True:
@@ -389,8 +387,7 @@ class Monitor:
                 except StopIteration:
                     return
                 finally:
-                    end(clock())
-                    log(data_wait)
+                    next(data_wait_ends)
             yield batch
 
     # long: the loop's hot path, inline in one function (a call costs ~0.1 µs a step)
@@ -414,7 +411,7 @@ class Monitor:
         capture = enabled is not None and enabled()
         if capture != rec._annotating:
             rec.follow_capture(capture)
-        log, end = rec._log.append, rec._ends.append
+        log = rec._log.append
         if capture:
             with rec.span("dispatch", step_num=self.step_index):
                 out = fn(*args, **kwargs)
@@ -423,8 +420,7 @@ class Monitor:
             try:
                 out = fn(*args, **kwargs)
             finally:
-                end(clock())
-                log(self._dispatch_end)
+                next(self._dispatch_ends)
         if watcher is not None and watcher.compiles != before:
             rec.tag("compile")
         loss = self._loss(out)
@@ -437,8 +433,7 @@ class Monitor:
                 try:
                     value = self._read_loss(self._pending)
                 finally:
-                    end(clock())
-                    log(self._sync_end)
+                    next(self._sync_ends)
             marks = rec._marks  # rec.mark(value), inline
             now = clock()
             marks.append((now, math.nan if value is None else value, len(rec._spans),

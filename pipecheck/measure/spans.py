@@ -44,7 +44,7 @@ import struct
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -315,6 +315,11 @@ class SpanRecorder:
             return self._contexts[name]
         return _AnnotatedSpan(self, name, step_num)
 
+    def end_logger(self, name: str) -> Iterator[tuple[None, None]]:
+        """What logs the end of a span ``name`` at each ``next``, by C calls alone: for a
+        loop that times a span inline (``_log.append(clock())`` at its start)."""
+        return _end_logger(self, end_marker(self.name_id(name)))
+
     def look_for_capture(self) -> None:
         """Make the names' spans annotations if a profiler captures now, plain if not
         (done at each mark; call it where a capture may have started since)."""
@@ -459,25 +464,32 @@ class _Contexts(dict[str, "_SpanContext"]):
 
 class _SpanContext:
     """A span name's context manager, made once and entered for each of its spans. Its end
-    appends its clock reading to the recorder's ``_ends`` and the name's end marker to its
-    ``_log``; its start is its subclass's."""
+    appends its clock reading to the recorder's ``_ends``, then the name's end marker to its
+    ``_log``, by C calls alone (``ends``); its start is its subclass's."""
 
-    __slots__ = ("name", "marker", "clock", "log", "end", "capturing")
+    __slots__ = ("name", "marker", "clock", "log", "ends", "capturing")
 
     def __init__(self, rec: SpanRecorder, name: str) -> None:
         self.name = name
         self.marker = end_marker(rec.name_id(name))
         self.clock = rec.clock
         self.log = rec._log.append
-        self.end = rec._ends.append
+        self.ends = _end_logger(rec, self.marker)
         self.capturing = rec.capturing
 
     def __enter__(self) -> None:  # pragma: no cover - each subclass has its own
         raise NotImplementedError
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.end(self.clock())
-        self.log(self.marker)
+        next(self.ends)
+
+
+def _end_logger(rec: SpanRecorder, marker: float) -> Iterator[tuple[None, None]]:
+    """What logs a span's end at each ``next``: the clock read and appended to the
+    recorder's ``_ends``, then ``marker`` appended to its ``_log`` (``zip`` pulls its
+    iterators in order), all in C."""
+    return zip(map(rec._ends.append, iter(rec.clock, None)),
+               map(rec._log.append, itertools.repeat(marker)), strict=False)
 
 
 def _fast_context_type(enter: Callable[[float], None],
@@ -517,8 +529,7 @@ class _AnnotatedSpan(_SpanContext):
         self.log(self.clock())
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.end(self.clock())
-        self.log(self.marker)
+        next(self.ends)
         annotation = self.annotations.pop()
         if annotation is not None:
             annotation.__exit__(None, None, None)
@@ -547,17 +558,24 @@ def read_log(log: list[float], ends: list[float],
     n = len(log) if n is None else n
     values = _floats(log, n)
     is_end = np.isnan(values)
-    at = np.flatnonzero(is_end)
-    ids = (values.view(np.uint64)[at] & _MARKER_ID_MASK).astype(np.int64) - 1
+    if n % 2 == 0 and is_end[1::2].all() and not is_end[::2].any():
+        # each span ended before the next started (the usual log): starts and ends alternate
+        at = np.arange(1, n, 2)
+        ids = (values[1::2].view(np.uint64) & _MARKER_ID_MASK).astype(np.int64) - 1
+        starts = values[::2]
+    else:
+        at = np.flatnonzero(is_end)
+        ids = (values.view(np.uint64)[at] & _MARKER_ID_MASK).astype(np.int64) - 1
+        starts = None
     if len(ids) and ids.min() < 0:  # a start's clock read NaN: not an end
         is_end[at[ids < 0]] = False
-        at, ids = at[ids >= 0], ids[ids >= 0]
+        at, ids, starts = at[ids >= 0], ids[ids >= 0], None
     k = len(at)
     exits = np.empty((k, 3))
     exits[:, 0] = _floats(ends, k)
     exits[:, 1] = ids
     exits[:, 2] = at - np.arange(k)  # the starts before each end
-    return values[~is_end], exits
+    return values[~is_end] if starts is None else starts, exits
 
 
 def resolve_spans(enters: np.ndarray, exits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

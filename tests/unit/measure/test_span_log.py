@@ -171,3 +171,14 @@ def test_an_end_whose_marker_is_not_logged_yet_is_folded_whole_later() -> None:
     assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == [
         ("io", 1.0, 2.0, 0), ("io", 3.0, 4.0, 0)]
     assert rec.steps[0].spans["io"] == pytest.approx(2.0)
+
+
+def test_a_log_of_alternating_starts_and_ends_reads_the_same_way() -> None:
+    a, b = end_marker(0), end_marker(1)
+    starts, exits = read_log([1.0, a, 3.0, b], [2.0, 4.0])
+    assert starts.tolist() == [1.0, 3.0]
+    assert exits.tolist() == [[2.0, 0, 1], [4.0, 1, 2]]
+    # a start whose clock read NaN where an end would be: three starts, one end
+    starts, exits = read_log([1.0, float("nan"), 2.0, b], [5.0])
+    assert starts[[0, 2]].tolist() == [1.0, 2.0] and np.isnan(starts[1])
+    assert exits.tolist() == [[5.0, 1, 3]]
