@@ -79,7 +79,7 @@ from pipecheck.measure.run_saver import (
     remove_stale_temporaries,
 )
 from pipecheck.measure.spans import (
-    FOLD_STEPS,
+    READ_STEPS,
     STEP_WINDOW,
     GcSpans,
     Snapshot,
@@ -438,8 +438,8 @@ class Monitor:
             now = clock()
             marks.append((now, math.nan if value is None else value, len(rec._spans),
                           len(rec._ends)))
-            if len(marks) >= FOLD_STEPS:
-                rec.fold()
+            if len(marks) >= READ_STEPS:
+                rec.read_logs()
             saver = self._saver
             if saver is not None and now >= saver.next_at:  # the mark's clock reading
                 saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),

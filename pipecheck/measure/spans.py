@@ -7,13 +7,14 @@ span (data wait, dispatch, sync, checkpoint, ...) and every instant tag
 spans of a step add up to (at most) its time and ``other`` is the rest.
 
 Recording is cheap (it runs several times a step), with no object or dict per span or
-step. A span's start is one clock reading appended to a log by C code alone (its context's
-``__enter__`` is a C call chain); its end appends its clock reading to a list of ends and
-its name's *end marker* (a NaN carrying the name's number, one float object per name) to
-the log, so the log holds starts and ends in the order they happened. A mark is one
-tuple. Nothing is worked out
-while spans run: every ``FOLD_STEPS`` marks, or when anything reads the steps, the log is
-folded at once (numpy over the whole batch) into each span's start, end and depth
+step, and calls no Python function but a span's ``__exit__``. A span's start appends one
+clock reading to a log; its end appends its clock reading to a list of ends and its name's
+*end marker* (a NaN carrying the name's number, one float object per name) to the log, so
+the log holds starts and ends in the order they happened. A mark is one tuple. Nothing is
+worked out while spans run: every ``READ_STEPS`` marks the logs are read into arrays
+(their floats still in the CPU's cache), and every ``FOLD_STEPS`` marks, or when anything
+reads the steps, they are folded at once (numpy over the whole batch) into each span's
+start, end and depth
 (``resolve_spans``, from the order in which spans started and ended, so ties of an
 injected clock cannot confuse it) and per-step columns (a ``StepTable``:
 ``fold_intervals``). Memory stays bounded on runs of any length: the first step and the
@@ -148,10 +149,10 @@ class SpanRecorder:
     """Records spans, instant tags and step marks; folds them into per-step columns.
 
     Recording costs a few list appends (no object per span or step): span starts and
-    ends, marks and tags go to flat logs, and every ``FOLD_STEPS`` marks (or when read) the
-    logs are folded at once into a ``StepTable`` of the steps they closed (``resolve_spans``,
-    then ``close_interval``'s rule, vectorized; intervals with nested, detached or clipped
-    spans go through ``close_interval`` itself)."""
+    ends, marks and tags go to flat logs, read into arrays every ``READ_STEPS`` marks; every
+    ``FOLD_STEPS`` marks (or when read) they are folded at once into a ``StepTable`` of the
+    steps they closed (``resolve_spans``, then ``close_interval``'s rule, vectorized;
+    intervals with nested, detached or clipped spans go through ``close_interval`` itself)."""
 
     def __init__(
         self,
@@ -208,11 +209,11 @@ class SpanRecorder:
         self._kept_rows = 0
         self._first_step: StepTable[StepRecord] | None = None
         self._raw_spans: collections.deque[np.ndarray] = collections.deque()
-        """The folded spans' rows, a fold's array each: the last ``raw_window``, and less
-        than a fold more (cut when read)."""
+        """The folded spans' rows, a fold's array each (the last ``raw_window``, and more)."""
         self._raw_span_rows = 0
         self._raw_marks = np.zeros(0)
         self._folding = False
+        self._read = _ReadLogs()  # the logs read into arrays since the last fold
 
     # -- reading ---------------------------------------------------------------
     def name_id(self, name: str) -> int:
@@ -226,7 +227,7 @@ class SpanRecorder:
     @property
     def marks_total(self) -> int:
         """Marks taken so far, the start included."""
-        return self._folded_marks + len(self._marks)
+        return self._folded_marks + self._read.mark_count + len(self._marks)
 
     @property
     def step_count(self) -> int:
@@ -256,7 +257,8 @@ class SpanRecorder:
     @property
     def depth(self) -> int:
         """How many spans are open now."""
-        return max(0, len(self._log) - 2 * len(self._ends))  # starts less ends
+        read = self._read  # starts less ends
+        return max(0, read.log_count + len(self._log) - 2 * (read.end_count + len(self._ends)))
 
     @property
     def raw_spans(self) -> list[Span]:
@@ -274,7 +276,10 @@ class SpanRecorder:
 
     def _unfolded_spans(self) -> np.ndarray:
         """The spans ended and not folded yet, resolved without changing the logs."""
-        resolved, _ = resolve_spans(*read_log(self._log[:], self._ends[:]))
+        log, ends = self._log[:], self._ends[:]
+        resolved, _ = resolve_spans(*read_log(
+            np.concatenate([*self._read.log, _floats(log, len(log))]),
+            np.concatenate([*self._read.ends, _floats(ends, len(ends))])))
         rows = np.concatenate([self._ended, resolved, _rows(self._spans[:], 4)])
         return rows[np.argsort(rows[:, 2], kind="stable")]
 
@@ -354,8 +359,39 @@ class SpanRecorder:
                        len(self._ends)))
         if self.capturing() != self._annotating:
             self.follow_capture(not self._annotating)  # look_for_capture, inline
-        if len(marks) >= FOLD_STEPS and not self._folding:
+        if len(marks) >= READ_STEPS and not self._folding:
+            self.read_logs()
+
+    def read_logs(self) -> None:
+        """Read the logs into arrays (every ``READ_STEPS`` marks), and fold them once
+        ``FOLD_STEPS`` marks are read."""
+        if self._folding:
+            return
+        self._folding = True
+        try:
+            self._read_logs()
+        finally:
+            self._folding = False
+        if self._read.mark_count >= FOLD_STEPS:
             self.fold()
+
+    def _read_logs(self) -> None:
+        m, n, e = len(self._marks), len(self._log), len(self._ends)
+        read = self._read
+        marks = _rows(self._marks[:m], 4)
+        marks[:, 3] += read.end_count  # the ends before each mark, since the last fold
+        log, ends = _floats(self._log, n), _floats(self._ends, e)
+        # no object the garbage collector tracks is made from here on (a collection's
+        # callback reads ``depth``)
+        read.marks.append(marks)
+        read.log.append(log)
+        read.ends.append(ends)
+        read.mark_count += m
+        del self._marks[:m]
+        read.log_count += n
+        del self._log[:n]
+        read.end_count += e
+        del self._ends[:e]
 
     def fold(self) -> None:
         """Fold the closed intervals of the log into steps (see the class docstring)."""
@@ -368,10 +404,10 @@ class SpanRecorder:
             self._folding = False
 
     def _fold(self) -> None:
-        n = len(self._marks)
-        if not n:
+        self._read_logs()
+        if not self._read.mark_count:
             return
-        marks = _rows(self._marks[:n], 4)
+        marks = np.concatenate(self._read.marks)
         new_marks = marks[:, 0]
         first = math.isnan(self._last_folded_mark)
         start = float(marks[0, 0]) if first else self._last_folded_mark
@@ -389,7 +425,8 @@ class SpanRecorder:
         # commit: spans a gc callback logged meanwhile are at the end, after the cut
         self._ended = ended[cut_timed:]
         del self._spans[:cut]
-        del self._marks[:n]
+        self._read.marks.clear()
+        self._read.mark_count = 0
         self._folded_marks = folded + len(marks)
         self._last_folded_mark = float(marks[-1, 0]) if len(marks) else start
         self._tags = [t for t in self._tags if t[2] >= self._folded_marks]
@@ -399,13 +436,18 @@ class SpanRecorder:
         self._raw_marks = np.concatenate([self._raw_marks, new_marks])[-self.raw_window:]
 
     def _take_ended(self) -> np.ndarray:
-        """Every span timed here that ended, resolved (``resolve_spans``) and taken out of
-        the logs; the open ones stay (only their starts are logged)."""
-        n = len(self._log)  # an end logged later (a signal handler folds) stays whole
-        enters, exits = read_log(self._log, self._ends, n)
+        """Every span timed here that ended (in the logs read), resolved (``resolve_spans``)
+        and taken out of them; the open ones' starts stay, and an end whose marker is not
+        logged yet (a signal handler folds)."""
+        read = self._read
+        ends = np.concatenate(read.ends)
+        enters, exits = read_log(np.concatenate(read.log), ends)
         rows, still_open = resolve_spans(enters, exits)
-        self._log[:n] = enters[still_open].tolist()
-        del self._ends[:len(exits)]
+        starts, ends = enters[still_open], ends[len(exits):]
+        read.log[:] = [starts]
+        read.log_count = len(starts)
+        read.ends[:] = [ends]
+        read.end_count = len(ends)
         return rows
 
     def _keep_raw_spans(self, spans: np.ndarray) -> None:
@@ -431,8 +473,27 @@ class SpanRecorder:
 
 
 FOLD_STEPS = 2048
-"""Marks logged before the log is folded into steps: the fold's numpy work is shared by that
-many steps, and the log stays small (~100 KB)."""
+"""Marks read before the logs are folded into steps: the fold's numpy work is shared by that
+many steps."""
+
+READ_STEPS = 256
+"""Marks logged before the logs are read into arrays: the floats just logged are then still
+in the CPU's cache (read by a fold 2,048 steps later, they cost twice as much), and the
+lists stay small (~100 KB)."""
+
+
+@dataclasses.dataclass
+class _ReadLogs:
+    """The logs read into arrays since the last fold: a read's array each, and how many
+    entries they hold."""
+
+    marks: list[np.ndarray] = dataclasses.field(default_factory=list)
+    """(clock, loss or NaN, spans timed elsewhere before it, ends read before it) rows."""
+    log: list[np.ndarray] = dataclasses.field(default_factory=list)
+    ends: list[np.ndarray] = dataclasses.field(default_factory=list)
+    mark_count: int = 0
+    log_count: int = 0
+    end_count: int = 0
 
 
 _never: Callable[[], bool] = bool
@@ -549,14 +610,14 @@ def end_marker(name_id: int) -> float:
     return float(np.uint64(_MARKER_BITS | (name_id + 1)).view(np.float64))
 
 
-def read_log(log: list[float], ends: list[float],
-             n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Pure: the starts and ends in the first ``n`` entries of a span log (starts' clock
-    readings and ends' markers, in the order they happened) and its list of ends' clock
-    readings, as ``resolve_spans`` takes them: the starts in order, and a row (end, name
+def read_log(log: Sequence[float] | np.ndarray,
+             ends: Sequence[float] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pure: the starts and ends of a span log (starts' clock readings and ends' markers, in
+    the order they happened) and its ends' clock readings (those past its last marker are
+    not read), as ``resolve_spans`` takes them: the starts in order, and a row (end, name
     id, how many had started) for each end."""
-    n = len(log) if n is None else n
-    values = _floats(log, n)
+    values = np.asarray(log, np.float64)
+    n = len(values)
     is_end = np.isnan(values)
     if n % 2 == 0 and is_end[1::2].all() and not is_end[::2].any():
         # each span ended before the next started (the usual log): starts and ends alternate
@@ -572,7 +633,7 @@ def read_log(log: list[float], ends: list[float],
         at, ids, starts = at[ids >= 0], ids[ids >= 0], None
     k = len(at)
     exits = np.empty((k, 3))
-    exits[:, 0] = _floats(ends, k)
+    exits[:, 0] = np.asarray(ends, np.float64)[:k]
     exits[:, 1] = ids
     exits[:, 2] = at - np.arange(k)  # the starts before each end
     return values[~is_end] if starts is None else starts, exits
