@@ -14,7 +14,9 @@
    call, annotations on, the sync locator off: its thread's samples would land in any
    timing), while no profiler captures; and a span as a loop pays for it, everything
    included (the fold of the log into steps, ``finish``): the Monitor loop with
-   ``SPANS_PER_STEP`` empty spans a step against the same loop without them.
+   ``SPANS_PER_STEP`` empty spans a step against the same loop without them, and the same
+   again once the process has run 20 Monitor loops (its memory no longer fresh, as in a
+   long training process: the floats a span logs lie scattered, and cost more to read).
    With ``--baseline DIR`` (another checkout of pipecheck, e.g. before a change) part 2
    runs in subprocesses for both trees, alternating, and prints before / after.
 3. ``Monitor(save_to=...)`` on a ``--save-steps`` loop of that step: wall time without
@@ -151,6 +153,23 @@ class _Floor:
         self.log.append((self.t0, time.perf_counter()))
 
 
+AGED_PAIRS = 12
+"""Loops with and without spans timed, in pairs, once the process has run 20 Monitor loops."""
+
+
+def aged_span_costs(items: list[int]) -> list[float]:
+    """Seconds a span costs all-in (as ``span in the loop``) in a process that has already
+    run other Monitor loops, so its memory is no longer fresh, as in a long training
+    process: each pair alternates which loop runs first."""
+    costs = []
+    for i in range(AGED_PAIRS):
+        split = {}
+        for spans in ((False, True) if i % 2 else (True, False)):
+            split[spans] = sum(monitored_split(null_step, 0, items, spans=spans))
+        costs.append((split[True] - split[False]) / len(items) / SPANS_PER_STEP)
+    return costs
+
+
 def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
     """Microseconds: per step (bare; Monitor in the loop and with finish; without the sync
     locator) and per span (floor, annotate off, annotate on, Monitor.span)."""
@@ -168,6 +187,7 @@ def host_costs(n: int = 20_000, m: int = 200_000) -> dict[str, float]:
         loop, fin = monitored_split(null_step, 0, items, locate_syncs=False)
         runs["loop, no locator"].append(loop / n)
         runs["loop+finish, no locator"].append((loop + fin) / n)
+    runs["span in the loop, aged"] = aged_span_costs(items)
     out = {k: 1e6 * statistics.median(v) for k, v in runs.items()}
     floor = _Floor()
     spans: dict[str, list[float]] = {"span floor": [], "span annotate off": [],
@@ -217,6 +237,8 @@ def print_host(costs: dict[str, float], step_ms: float | None) -> None:
               f"{step_ms:.1f} ms step above")
     print(f"  a span in that loop ({SPANS_PER_STEP} a step, the fold and finish included) "
           f"{1e3 * costs['span in the loop']:5.0f} ns")
+    print(f"  the same once the process has run 20 Monitor loops (median of {AGED_PAIRS}) "
+          f"{1e3 * costs['span in the loop, aged']:5.0f} ns")
     print("span (no profiler capturing, least of 5 x 200000):")
     for k in ("span floor", "span annotate off", "span annotate on", "Monitor.span"):
         extra = "" if k == "span floor" else \
@@ -240,7 +262,7 @@ def before_after(baseline: str, rounds: int) -> None:
     print(f"  {'':44s} {'before':>8s} {'after':>8s} {'after/before':>12s}")
     for key in ("loop", "loop+finish", "loop, no locator", "loop+finish, no locator",
                 "span annotate off", "span annotate on", "Monitor.span", "span in the loop",
-                "span floor"):
+                "span in the loop, aged", "span floor"):
         per_step = key.startswith("loop")
         b = statistics.median(x[key] - (x["bare"] if per_step else 0) for x in got["before"])
         a = statistics.median(x[key] - (x["bare"] if per_step else 0) for x in got["after"])
