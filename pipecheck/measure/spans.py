@@ -444,10 +444,10 @@ class SpanRecorder:
         enters, exits = read_log(np.concatenate(read.log), ends)
         rows, still_open = resolve_spans(enters, exits)
         starts, ends = enters[still_open], ends[len(exits):]
-        read.log[:] = [starts]
-        read.log_count = len(starts)
-        read.ends[:] = [ends]
-        read.end_count = len(ends)
+        read.log, read.ends = [starts], [ends]
+        # the counts one right after the other, with nothing allocated between them: a
+        # garbage collection's callback reads ``depth``
+        read.log_count, read.end_count = len(starts), len(ends)
         return rows
 
     def _keep_raw_spans(self, spans: np.ndarray) -> None:
