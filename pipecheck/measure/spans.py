@@ -9,7 +9,7 @@ spans of a step add up to (at most) its time and ``other`` is the rest.
 Recording is cheap (it runs several times a step), with no object or dict per span or
 step, and calls no Python function but a span's ``__exit__``. A span's start appends one
 clock reading to a log; its end appends its clock reading to a list of ends and its name's
-*end marker* (a NaN carrying the name's number, one float object per name) to the log, so
+*end marker* (a tagged NaN holding the name's number, one float per name) to the log, so
 the log holds starts and ends in the order they happened. A mark is one tuple. Nothing is
 worked out while spans run: every ``READ_STEPS`` marks the logs are read into arrays
 (their floats still in the CPU's cache), and every ``FOLD_STEPS`` marks, or when anything
@@ -596,18 +596,20 @@ class _AnnotatedSpan(_SpanContext):
             annotation.__exit__(None, None, None)
 
 
-_MARKER_BITS = 0x7FF8_0000_0000_0000
-"""A quiet NaN's bits: an end marker is one with the name's number + 1 in its low bits."""
+_MARKER_TAG = 0x7FFD_2C5A
+"""The high 32 bits of every end marker: a quiet NaN (sign 0, exponent all ones, the quiet
+bit set) with a payload no arithmetic makes (a NaN from arithmetic has none, or carries one
+it was given); the low 32 bits hold the name's number."""
 
 _MARKER_ID_MASK = 0xFFFF_FFFF
 
 
 def end_marker(name_id: int) -> float:
-    """The float logged for an end of span name ``name_id``: a NaN no clock reads (its low
-    bits hold ``name_id + 1``; a plain NaN has none)."""
-    if not 0 <= name_id < _MARKER_ID_MASK:
+    """The float logged for an end of span name ``name_id``: a NaN tagged ``_MARKER_TAG``,
+    which no clock reads."""
+    if not 0 <= name_id <= _MARKER_ID_MASK:
         raise ValueError(f"span name number {name_id} out of range")
-    return float(np.uint64(_MARKER_BITS | (name_id + 1)).view(np.float64))
+    return float(np.uint64((_MARKER_TAG << 32) | name_id).view(np.float64))
 
 
 def read_log(log: Sequence[float] | np.ndarray,
@@ -618,25 +620,23 @@ def read_log(log: Sequence[float] | np.ndarray,
     id, how many had started) for each end."""
     values = np.asarray(log, np.float64)
     n = len(values)
-    is_end = np.isnan(values)
+    bits = values.view(np.uint64)
+    is_end = (bits >> np.uint64(32)) == _MARKER_TAG  # a clock that read NaN logs a start
     if n % 2 == 0 and is_end[1::2].all() and not is_end[::2].any():
         # each span ended before the next started (the usual log): starts and ends alternate
         at = np.arange(1, n, 2)
-        ids = (values[1::2].view(np.uint64) & _MARKER_ID_MASK).astype(np.int64) - 1
+        ids = (bits[1::2] & _MARKER_ID_MASK).astype(np.int64)
         starts = values[::2]
     else:
         at = np.flatnonzero(is_end)
-        ids = (values.view(np.uint64)[at] & _MARKER_ID_MASK).astype(np.int64) - 1
-        starts = None
-    if len(ids) and ids.min() < 0:  # a start's clock read NaN: not an end
-        is_end[at[ids < 0]] = False
-        at, ids, starts = at[ids >= 0], ids[ids >= 0], None
+        ids = (bits[at] & _MARKER_ID_MASK).astype(np.int64)
+        starts = values[~is_end]
     k = len(at)
     exits = np.empty((k, 3))
     exits[:, 0] = np.asarray(ends, np.float64)[:k]
     exits[:, 1] = ids
     exits[:, 2] = at - np.arange(k)  # the starts before each end
-    return values[~is_end] if starts is None else starts, exits
+    return starts, exits
 
 
 def resolve_spans(enters: np.ndarray, exits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -731,9 +731,11 @@ def _in_steps(marks: np.ndarray, timed: np.ndarray, timed_before: np.ndarray,
 
 def _step_of_spans(before: np.ndarray, count: int) -> np.ndarray:
     """Pure: the step of each of ``count`` spans, in order, from the number of spans that
-    ended before each step's mark (``before``, non-decreasing)."""
-    if len(before) and before[-1] == count and before[0] >= 0:
-        return np.repeat(np.arange(len(before)), np.diff(before, prepend=0))
+    ended before each step's mark (``before``: non-decreasing, unless a signal handler folded
+    between a mark's count and its append; then the step is searched, as always before)."""
+    per_step = np.diff(before, prepend=0)
+    if len(before) and before[-1] == count and per_step.min() >= 0:
+        return np.repeat(np.arange(len(before)), per_step)
     return np.searchsorted(before, np.arange(count), side="right")
 
 

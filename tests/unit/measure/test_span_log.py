@@ -6,6 +6,7 @@ clock whose readings tie."""
 from __future__ import annotations
 
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -117,7 +118,7 @@ def test_a_malformed_log_ends_spans_with_no_length() -> None:
 
 
 def test_end_markers_are_nans_that_carry_their_name() -> None:
-    ids = [0, 1, 2, 255, 256, 70_000, 2**32 - 2]
+    ids = [0, 1, 2, 255, 256, 70_000, 2**32 - 1]
     markers = [end_marker(i) for i in ids]
     assert all(np.isnan(m) for m in markers)
     starts, exits = read_log([0.5, *markers], [1.0 + i for i in range(len(ids))])
@@ -125,7 +126,7 @@ def test_end_markers_are_nans_that_carry_their_name() -> None:
     assert exits[:, 1].tolist() == ids
     assert exits[:, 0].tolist() == [1.0 + i for i in range(len(ids))]
     assert exits[:, 2].tolist() == [1] * len(ids)  # each end came after the one start
-    for bad in (-1, 2**32 - 1):
+    for bad in (-1, 2**32):
         with pytest.raises(ValueError, match="out of range"):
             end_marker(bad)
 
@@ -149,6 +150,25 @@ def test_a_clock_that_reads_nan_starts_a_span_and_ends_none() -> None:
     starts, exits = read_log([float("nan"), 2.0, end_marker(1), end_marker(1)], [3.0, 4.0])
     assert np.isnan(starts[0]) and starts[1] == 2.0
     assert exits[:, 2].tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("bits", [0x7FF8_0000_0000_0001, 0xFFF8_0000_0000_0000,
+                                  0x7FFD_2C5B_0000_0000, 0x7FFD_2C5A_0000_0000 ^ (1 << 63)])
+def test_a_clock_that_reads_a_nan_with_a_payload_starts_a_span(bits: int) -> None:
+    """A NaN whose payload is not an end marker's (a signalling one, a negative one, one a
+    bit away from the tag) is a start, in a recorder as in the log alone."""
+    odd = struct.unpack("<d", struct.pack("<Q", bits))[0]
+    readings = iter([0.0, odd, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    rec = SpanRecorder(lambda: next(readings), annotate=False)
+    rec.start()
+    for _ in range(3):
+        with rec.span("a"):
+            pass
+    rec.mark()
+    got = [(s.name, s.start, s.end) for s in rec.raw_spans]
+    assert np.isnan(got[0][1]) and got[0][2] == 2.0
+    assert got[1:] == [("a", 3.0, 4.0), ("a", 5.0, 6.0)]
+    assert len(rec.steps) == 1
 
 
 def test_an_end_whose_marker_is_not_logged_yet_is_folded_whole_later() -> None:
@@ -184,3 +204,28 @@ def test_a_log_of_alternating_starts_and_ends_reads_the_same_way() -> None:
     starts, exits = read_log([1.0, float("nan"), 2.0, b], [5.0])
     assert starts[[0, 2]].tolist() == [1.0, 2.0] and np.isnan(starts[1])
     assert exits.tolist() == [[5.0, 1, 3]]
+
+
+def test_a_fold_between_a_marks_counts_and_its_append_leaves_later_folds_working() -> None:
+    """A signal handler may fold after a mark read the logs' lengths and before it appended
+    them: that step's count is stale (its spans go to the next step, as they always did),
+    and the folds after it still work."""
+    clock = TieClock()
+    rec = SpanRecorder(clock, annotate=False)
+    rec.start()
+    ctx = rec.span("a")
+    for step in range(3):
+        clock.t += 1
+        ctx.__enter__()
+        clock.t += 1
+        ctx.__exit__(None, None, None)
+        clock.t += 1
+        stale = (clock.t, 1.0, len(rec._spans), len(rec._ends))
+        if step == 1:
+            rec.fold()
+        rec._marks.append(stale)
+    assert len(rec.steps) == 3
+    for _ in range(3):
+        clock.t += 1
+        rec.mark()
+    assert len(rec.steps) == 6 and rec.steps[0].spans["a"] == pytest.approx(1.0)
