@@ -109,12 +109,10 @@ def capturing() -> bool:
     return prof is not None and prof.enabled()
 
 
-def _floats(values: list[float], n: int) -> np.ndarray:
-    """The first ``n`` numbers of ``values`` as a (read-only) float array: packed by
-    ``struct`` (C doubles, bit for bit), twice as fast as ``np.fromiter`` on a list."""
-    if len(values) != n:
-        values = values[:n]
-    return np.frombuffer(struct.pack(f"{n}d", *values), np.float64)
+def _floats(values: list[float]) -> np.ndarray:
+    """A list of numbers as a (read-only) float array: packed by ``struct`` (C doubles, bit
+    for bit), twice as fast as ``np.fromiter`` on a list."""
+    return np.frombuffer(struct.pack(f"{len(values)}d", *values), np.float64)
 
 
 def _rows(items: Sequence[tuple[float, ...]], width: int) -> np.ndarray:
@@ -276,10 +274,9 @@ class SpanRecorder:
 
     def _unfolded_spans(self) -> np.ndarray:
         """The spans ended and not folded yet, resolved without changing the logs."""
-        log, ends = self._log[:], self._ends[:]
         resolved, _ = resolve_spans(*read_log(
-            np.concatenate([*self._read.log, _floats(log, len(log))]),
-            np.concatenate([*self._read.ends, _floats(ends, len(ends))])))
+            np.concatenate([*self._read.log, _floats(self._log)]),
+            np.concatenate([*self._read.ends, _floats(self._ends)])))
         rows = np.concatenate([self._ended, resolved, _rows(self._spans[:], 4)])
         return rows[np.argsort(rows[:, 2], kind="stable")]
 
@@ -321,9 +318,12 @@ class SpanRecorder:
         return _AnnotatedSpan(self, name, step_num)
 
     def end_logger(self, name: str) -> Iterator[tuple[None, None]]:
-        """What logs the end of a span ``name`` at each ``next``, by C calls alone: for a
-        loop that times a span inline (``_log.append(clock())`` at its start)."""
-        return _end_logger(self, end_marker(self.name_id(name)))
+        """What logs the end of a span ``name`` at each ``next``, by C calls alone: its
+        context's, and a loop's that times it inline (``_log.append(clock())`` at its
+        start)."""
+        return zip(map(self._ends.append, iter(self.clock, None)),
+                   map(self._log.append, itertools.repeat(end_marker(self.name_id(name)))),
+                   strict=False)  # zip pulls its iterators in order: the clock, then the marker
 
     def look_for_capture(self) -> None:
         """Make the names' spans annotations if a profiler captures now, plain if not
@@ -380,7 +380,7 @@ class SpanRecorder:
         read = self._read
         marks = _rows(self._marks[:m], 4)
         marks[:, 3] += read.end_count  # the ends before each mark, since the last fold
-        log, ends = _floats(self._log, n), _floats(self._ends, e)
+        log, ends = _floats(self._log), _floats(self._ends)
         # no object the garbage collector tracks is made from here on (a collection's
         # callback reads ``depth``)
         read.marks.append(marks)
@@ -526,16 +526,16 @@ class _Contexts(dict[str, "_SpanContext"]):
 class _SpanContext:
     """A span name's context manager, made once and entered for each of its spans. Its end
     appends its clock reading to the recorder's ``_ends``, then the name's end marker to its
-    ``_log``, by C calls alone (``ends``); its start is its subclass's."""
+    ``_log``, by C calls alone (``ends``: ``SpanRecorder.end_logger``); its start is its
+    subclass's."""
 
-    __slots__ = ("name", "marker", "clock", "log", "ends", "capturing")
+    __slots__ = ("name", "clock", "log", "ends", "capturing")
 
     def __init__(self, rec: SpanRecorder, name: str) -> None:
         self.name = name
-        self.marker = end_marker(rec.name_id(name))
         self.clock = rec.clock
         self.log = rec._log.append
-        self.ends = _end_logger(rec, self.marker)
+        self.ends = rec.end_logger(name)
         self.capturing = rec.capturing
 
     def __enter__(self) -> None:  # pragma: no cover - each subclass has its own
@@ -543,14 +543,6 @@ class _SpanContext:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         next(self.ends)
-
-
-def _end_logger(rec: SpanRecorder, marker: float) -> Iterator[tuple[None, None]]:
-    """What logs a span's end at each ``next``: the clock read and appended to the
-    recorder's ``_ends``, then ``marker`` appended to its ``_log`` (``zip`` pulls its
-    iterators in order), all in C."""
-    return zip(map(rec._ends.append, iter(rec.clock, None)),
-               map(rec._log.append, itertools.repeat(marker)), strict=False)
 
 
 def _fast_context_type(enter: Callable[[float], None],

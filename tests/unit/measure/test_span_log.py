@@ -187,7 +187,7 @@ def test_an_end_whose_marker_is_not_logged_yet_is_folded_whole_later() -> None:
     rec._ends.append(clock())  # the second span's end, as its ``__exit__`` logs it first
     assert [(s.start, s.end) for s in rec.raw_spans] == [(1.0, 2.0)]
     rec.fold()  # the interrupted end stays in the logs
-    rec._log.append(ctx.marker)  # ... and its ``__exit__`` goes on
+    rec._log.append(end_marker(rec.name_id("io")))  # ... and its ``__exit__`` goes on
     clock.t = 5.0
     rec.mark()
     assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == [
