@@ -59,10 +59,7 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
     (``compress_ahead``) while B is read or awaited."""
     limit = SIDE_BY_SIDE_MIN_BYTES if min_bytes is None else min_bytes
     if why_one_after_the_other(a, b, limit) is not None:
-        run_a = load_run(a, progress)
-        if to_save:
-            compress_ahead(run_a.per_step_arrays())
-        return run_a, load_run(b, progress)
+        return _load_a(a, progress, to_save), load_run(b, progress)
     child: ChildRead | None = None
     try:
         with sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
@@ -71,15 +68,21 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
         # A bar (drawn on a terminal only), so a piped stderr holds what it always did.
         with progress.task(f"reading {os.path.basename(str(b))} alongside, in a second "
                            "process", size, "B") as task:
-            run_a = load_run(a, progress)
-            if to_save:
-                compress_ahead(run_a.per_step_arrays())
+            run_a = _load_a(a, progress, to_save)
             run_b: RunSummary = child.result()
             task.advance(size)
     finally:
         if child is not None:
             child.reap()
     return run_a, run_b
+
+
+def _load_a(a: str | os.PathLike[str], progress: Progress, to_save: bool) -> RunSummary:
+    """``load_run(a)``, its step columns then compressed ahead if a record will be saved."""
+    run = load_run(a, progress)
+    if to_save:
+        compress_ahead(run.per_step_arrays())
+    return run
 
 
 class ChildRead(Child):
