@@ -23,6 +23,8 @@ def cli() -> None:
     pipecheck diff A B     two runs side by side (pipecheck JSON or MaxText logs)
     pipecheck import LOG   a MaxText training log as a pipecheck record
     pipecheck plot RUN     step times with tagged steps, and a Gantt of a window
+    pipecheck profile DIR  the verdict from a jax.profiler capture (device busy, idle)
+    pipecheck report RUN   one self-contained HTML page for one or more records
 
     Workloads are chosen with --config (YAML) and --set key=value; without them the
     built-in demo transformer runs. Every command can write a versioned JSON result.
