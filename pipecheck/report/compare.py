@@ -48,7 +48,7 @@ def _tried(r: CompareResult, goal: float) -> list[Sequence[object]]:
     rows: list[Sequence[object]] = []
     buffers = _buffers_vary(r)
     for s in r.loader:
-        mark = "<- chosen" if _is_chosen(r, s) else ""
+        mark = "yes" if _is_chosen(r, s) else ""
         d = s.loader_time.value
         knobs = [s.workers, s.threads] + ([s.per_worker_buffer if s.workers else "-",
                                            s.settings.prefetch] if buffers else [])
@@ -78,7 +78,7 @@ def tried_table(r: CompareResult) -> Table:
     return Table(_tried(r, goal), ["workers", "threads",
                                    *(["buffer", "prefetch"] if _buffers_vary(r) else []),
                                    "first batch", "mean/batch", "median", "p90",
-                                   "meets goal", ""])
+                                   "meets goal", "chosen"])
 
 
 def compare_parts(r: CompareResult) -> list[Part]:

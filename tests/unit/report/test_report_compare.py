@@ -10,7 +10,7 @@ from pipecheck.records import store
 from pipecheck.records.common import CompileInfo, Distribution, Estimate, Finding
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.report.compare import format_compare
+from pipecheck.report.compare import format_compare, tried_table
 
 
 def setting(workers, mean_ms, first_s=1.0):
@@ -58,11 +58,11 @@ real-data step R                 median       41.0 ms  40.5 ms .. 41.5 ms  20   
 
 loader settings tried (goal: D <= 36.0 ms, 90% of T as measured before the search)
 search: 4 workers meet the target with headroom
-workers    threads    first batch    mean/batch    median    p90       meets goal
----------  ---------  -------------  ------------  --------  --------  ------------  ---------
+workers    threads    first batch    mean/batch    median    p90       meets goal    chosen
+---------  ---------  -------------  ------------  --------  --------  ------------  --------
 0          1          120.0 ms       120.0 ms      120.0 ms  120.0 ms  no
 1          1          1.00 s         120.0 ms      120.0 ms  120.0 ms  no
-4          1          2.00 s         30.0 ms       30.0 ms   30.0 ms   yes           <- chosen
+4          1          2.00 s         30.0 ms       30.0 ms   30.0 ms   yes           yes
 3          1          1.50 s         40.0 ms       40.0 ms   40.0 ms   no
 pipeline scaling: latency-bound
 
@@ -90,3 +90,12 @@ def test_compare_record_round_trips_with_its_estimates_and_tuning():
     assert back == r
     assert isinstance(back.tuning, Tuning) and back.tuning.stop == "met"
     assert back.estimates is not None and back.estimates.loader.statistic == "mean"
+
+
+def test_every_column_of_the_settings_table_has_a_header():
+    table = tried_table(make_compare())
+    lines = table.text().splitlines()
+    assert lines[0].split() == ["workers", "threads", "first", "batch", "mean/batch", "median",
+                                "p90", "meets", "goal", "chosen"]
+    assert len(lines[1].split()) == len(table.headers) == len(table.rows[0])
+    assert all(table.headers) and [row[-1] for row in table.rows] == ["", "", "yes", ""]
