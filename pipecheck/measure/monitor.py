@@ -706,7 +706,7 @@ def build_result(
                                 marks, snap.marks_total - len(marks)) \
         if state.compile_events else {}
     steps, anomalies = table_with_anomalies(snap.steps, compiles)
-    step_time, warnings = steady_distribution(steps)
+    step_time, warnings = steady_distribution(steps, "Monitor's run")
     wall = snap.totals.wall_s
     sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)
     compile_info = None

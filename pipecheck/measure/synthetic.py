@@ -82,8 +82,14 @@ def throughput_of(median_s: float, workload: Workload, analysis_flops: float | N
     )
 
 
-def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list[str]]:
-    """Steady-state step times and the quality warnings about them."""
+SYNTHETIC_RUN = "synthetic run"
+"""The run ``synthetic`` times, as its warnings name it (compare's report holds them too)."""
+
+
+def steady_distribution(steps: Sequence[StepRecord], run: str
+                        ) -> tuple[Distribution, list[str]]:
+    """Steady-state step times and the quality warnings about them; ``run`` names the run
+    in the warning about the steps kept out (a report may hold several runs' warnings)."""
     mask = steady_mask(steps)
     step_time = Distribution.of(column_of(steps, "time_s")[mask].tolist())
     warnings = stats.quality_warnings(step_time.summary)
@@ -95,8 +101,8 @@ def steady_distribution(steps: Sequence[StepRecord]) -> tuple[Distribution, list
     excluded = column_of(steps, "step")[out].tolist()
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
-        warnings.append(f"{len(excluded)} step(s) kept out of the steady state (tagged or "
-                        f"anomalous): {shown}")
+        warnings.append(f"{len(excluded)} step(s) of the {run} kept out of the steady state "
+                        f"(tagged or anomalous): {shown}")
     return step_time, warnings
 
 
@@ -147,7 +153,7 @@ def synthetic_run(
             )
     events = [*watcher.events, *watcher.other_events]
     records, anomalies = with_anomalies(outcome.steps, compiles_per_step(recorder, events))
-    step_time, warnings = steady_distribution(records)
+    step_time, warnings = steady_distribution(records, SYNTHETIC_RUN)
     flops, peak = compiled_analysis(workload, outcome.state, batch)
     compile_info = CompileInfo(
         first_step_s=outcome.steps[0].time_s,
