@@ -9,6 +9,12 @@ worker's frames) becomes a :class:`~pipecheck.errors.UserCodeError`:
 The location is the innermost frame of the traceback that is the user's: not the standard
 library, not an installed package (site-packages), not pipecheck itself. The whole stack is
 kept as text for ``--traceback``.
+
+A frame of code that cloudpickle sent to a Grain worker by value (the functions of a
+``path/to/file.py`` entry point's module) may carry no file name: cloudpickle 3.1.3 and later
+rename such code ``<dynamic-code>``. Those frames are mapped back to the file pipecheck
+loaded (:func:`remember_user_file`) by the function's name and the line, which cloudpickle
+keeps.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import functools
 import os
 import sysconfig
 import traceback
+import types
 from typing import TYPE_CHECKING, Callable, ParamSpec, TypeVar
 
 from pipecheck.errors import PipecheckError, PipelineError, UserCodeError, one_line
@@ -48,12 +55,65 @@ def is_user_file(filename: str) -> bool:
     return not any(m in path for m in INSTALLED_MARKERS)
 
 
+_USER_FILES: list[str] = []
+"""The files pipecheck imported for the user's entry points, in the order loaded."""
+
+
+def remember_user_file(path: str) -> None:
+    """Note a user's file whose code may reach Grain workers by value (see the module doc)."""
+    path = os.path.abspath(path)
+    if path not in _USER_FILES:
+        _USER_FILES.append(path)
+
+
+@functools.lru_cache(maxsize=64)
+def _functions_of(path: str) -> tuple[tuple[str, int, int], ...]:
+    """(name, first line, last line) of every function and class body defined in ``path``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            code = compile(f.read(), path, "exec")
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    found: list[tuple[str, int, int]] = []
+    pending = [code]
+    while pending:
+        co = pending.pop()
+        lines = [line for _, _, line in co.co_lines() if line is not None]
+        if co is not code and lines:
+            found.append((co.co_name, co.co_firstlineno, max(lines)))
+        pending.extend(c for c in co.co_consts if isinstance(c, types.CodeType))
+    return tuple(found)
+
+
+def file_of_nameless_frame(name: str, lineno: int | None) -> str | None:
+    """The one remembered user file that defines a function ``name`` spanning ``lineno``
+    (None when no file, or more than one, does: a guess would name the wrong line)."""
+    if lineno is None:
+        return None
+    matches = [path for path in _USER_FILES
+               if any(fn == name and first <= lineno <= last
+                      for fn, first, last in _functions_of(path))]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _located(frame: traceback.FrameSummary) -> traceback.FrameSummary | None:
+    """``frame`` when it is the user's; a nameless frame mapped back to the user's file."""
+    if is_user_file(frame.filename):
+        return frame
+    if frame.filename.startswith("<") and _USER_FILES:
+        path = file_of_nameless_frame(frame.name, frame.lineno)
+        if path is not None:
+            return traceback.FrameSummary(path, frame.lineno, frame.name, lookup_line=False)
+    return None
+
+
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc``'s traceback that is in the user's code."""
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
-        if is_user_file(frame.filename):
-            return frame
+        located = _located(frame)
+        if located is not None:
+            return located
     return None
 
 

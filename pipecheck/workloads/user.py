@@ -29,7 +29,7 @@ from pipecheck.config import Key, RunConfig
 from pipecheck.data.grain_pipeline import first_batch
 from pipecheck.errors import ConfigError
 from pipecheck.step_types import PyTree
-from pipecheck.user_code import GuardedStep, guarded, pipeline_error
+from pipecheck.user_code import GuardedStep, guarded, pipeline_error, remember_user_file
 from pipecheck.workloads.base import Workload, spec_of, tokens_key_of
 from pipecheck.workloads.devices import batch_sharding, check_splits, data_mesh, replicated
 from pipecheck.workloads.step_styles import UserStep, place_state
@@ -80,6 +80,7 @@ def import_file(path: pathlib.Path, role: str) -> types.ModuleType:
         del sys.modules[name]
         raise
     cloudpickle.register_pickle_by_value(module)
+    remember_user_file(str(path))
     return module
 
 

@@ -5,8 +5,13 @@ in a fresh process."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import subprocess
+import sys
 import textwrap
+
+import pytest
 
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
@@ -227,14 +232,37 @@ def test_an_exception_in_the_dataset_entry_point_is_one_line(tmp_path):
         "raised ValueError: bad dataset setting"]
 
 
-def test_an_exception_in_a_grain_worker_names_the_users_line(tmp_path):
+PREVIOUS_CLOUDPICKLE = os.environ.get("PIPECHECK_PREVIOUS_CLOUDPICKLE", "")
+"""A folder holding cloudpickle 3.1.2 (the release before code pickled by value lost its file
+name), put ahead of the installed one; .ci/run unpacks it there."""
+
+
+@pytest.mark.parametrize("cloudpickle_dir", [
+    pytest.param("", id="installed-cloudpickle"),
+    pytest.param(PREVIOUS_CLOUDPICKLE, id="cloudpickle-3.1.2", marks=pytest.mark.skipif(
+        not PREVIOUS_CLOUDPICKLE, reason="PIPECHECK_PREVIOUS_CLOUDPICKLE is not set (.ci/run "
+        "unpacks cloudpickle 3.1.2 there)")),
+])
+def test_an_exception_in_a_grain_worker_names_the_users_line(tmp_path, cloudpickle_dir):
     model = failing_project(tmp_path, fail_at=6)
+    env = {"PYTHONPATH": cloudpickle_dir + os.pathsep + os.environ.get("PYTHONPATH", "")} \
+        if cloudpickle_dir else None
     proc = run_cli("dataloader", "--config", "user.yml", "--workers", "2", "--batches", "20",
-                   cwd=tmp_path)
+                   cwd=tmp_path, env=env)
+    if cloudpickle_dir:
+        assert check_cloudpickle_version(cloudpickle_dir, tmp_path) == "3.1.2"
     assert proc.returncode == 5, proc.stderr
     assert stderr_lines(proc) == [
         f"pipecheck: error: dataset (model.py:{line_of(model.read_text(), '# TRANSFORM')}) "
         "raised ValueError: cannot parse record 6 (in the input pipeline, workers=2, threads=1)"]
+
+
+def check_cloudpickle_version(folder: str, cwd: pathlib.Path) -> str:
+    """The cloudpickle version a process with ``folder`` first on PYTHONPATH imports."""
+    env = dict(os.environ, PYTHONPATH=folder + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    code = "import cloudpickle; print(cloudpickle.__version__)"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=cwd, check=True).stdout.strip()
 
 
 def test_an_exception_in_compares_real_data_run_is_one_line(tmp_path):

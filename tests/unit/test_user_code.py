@@ -4,6 +4,9 @@ and the exception; the full stack is kept for --traceback."""
 from __future__ import annotations
 
 import json
+import pathlib
+import sys
+import traceback
 
 import pytest
 
@@ -132,3 +135,78 @@ def test_guarded_step_passes_attributes_through(user_module):
 ])
 def test_traceback_flag_is_taken_from_anywhere(argv, rest, found):
     assert split_traceback_flag(argv) == (rest, found)
+
+
+# --- code that cloudpickle sent to a Grain worker by value -----------------------------------
+@pytest.fixture
+def remembered(monkeypatch):
+    """An empty list of remembered user files for the test (the real one is per process)."""
+    from pipecheck import user_code
+
+    files: list[str] = []
+    monkeypatch.setattr(user_code, "_USER_FILES", files)
+    return files
+
+
+def nameless_copy(path, name):
+    """``name`` from ``path`` compiled as cloudpickle 3.1.3 rebuilds it in a worker: the
+    same lines, the file name replaced by ``<dynamic-code>``."""
+    namespace: dict = {}
+    exec(compile(path.read_text(), "<dynamic-code>", "exec"), namespace)
+    return namespace[name]
+
+
+def raised_in_worker(fn, *args):
+    """The exception with the worker's frames only (this test's own frame cut)."""
+    return raised_in_library(fn, *args)
+
+
+def test_a_nameless_frame_is_mapped_back_to_the_users_file(user_module, remembered):
+    from pipecheck.user_code import remember_user_file
+
+    path = pathlib.Path("model.py").resolve()
+    remember_user_file(str(path))
+    exc = raised_in_worker(nameless_copy(path, "init"), {"hidden": -1})
+    assert traceback.extract_tb(exc.__traceback__)[-1].filename == "<dynamic-code>"
+    err = user_code_error("init", exc)
+    assert str(err) == ("init (model.py:6) raised ValueError: hidden must be positive, "
+                        "got -1")
+
+
+def test_a_nameless_frame_stays_unnamed_without_the_file_or_when_ambiguous(
+        user_module, remembered, tmp_path):
+    from pipecheck.user_code import remember_user_file
+
+    path = pathlib.Path("model.py").resolve()
+    copy = nameless_copy(path, "init")
+    assert str(user_code_error("init", raised_in_worker(copy, {"hidden": -1}))).startswith(
+        "init raised ValueError")                      # no file remembered: no guess
+    twin = tmp_path / "twin.py"
+    twin.write_text(path.read_text())                 # the same function at the same line
+    remember_user_file(str(path))
+    remember_user_file(str(twin))
+    assert str(user_code_error("init", raised_in_worker(copy, {"hidden": -1}))).startswith(
+        "init raised ValueError")                      # two candidates: no guess either
+
+
+def test_the_installed_cloudpickle_by_value_round_trip_names_the_users_line(
+        tmp_path, remembered, monkeypatch):
+    """What a Grain worker runs: the user's file imported as pipecheck imports it, its
+    function pickled by value and rebuilt, with whatever cloudpickle is installed."""
+    import cloudpickle
+
+    from pipecheck.workloads.user import import_file
+
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "elsewhere" / "parse_model.py"
+    path.parent.mkdir()
+    path.write_text(USER_SOURCE)
+    module = import_file(path, "dataset")
+    try:
+        rebuilt = cloudpickle.loads(cloudpickle.dumps(module.parse))
+        exc = raised_in_worker(rebuilt, "{not json")
+    finally:
+        sys.modules.pop(module.__name__, None)
+    assert str(user_code_error("dataset", exc)).startswith(
+        "dataset (elsewhere/parse_model.py:11) raised JSONDecodeError: ")
