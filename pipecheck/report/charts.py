@@ -27,7 +27,7 @@ from pipecheck.report.plot import (
     default_window,
     gantt_bars,
 )
-from pipecheck.units import ms
+from pipecheck.units import ms, short_location
 
 MAX_MARKERS = 1500
 """Tagged or anomalous steps drawn one by one (the slowest first): more would not be told
@@ -201,7 +201,6 @@ def _bin_means(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return np.add.reduceat(values, starts) / counts
 
 
-# long: one chart: bins, the stacked bars with their hover text, the zoom controls
 def host_time_ceiling(totals: np.ndarray) -> float:
     """Pure: the top of the host-time chart's scale: the tallest bar, unless it is over
     ``HOST_TIME_CLIP`` times the ``HOST_TIME_TYPICAL`` quantile of the bars, where the scale
@@ -213,9 +212,80 @@ def host_time_ceiling(totals: np.ndarray) -> float:
     return min(tallest, HOST_TIME_CLIP * typical) if typical > 0 else tallest
 
 
-def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
-    """Per step (or per bin of steps), the host time stacked by span; the range controls
-    under it move and zoom the window (``page.SCRIPT``)."""
+LAGGED_SYNC = "device wait (lagged sync)"
+"""The ``sync`` span on the page, named by what it is: the loop reading the previous step's
+loss, the host waiting while the device does its work (most of a compute-bound step), not
+a forced sync."""
+
+ANY_SYNC = "device wait (syncs: lagged and forced)"
+"""The ``sync`` span of a profile: the training thread blocked in any sync (the capture's
+steps do not keep the loop's own read apart from the forced ones)."""
+
+FORCED_COLOR = "#e377c2"
+"""The forced syncs' line: apart from the lagged sync's green and the hooks' colours."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ForcedSync:
+    """A line the sync locator found forcing the host to wait for the device, with its
+    cost per step (the steps say in which span it ran, not how long each time)."""
+
+    location: str
+    per_step_s: float
+
+
+def _host_bars(means: Mapping[str, np.ndarray], cap: float, y: svg.Scale,
+               plot_h: float) -> tuple[list[str], np.ndarray]:
+    """The stacked bars (one per bin, cut at ``cap``, a red cap on each cut one) and the
+    indexes of the cut bars."""
+    inner: list[str] = []
+    bins = len(next(iter(means.values())))
+    bottom = np.zeros(bins)
+    for k, v in means.items():
+        color = COLORS.get(k, "#bcbd22")
+        for i in np.flatnonzero((v > 0) & (bottom < cap)).tolist():
+            top = min(bottom[i] + v[i], cap)  # a bar over the ceiling is cut at it
+            inner.append(f'<rect x="{i}" y="{y(top) - svg.TOP:.2f}" width="0.9" '
+                         f'height="{(top - bottom[i]) / (y.hi - y.lo) * plot_h:.2f}" '
+                         f'fill="{color}"/>')
+        bottom += v
+    cut = np.flatnonzero(bottom > cap)
+    for i in cut.tolist():
+        inner.append(f'<rect class="cut" x="{i}" y="{y(cap) - svg.TOP - 4:.2f}" width="0.9" '
+                     'height="4" fill="#d62728"/>')
+    return inner, cut
+
+
+def _host_hovers(means: Mapping[str, np.ndarray], firsts: np.ndarray, lasts: np.ndarray,
+                 plot_h: float, labels: Mapping[str, str]) -> list[str]:
+    out = []
+    for i in range(firsts.size):
+        label = (f"step {firsts[i]}" if firsts[i] == lasts[i]
+                 else f"steps {firsts[i]}-{lasts[i]} (mean)")
+        parts = "; ".join(f"{labels.get(k, k)} {ms(means[k][i] / 1e3)}"
+                          for k in means if means[k][i] > 0)
+        out.append(f'<rect class="hover" x="{i}" y="0" width="1" height="{plot_h}">'
+                   f"<title>{label}: {parts}</title></rect>")
+    return out
+
+
+def _forced_line(forced: Sequence[ForcedSync], y: svg.Scale) -> list[str]:
+    """The forced syncs' summed cost per step as a dashed line, each site on hover."""
+    if not forced:
+        return []
+    total = sum(f.per_step_s for f in forced)
+    at = y(min(total * 1e3, y.hi))
+    sites = "; ".join(f"{short_location(f.location)} {ms(f.per_step_s)}" for f in forced)
+    return [f'<line class="forced-sync" stroke="{FORCED_COLOR}" x1="{svg.LEFT}" '
+            f'x2="{svg.WIDTH - svg.RIGHT}" y1="{at:.1f}" y2="{at:.1f}"><title>forced syncs '
+            f"per step (sync locator): {svg.esc(sites)}</title></line>"]
+
+
+def host_time_chart(steps: Sequence[StepRecord], forced: Sequence[ForcedSync] = (),
+                    sync_label: str = LAGGED_SYNC) -> Chart | None:
+    """Per step (or per bin of steps), the host time stacked by span, the ``sync`` span
+    named as the device wait it is (``sync_label``), the ``forced`` syncs' cost per step as
+    a line apart; the range controls under it move and zoom the window (``page.SCRIPT``)."""
     cols = span_columns(steps)
     if not cols:
         return None
@@ -226,53 +296,56 @@ def host_time_chart(steps: Sequence[StepRecord]) -> Chart | None:
     means = {k: _bin_means(v, starts) * 1e3 for k, v in cols.items()}
     firsts = numbers[starts]
     lasts = numbers[np.append(starts[1:], n) - 1]
-    total: np.ndarray = np.sum(list(means.values()), axis=0)
-    cap = host_time_ceiling(total)
+    cap = host_time_ceiling(np.sum(list(means.values()), axis=0))
     y = svg.Scale(0.0, cap * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
     plot_h = svg.HEIGHT - svg.BOTTOM - svg.TOP
-    inner: list[str] = []
-    bottom = np.zeros(bins)
-    for k, v in means.items():
-        color = COLORS.get(k, "#bcbd22")
-        for i in np.flatnonzero((v > 0) & (bottom < cap)).tolist():
-            top = min(bottom[i] + v[i], cap)  # a bar over the ceiling is cut at it
-            inner.append(f'<rect x="{i}" y="{y(top) - svg.TOP:.2f}" width="0.9" '
-                         f'height="{(top - bottom[i]) / (y.hi - y.lo) * plot_h:.2f}" '
-                         f'fill="{color}"/>')
-        bottom += v
-    cut = np.flatnonzero(total > cap)
-    for i in cut.tolist():  # a red cap on each cut bar
-        inner.append(f'<rect class="cut" x="{i}" y="{y(cap) - svg.TOP - 4:.2f}" width="0.9" '
-                     'height="4" fill="#d62728"/>')
-    for i in range(bins):
-        label = (f"step {firsts[i]}" if firsts[i] == lasts[i]
-                 else f"steps {firsts[i]}-{lasts[i]} (mean)")
-        parts = "; ".join(f"{k} {ms(means[k][i] / 1e3)}" for k in means if means[k][i] > 0)
-        inner.append(f'<rect class="hover" x="{i}" y="0" width="1" height="{plot_h}">'
-                     f"<title>{label}: {parts}</title></rect>")
-    x = svg.Scale(0, 1, svg.LEFT, svg.WIDTH - svg.RIGHT)
-    body = svg.frame(x, y, "", "host ms per step", xticks=False)
+    inner, cut = _host_bars(means, cap, y, plot_h)
+    labels = {"sync": sync_label}
+    inner += _host_hovers(means, firsts, lasts, plot_h, labels)
+    body = svg.frame(svg.Scale(0, 1, svg.LEFT, svg.WIDTH - svg.RIGHT), y, "",
+                     "host ms per step", xticks=False)
     body.append(f'<svg class="zoomed" x="{svg.LEFT}" y="{svg.TOP}" '
                 f'width="{svg.WIDTH - svg.LEFT - svg.RIGHT}" height="{plot_h}" '
                 f'viewBox="0 0 {bins} {plot_h}" preserveAspectRatio="none" '
                 f'data-bins="{bins}" data-first="{",".join(map(str, firsts.tolist()))}" '
                 f'data-last="{",".join(map(str, lasts.tolist()))}">{"".join(inner)}</svg>')
+    body += _forced_line(forced, y)
     body.append(f'<text class="window-label" x="{(svg.LEFT + svg.WIDTH - svg.RIGHT) / 2}" '
                 f'y="{svg.HEIGHT - 4}" text-anchor="middle">steps {firsts[0]}-{lasts[-1]}</text>')
     controls = ('<div class="zoom-controls">window start <input type="range" class="from" '
                 f'min="0" max="{bins - 1}" value="0"> width <input type="range" class="width" '
                 f'min="1" max="{bins}" value="{bins}"></div>')
+    keys = [(labels.get(k, k), COLORS.get(k, "#bcbd22")) for k in means]
+    if forced:
+        total = sum(f.per_step_s for f in forced)
+        keys.append((f"forced sync (sync locator): {ms(total)} per step", FORCED_COLOR))
+    return Chart(svg.svg(body, "host time per step", cls="chart stacked") + controls,
+                 svg.legend(keys),
+                 _host_note(n, bins, cut.size, cap, sync_label if "sync" in means else "",
+                            forced))
+
+
+def _host_note(n: int, bins: int, cut: int, cap: float, sync_label: str,
+               forced: Sequence[ForcedSync]) -> str:
     note = ("Each bar is one step." if bins == n else
             f"{n:,} steps in {bins} bars: each bar is the mean of ~{math.ceil(n / bins):,} "
             "consecutive steps.")
-    if cut.size:
-        note += (f" {cut.size} bar(s) over {ms(cap / 1e3)} (the compile step, stalls) are cut "
+    if cut:
+        note += (f" {cut} bar(s) over {ms(cap / 1e3)} (the compile step, stalls) are cut "
                  "at the top, capped in red, so they do not flatten the others; hover one "
                  "for its time.")
-    note += " Move and zoom the window with the sliders; hover a bar for its spans."
-    keys = [(k, COLORS.get(k, "#bcbd22")) for k in means]
-    return Chart(svg.svg(body, "host time per step", cls="chart stacked") + controls,
-                 svg.legend(keys), note)
+    if sync_label == LAGGED_SYNC:
+        note += (f" {LAGGED_SYNC}: the loop reading the previous step's loss, the host "
+                 "waiting while the device does its work (expected; most of a "
+                 "compute-bound step).")
+    elif sync_label:
+        note += (f" {sync_label}: the training thread blocked in any sync, the loop's "
+                 "read of the previous step's loss and forced syncs alike.")
+    if forced:
+        note += (" Dashed line: the forced syncs the sync locator found (the host reading "
+                 "the current step's values), their cost per step; their time is inside "
+                 "the span they ran in (log, eval, other ...).")
+    return note + " Move and zoom the window with the sliders; hover a bar for its spans."
 
 
 def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:

@@ -31,7 +31,7 @@ from pipecheck.records.profile import ProfileResult
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.report import charts
 from pipecheck.report.blocks import Part, Table
-from pipecheck.report.charts import Chart, SeriesRun
+from pipecheck.report.charts import Chart, ForcedSync, SeriesRun
 from pipecheck.report.compare import compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
@@ -62,14 +62,31 @@ def page_for(kind: str) -> Callable[[Callable[[Any], RunPage]], Callable[[Any], 
     return register
 
 
-def _run_charts(r: Any, steady: Any, hosts: bool = True) -> list[tuple[str, Chart | None]]:
+SYNC_FINDINGS = ("forced-sync", "harmless-sync")
+"""The findings that name a line the sync locator found, with its cost per step."""
+
+
+def forced_syncs(r: Any) -> tuple[ForcedSync, ...]:
+    """The syncs in the user's code a record located: a Monitor run's sync sites (its
+    steps' mean), or compare's and profile's sync findings (per steady step)."""
+    if isinstance(r, MonitorResult):
+        n = max(r.total_steps, 1)
+        return tuple(ForcedSync(s.location, s.seconds / n) for s in r.user_sync_sites)
+    return tuple(ForcedSync(f.location, f.numbers["seconds_per_step"])
+                 for f in getattr(r, "findings", ())
+                 if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers)
+
+
+def _run_charts(r: Any, steady: Any, hosts: bool = True, sync_label: str = charts.LAGGED_SYNC
+                ) -> list[tuple[str, Chart | None]]:
     """The charts of a run with steps: step times, host time per step, Gantt, hosts."""
     steps = getattr(r, "steps", ()) or ()
     out: list[tuple[str, Chart | None]] = []
     if len(steps):
         out += [("step times", charts.step_series_chart(
                     [SeriesRun("", steps, steady, getattr(r, "anomalies", ()))])),
-                ("host time per step", charts.host_time_chart(steps)),
+                ("host time per step", charts.host_time_chart(steps, forced_syncs(r),
+                                                             sync_label)),
                 ("Gantt of a window of steps", charts.gantt_chart(steps))]
     if hosts:
         out.append(("hosts", charts.hosts_chart(getattr(r, "hosts", ()),
@@ -102,7 +119,8 @@ def monitor_page(r: MonitorResult) -> RunPage:
 
 @page_for(ProfileResult.KIND)
 def profile_page(r: ProfileResult) -> RunPage:
-    steps = _run_charts(r, r.step_time, hosts=False)  # its hosts are captures: below
+    steps = _run_charts(r, r.step_time, hosts=False,  # its hosts are captures: below
+                        sync_label=charts.ANY_SYNC)
     hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
                          steps=h.steps) for i, h in enumerate(r.hosts)]
     return RunPage(profile_parts(r), [
