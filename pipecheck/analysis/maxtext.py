@@ -214,7 +214,7 @@ def _when(e: LogEvent) -> str:
 def background(events: Sequence[LogEvent]) -> list[Background]:
     """Pure: the async saves in flight and the blocking waits, as time intervals."""
     timed = [e for e in events if e.at_s is not None]
-    nearest_start = _NearestLine([e for e in timed if e.kind == "checkpoint_async_start"])
+    nearest_start = NearestLine([e for e in timed if e.kind == "checkpoint_async_start"])
     out: list[Background] = []
     open_saves: dict[str, LogEvent] = {}
     for e in timed:
@@ -264,7 +264,7 @@ def _blocking_text(e: LogEvent, near: LogEvent | None) -> str:
             f"the device ({_when(e)}: {e.text})")
 
 
-class _NearestLine:
+class NearestLine:
     """The event written nearest a time (the first in log order among equally near ones,
     as ``min`` over them would pick), by bisection over their times."""
 

@@ -57,8 +57,8 @@ def test_nearest_line_picks_as_min_does_ties_included():
     times = rng.integers(0, 40, 200).astype(float)  # many equal times
     events = [LogEvent("checkpoint_async_start", k, "x", at_s=float(t))
               for k, t in enumerate(times)]
-    nearest = maxtext._NearestLine(events)
+    nearest = maxtext.NearestLine(events)
     for t in np.arange(-3, 45, 0.25):
         assert nearest(t) is min(events, key=lambda e: abs(e.at_s - t))
     assert nearest(-np.inf) is events[0]
-    assert maxtext._NearestLine([])(1.0) is None
+    assert maxtext.NearestLine([])(1.0) is None

@@ -1,4 +1,4 @@
-"""A log file read as bytes, a block at a time (``maxtext._Reader.read_block``: a block of
+"""A log file read as bytes, a block at a time (``reader.Reader.read_block``: a block of
 one step line shape taken apart without splitting its step lines, any other block decoded
 and split), gives the ``ParsedLog`` its decoded lines give (``parse_lines``), whatever the
 block size: logs mixing step line shapes, other lines, line breaks other than ``\\n``,
@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pipecheck.logs import maxtext
+from pipecheck.logs.maxtext import blocks, reader
 from tests.maxtext_log import write_log
 from tests.unit.logs.test_halves import LOGS, _one_pass, _same
 
@@ -82,7 +83,7 @@ def test_a_mixed_log_read_in_byte_blocks_reads_as_its_decoded_lines(
     log = tmp_path / "mixed.log"
     log.write_bytes(_mixed_log(seed))
     whole = _one_pass(log)
-    monkeypatch.setattr(maxtext, "READ_BLOCK_CHARS", block)
+    monkeypatch.setattr(blocks, "READ_BLOCK_CHARS", block)
     _same(whole, _bytes_read(log), f"seed {seed}, blocks of {block}")
 
 
@@ -92,7 +93,7 @@ def test_a_real_log_read_in_byte_blocks_reads_as_its_decoded_lines(
     whole = _one_pass(log)
     _same(whole, _bytes_read(log), log.name)
     for block in BLOCK_SIZES:
-        monkeypatch.setattr(maxtext, "READ_BLOCK_CHARS", block)
+        monkeypatch.setattr(blocks, "READ_BLOCK_CHARS", block)
         _same(whole, _bytes_read(log), f"{log.name}, blocks of {block}")
 
 
@@ -103,15 +104,15 @@ def test_a_generated_log_is_read_without_splitting_its_step_lines(
     log = tmp_path / "g.log"
     write_log(log, 5000, seed=4, checkpoint_every=100)
     taken_apart = []
-    split_block = maxtext._split_block
+    split_block = blocks.split_block
 
-    def spy(block: bytes) -> maxtext._SplitBlock | None:
+    def spy(block: bytes) -> blocks.SplitBlock | None:
         got = split_block(block)
         taken_apart.append(got is not None)
         return got
 
-    monkeypatch.setattr(maxtext, "_split_block", spy)
-    monkeypatch.setattr(maxtext, "READ_BLOCK_CHARS", 1 << 16)
+    monkeypatch.setattr(reader, "split_block", spy)
+    monkeypatch.setattr(blocks, "READ_BLOCK_CHARS", 1 << 16)
     _same(_one_pass(log), _bytes_read(log), "generated")
     assert len(taken_apart) > 10 and sum(taken_apart) >= len(taken_apart) - 2
 
@@ -122,17 +123,17 @@ def test_a_block_is_taken_apart_into_its_step_lines_and_its_other_lines() -> Non
     others = ["I0101 10:00:03.500000 140 checkpointing.py:1] Saving checkpoint at step 3",
               "", "Per train step:"]
     lines = steps[:3] + others[:1] + steps[3:7] + others[1:] + steps[7:]
-    got = maxtext._split_block(("\n".join(lines) + "\n").encode())
+    got = blocks.split_block(("\n".join(lines) + "\n").encode())
     assert got is not None
     assert got.lines == len(lines) and got.sample == steps[0]
     np.testing.assert_array_equal(got.step_at, [0, 1, 2, 4, 5, 6, 7, *range(10, 27)])
     assert got.others == [(3, others[0]), (8, ""), (9, "Per train step:")]
     assert got.steps == ("\n".join(steps) + "\n").encode()
     uniform = ("\n".join(steps) + "\n").encode()
-    assert maxtext._split_block(uniform).steps == uniform
+    assert blocks.split_block(uniform).steps == uniform
     # more other lines than SPLIT_MAX_OTHER_SHARE of them: split line by line
     crowded = steps[:8] + others * 3
-    assert maxtext._split_block(("\n".join(crowded) + "\n").encode()) is None
+    assert blocks.split_block(("\n".join(crowded) + "\n").encode()) is None
 
 
 @pytest.mark.parametrize("change", [
@@ -151,8 +152,8 @@ def test_a_block_that_needs_its_lines_split_is_not_taken_apart(change) -> None:
              f"0.5{k}0, loss: {k}.500" for k in range(10)]
     lines.insert(4, "I0101 10:00:03.500000 140 checkpointing.py:1] Saving checkpoint at step 3")
     block = ("\n".join(lines) + "\n").encode()
-    assert maxtext._split_block(block) is not None
-    assert maxtext._split_block(change(block)) is None
+    assert blocks.split_block(block) is not None
+    assert blocks.split_block(change(block)) is None
 
 
 @pytest.mark.parametrize("text", [
@@ -175,5 +176,5 @@ def test_odd_logs_read_as_their_decoded_lines(tmp_path: pathlib.Path,
     whole = _one_pass(log)
     assert len(whole.steps) == 2 or "Config" in text
     for block in (*BLOCK_SIZES, 1 << 22):
-        monkeypatch.setattr(maxtext, "READ_BLOCK_CHARS", block)
+        monkeypatch.setattr(blocks, "READ_BLOCK_CHARS", block)
         _same(whole, _bytes_read(log), f"blocks of {block}")

@@ -1,4 +1,4 @@
-"""A log read in two halves (``maxtext._parse_in_halves``: the second half read apart,
+"""A log read in two halves (``maxtext.halves.parse_in_halves``: the second half read apart,
 then joined) gives the ``ParsedLog`` one pass gives, cut after any line: every real log at
 every line end, logs made to put each joined fact on either side of the cut, and a
 generated log with its checkpoints. The child's read runs here (pickled as it travels);
@@ -13,7 +13,8 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from pipecheck.logs import maxtext
+from pipecheck.logs import forked, maxtext
+from pipecheck.logs.maxtext import halves
 from tests.maxtext_log import write_log
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -69,7 +70,7 @@ def _line_ends(path: pathlib.Path) -> list[int]:
 def test_a_real_log_cut_after_any_line_reads_as_in_one_pass(log: pathlib.Path) -> None:
     whole = _one_pass(log)
     for cut in _line_ends(log):
-        _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"{log.name} @ {cut}")
+        _same(whole, halves.parse_in_halves(log, cut, start=_here), f"{log.name} @ {cut}")
 
 
 FACTS = [
@@ -114,7 +115,7 @@ def test_each_fact_joins_as_read_on_wherever_the_cut(tmp_path: pathlib.Path,
     whole = _one_pass(log)
     assert whole.start_seen == (lines[0] == HELLO or len(lines) > 10)
     for cut in _line_ends(log):
-        _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
+        _same(whole, halves.parse_in_halves(log, cut, start=_here), f"cut {cut}")
 
 
 def test_a_generated_log_with_checkpoints_reads_as_in_one_pass(tmp_path: pathlib.Path) -> None:
@@ -123,20 +124,20 @@ def test_a_generated_log_with_checkpoints_reads_as_in_one_pass(tmp_path: pathlib
     whole = _one_pass(log)
     ends = _line_ends(log)
     for cut in [ends[0], ends[len(ends) // 3], ends[len(ends) // 2], ends[-1]]:
-        _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
+        _same(whole, halves.parse_in_halves(log, cut, start=_here), f"cut {cut}")
 
 
 def test_where_a_log_is_cut(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(maxtext.forked, "why_not_fork", lambda: None)
+    monkeypatch.setattr(forked, "why_not_fork", lambda: None)
     log = tmp_path / "a.log"
     log.write_bytes(b"0123456789\n" * 10)  # 110 bytes: the middle is in line 6
-    assert maxtext._half_way(log, 0) == 66
-    assert maxtext._half_way(log, 111) is None  # smaller than the least worth cutting
+    assert halves.half_way(log, 0) == 66
+    assert halves.half_way(log, 111) is None  # smaller than the least worth cutting
     log.write_bytes(b"x" * 100 + b"\n")
-    assert maxtext._half_way(log, 0) is None  # no line end past the middle but the last
+    assert halves.half_way(log, 0) is None  # no line end past the middle but the last
     gz = tmp_path / "a.log.gz"
     gz.write_bytes(b"\x1f\x8b" + b"\n" * 100)
-    assert maxtext._half_way(gz, 0) is None
-    monkeypatch.setattr(maxtext.forked, "why_not_fork", lambda: "JAX is imported")
+    assert halves.half_way(gz, 0) is None
+    monkeypatch.setattr(forked, "why_not_fork", lambda: "JAX is imported")
     log.write_bytes(b"0123456789\n" * 10)
-    assert maxtext._half_way(log, 0) is None
+    assert halves.half_way(log, 0) is None

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pipecheck.logs import maxtext
+from pipecheck.logs.maxtext import halves
 from tests.unit.logs.test_halves import _here, _line_ends, _one_pass, _same
 
 REAL = pathlib.Path(__file__).resolve().parents[2] / "data" / "real"
@@ -90,7 +91,7 @@ def test_a_line_with_a_date_and_more_is_not_a_timestamp_line(tmp_path: pathlib.P
 def test_a_stamped_log_cut_anywhere_reads_as_in_one_pass(log: pathlib.Path) -> None:
     whole = _one_pass(log)
     for cut in _line_ends(log):
-        _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
+        _same(whole, halves.parse_in_halves(log, cut, start=_here), f"cut {cut}")
 
 
 def test_a_stamped_log_cut_between_a_stamp_and_its_line(tmp_path: pathlib.Path) -> None:
@@ -99,7 +100,7 @@ def test_a_stamped_log_cut_between_a_stamp_and_its_line(tmp_path: pathlib.Path) 
     whole = _one_pass(log)
     assert whole.own_time.all()
     for cut in _line_ends(log):
-        _same(whole, maxtext._parse_in_halves(log, cut, start=_here), f"cut {cut}")
+        _same(whole, halves.parse_in_halves(log, cut, start=_here), f"cut {cut}")
 
 
 ZONES = """\

@@ -1,7 +1,7 @@
-"""The bulk read of step lines (``_read_shaped``: every line of a shape read as integers at
-once) gives what the pattern read gives (``_read_by_pattern``: each tail parsed by its keys,
-each header by the absl pattern), on the shapes real MaxText logs print and on the ones it
-must refuse."""
+"""The bulk read of step lines (``shaped.read_shaped``: every line of a shape read as
+integers at once) gives what the pattern read gives (``by_pattern.read_by_pattern``: each
+tail parsed by its keys, each header by the absl pattern), on the shapes real MaxText logs
+print and on the ones it must refuse."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from pipecheck.logs import maxtext as reader
+from pipecheck.logs.maxtext import by_pattern, shaped, steps
+from pipecheck.logs.maxtext.columns import StepColumns
+from pipecheck.logs.maxtext.patterns import STEP_MARK
 
 REAL = pathlib.Path(__file__).resolve().parents[2] / "data" / "real"
 
@@ -20,7 +22,7 @@ HEADED = ("I0312 09:15:{s:09.6f} 140233681626944 metric_logger.py:181] completed
           "total_weights: {w}, loss: {loss:.3f}")
 
 
-def _same(a: reader._StepColumns, b: reader._StepColumns) -> None:
+def _same(a: StepColumns, b: StepColumns) -> None:
     """Two reads of the same lines agree on every number, flag, time and clock."""
     np.testing.assert_array_equal(a.number, b.number)
     np.testing.assert_array_equal(a.has_loss, b.has_loss)
@@ -43,16 +45,16 @@ def _lines(n: int, seed: int = 0, fmt: str = HEADED) -> list[str]:
             for i in range(n)]
 
 
-def _bulk(lines: list[str]) -> reader._StepColumns | None:
+def _bulk(lines: list[str]) -> StepColumns | None:
     data = ("\n".join(lines) + "\n").encode()
-    return reader._read_shaped(data, lines[0], len(lines))
+    return shaped.read_shaped(data, lines[0], len(lines))
 
 
 def test_absl_step_lines_are_read_in_bulk_as_the_pattern_reads_them():
     lines = _lines(3000)
     got = _bulk(lines)
     assert got is not None  # the bulk read took them
-    _same(got, reader._read_by_pattern(lines))
+    _same(got, by_pattern.read_by_pattern(lines))
     assert got.cols["time_s"][:3].tolist() == [float(x.split("seconds: ")[1].split(",")[0])
                                                 for x in lines[:3]]
 
@@ -78,7 +80,7 @@ def test_other_shapes_read_in_bulk_agree_with_the_pattern_read(fmt):
     lines = lines[:60] if "{w:02d}" in fmt else lines
     got = _bulk(lines)
     assert got is not None
-    _same(got, reader._read_by_pattern(lines))
+    _same(got, by_pattern.read_by_pattern(lines))
 
 
 @pytest.mark.parametrize("odd", [
@@ -113,7 +115,7 @@ def test_a_block_of_mixed_shapes_reads_each_shape_and_agrees_with_the_pattern_re
                "completed step: 10, seconds: 1.0, loss: 2.0, extra",
                "I0312 09:15:50.1 1 x.py:1] completed step: 11, seconds: 0.1, loss: -0.0"])
     lines = [pool[k] for k in rng.permutation(len(pool))]
-    _same(reader._read_steps(lines), reader._read_by_pattern(lines))
+    _same(steps.read_steps(lines), by_pattern.read_by_pattern(lines))
 
 
 def test_every_real_log_reads_the_same_in_bulk_and_by_pattern():
@@ -121,10 +123,10 @@ def test_every_real_log_reads_the_same_in_bulk_and_by_pattern():
     checked = 0
     for path in sorted(REAL.glob("*.log")):
         lines = [ln for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()
-                 if reader.STEP_MARK in ln]
+                 if STEP_MARK in ln]
         if not lines:
             continue
-        _same(reader._read_steps(lines), reader._read_by_pattern(lines))
+        _same(steps.read_steps(lines), by_pattern.read_by_pattern(lines))
         checked += 1
     assert checked >= 8
 
@@ -139,7 +141,7 @@ def test_the_clock_is_written_back_as_the_header_shows_it():
     assert math.isclose(got.day[1] - got.day[0], 0)
 
 
-def _same_signs(a: reader._StepColumns, b: reader._StepColumns) -> None:
+def _same_signs(a: StepColumns, b: StepColumns) -> None:
     """``_same``, and every value's sign too (a negative zero is not a zero)."""
     _same(a, b)
     for mine, theirs in ((a.cols, b.cols), (a.metrics, b.metrics)):
@@ -190,19 +192,19 @@ def _same_signs(a: reader._StepColumns, b: reader._StepColumns) -> None:
 def test_edge_values_read_alike_whichever_read_takes_the_lines(lines):
     """Which read takes a line depends on the lines it is grouped with (its block's, its
     shape's), so each must give what the other gives, together and one at a time."""
-    each_alone = reader._StepColumns.join([reader._read_by_pattern([line]) for line in lines])
-    _same_signs(reader._read_steps(lines), each_alone)
-    _same_signs(reader._read_by_pattern(lines), each_alone)
+    each_alone = StepColumns.join([by_pattern.read_by_pattern([line]) for line in lines])
+    _same_signs(steps.read_steps(lines), each_alone)
+    _same_signs(by_pattern.read_by_pattern(lines), each_alone)
     for line in lines:
-        alone = reader._read_by_pattern([line])  # a line read on its own, twice over
-        twice = reader._StepColumns.join([alone, alone])
-        _same_signs(reader._read_steps([line, line]), twice)
-        _same_signs(reader._read_by_pattern([line, line]), twice)
+        alone = by_pattern.read_by_pattern([line])  # a line read on its own, twice over
+        twice = StepColumns.join([alone, alone])
+        _same_signs(steps.read_steps([line, line]), twice)
+        _same_signs(by_pattern.read_by_pattern([line, line]), twice)
 
 
 def test_a_header_on_a_day_its_month_does_not_have_is_no_header():
     lines = ["I0230 10:00:00.000000 1 x.py:1] completed step: 1, seconds: 0.5",
              "I0431 10:00:00.000000 1 x.py:1] completed step: 2, seconds: 0.5",
              "I0229 10:00:00.000000 1 x.py:1] completed step: 3, seconds: 0.5"]
-    for read in (reader._read_steps(lines), reader._read_by_pattern(lines)):
+    for read in (steps.read_steps(lines), by_pattern.read_by_pattern(lines)):
         assert read.own.tolist() == [False, False, True]  # 29 February: a leap year's day
