@@ -9,11 +9,18 @@ at once and would look faster than the steady state), or it is far from the othe
 
 The loader time D follows the same start-up rule: the batches the workers buffered
 before the first one was awaited are left out, when at least as many remain.
+
+A start-up buffer is counted in batches: Grain's read prefetch buffers the elements of the
+dataset it reads, which a pipeline may pack or batch afterwards (MaxText reads documents,
+packs them and batches the rows), so its size is divided by the elements one batch needs at
+least (``read_prefetch_batches``). A run whose warm-up would leave too few steady steps is
+made longer (``real_steps``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -68,17 +75,46 @@ def table_with_anomalies(
     return tagged, tuple(found)
 
 
-def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:
+def read_prefetch_batches(read_prefetch: int, elements_per_batch: int = 1) -> int:
+    """Batches a read prefetch buffer of ``read_prefetch`` elements holds at most: Grain's
+    ``ReadOptions.prefetch_buffer_size`` counts the elements of the dataset it reads, which
+    are whole batches only when the pipeline reads batches; a pipeline that packs or batches
+    after reading needs at least ``elements_per_batch`` of them for one batch."""
+    return -(-read_prefetch // max(1, elements_per_batch))
+
+
+def buffered_at_start(workers: int, per_worker_buffer: int, read_prefetch: int = 0,
+                      elements_per_batch: int = 1) -> int:
     """Batches held ready when the first one is awaited: each of ``workers`` Grain workers'
     output buffer, and the read prefetch buffer of every process that reads (the training
-    process when there are no workers)."""
-    return workers * per_worker_buffer + max(1, workers) * read_prefetch
+    process when there are no workers), converted from elements to batches
+    (``read_prefetch_batches``)."""
+    return (workers * per_worker_buffer
+            + max(1, workers) * read_prefetch_batches(read_prefetch, elements_per_batch))
 
 
-def warmup_steps(workers: int, per_worker_buffer: int, read_prefetch: int = 0) -> int:
+def warmup_steps(workers: int, per_worker_buffer: int, read_prefetch: int = 0,
+                 elements_per_batch: int = 1) -> int:
     """Real-data steps served from the prefetch buffer filled during start-up (after step 0):
     they would look faster than the steady state, so they are kept out of it."""
-    return buffered_at_start(workers, per_worker_buffer, read_prefetch) + 1
+    return buffered_at_start(workers, per_worker_buffer, read_prefetch, elements_per_batch) + 1
+
+
+STEADY_SHARE = 0.5
+"""A real-data run keeps at least half the steps asked for in the steady state: a warm-up
+that would take more makes the run longer, rather than leave R too few samples to decide."""
+
+MIN_STEADY_STEPS = 5
+"""Fewest steady steps a real-data run is sized for: R needs 3 (``Estimate.usable``), and
+a step or two may be far from the others (anomalies, kept out of it)."""
+
+
+def real_steps(steps: int, warmup: int) -> int:
+    """Real-data steps to run when ``steps`` were asked for and the first ``warmup`` are
+    warm-up (``warmup_steps``): ``steps``, or more, so that at least ``STEADY_SHARE`` of
+    them (and ``MIN_STEADY_STEPS``) fall between the warm-up and the last step (``drain``)."""
+    steady = max(MIN_STEADY_STEPS, math.ceil(STEADY_SHARE * steps))
+    return max(steps, warmup + steady + 1)
 
 
 def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
@@ -89,20 +125,22 @@ def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
 
 
 def steady_batch_start(n_batches: int, workers: int, per_worker_buffer: int,
-                       read_prefetch: int = 0) -> int:
+                       read_prefetch: int = 0, elements_per_batch: int = 1) -> int:
     """How many of ``n_batches`` timed batches come before the steady state: those buffered
     while the workers started up (they arrive at once), when at least as many remain; else
     none."""
-    skip = buffered_at_start(workers, per_worker_buffer, read_prefetch)
+    skip = buffered_at_start(workers, per_worker_buffer, read_prefetch, elements_per_batch)
     return skip if n_batches >= 2 * skip else 0
 
 
 def steady_batch_samples(samples: Sequence[float], workers: int,
-                         per_worker_buffer: int, read_prefetch: int = 0) -> tuple[float, ...]:
+                         per_worker_buffer: int, read_prefetch: int = 0,
+                         elements_per_batch: int = 1) -> tuple[float, ...]:
     """A setting's batch times without those its workers buffered while starting up (they
     arrive at once and are not the steady state), when at least as many remain."""
     out = tuple(samples)
-    return out[steady_batch_start(len(out), workers, per_worker_buffer, read_prefetch):]
+    return out[steady_batch_start(len(out), workers, per_worker_buffer, read_prefetch,
+                                  elements_per_batch):]
 
 
 def burst_block(workers: int, n: int) -> int:
@@ -113,10 +151,11 @@ def burst_block(workers: int, n: int) -> int:
 
 def loader_estimate(samples: Sequence[float], workers: int,
                     per_worker_buffer: int, parallel: int | None = None,
-                    read_prefetch: int = 0) -> Estimate:
+                    read_prefetch: int = 0, elements_per_batch: int = 1) -> Estimate:
     """D: the mean seconds per steady batch (1 / throughput; workers deliver in bursts) with
     its interval, bootstrapped in blocks of whole bursts: ``parallel`` batches read at once
     (workers x read threads, ``GrainSettings.parallel_reads``; default: the workers)."""
-    steady = steady_batch_samples(samples, workers, per_worker_buffer, read_prefetch)
+    steady = steady_batch_samples(samples, workers, per_worker_buffer, read_prefetch,
+                                  elements_per_batch)
     burst = workers if parallel is None else parallel
     return Estimate.of_mean(steady, block=burst_block(burst, len(steady)))

@@ -224,6 +224,58 @@ def own_settings(dataset: InputPipeline) -> OwnSettings:
     return OwnSettings(read, (len(workers), workers[0]) if workers else None)
 
 
+AT_MOST_ONE_OUT_PER_IN = frozenset({
+    "MapIterDataset", "RandomMapIterDataset", "MapWithIndexIterDataset", "FilterIterDataset",
+    "FirstFitPackIterDataset", "BestFitPackIterDataset", "LimitIterDataset",
+    "RepeatIterDataset", "WindowShuffleIterDataset", "PrefetchIterDataset",
+    "ThreadPrefetchIterDataset", "ProcessPrefetchIterDataset", "InterleaveIterDataset",
+    "WithOptionsIterDataset", "_MpContextIterDataset", "_LazyWorkerSliceIterDataset"})
+"""Grain's IterDatasets that give at most one element per element they read (maps, filters,
+first-/best-fit packing, which never splits a sequence, prefetches, the worker shards of
+``mp_prefetch``): below a batch of B, B of their outputs need at least B read elements.
+Any other transform (flat_map, concat-then-split packing, rebatch) may split an element
+into many, and the bound falls back to one element per batch."""
+
+
+def read_elements_per_batch(dataset: InputPipeline) -> int:
+    """Elements of the read prefetch buffer (``ReadOptions.prefetch_buffer_size`` counts the
+    elements ``to_iter_dataset`` reads) that one batch of the pipeline consumes at least:
+    the product of the batch sizes between the read and the output, each packed row taking at
+    least one element. 1 when the pipeline reads whole batches, or when a transform that may
+    split elements lies between (then the buffer is counted as batches, the most it could be
+    without a bound)."""
+    if isinstance(dataset, MainProcessMap):
+        return read_elements_per_batch(dataset.dataset)
+    if isinstance(dataset, BatchedExamples):  # examples read, then batched by pipecheck
+        return dataset.batch_size
+    grain = sys.modules.get("grain")
+    iter_type = getattr(grain, "IterDataset", None)
+    if not isinstance(iter_type, type) or not isinstance(dataset, iter_type):
+        return 1  # a MapDataset of batches (read as they are) or a grain.DataLoader
+    return _reads_per_output(dataset, frozenset()) or 1
+
+
+def _reads_per_output(node: object, path: frozenset[int]) -> int | None:
+    """Read elements one output of ``node`` needs at least (0: no bound known; None: no read
+    below ``node``). A node with several inputs (``mp_prefetch``'s worker shards) needs the
+    least of theirs."""
+    if getattr(node, "_read_options", None) is not None:
+        return 1
+    shards = getattr(node, "_datasets", ())
+    below = [n for n in (*getattr(node, "_parents", ()),
+                         *(shards if isinstance(shards, (list, tuple)) else ()))
+             if id(n) not in path]
+    found = [r for r in (_reads_per_output(n, path | {id(node)}) for n in below)
+             if r is not None]
+    if not found:
+        return None
+    name = type(node).__name__
+    if 0 in found or (name != "BatchIterDataset" and name not in AT_MOST_ONE_OUT_PER_IN):
+        return 0
+    factor = int(getattr(node, "_batch_size", 1)) if name == "BatchIterDataset" else 1
+    return factor * min(found)
+
+
 def _process_prefetch_type() -> type | None:
     """Grain's dataset for one ``mp_prefetch`` worker process (None if Grain moved it)."""
     try:  # lazy: Grain's private module, imported only once a Grain dataset exists

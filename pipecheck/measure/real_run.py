@@ -2,8 +2,10 @@
 
 pipecheck's run trains on the workload's Grain pipeline at the chosen loader setting,
 timed by the lagged sync, with the sync locator sampling the main thread. The steps served
-from the batches workers buffered while starting up are tagged ``warmup`` (the steady-state
-rule). ``--real RUN.json`` reads the steps and sync sites of a Monitor run instead.
+from the batches buffered while starting up (the workers' output buffers, and the read
+prefetch counted in batches: ``plan_real``) are tagged ``warmup`` (the steady-state rule);
+when they would leave too few steady steps, the run is made longer up front. ``--real
+RUN.json`` reads the steps and sync sites of a Monitor run instead.
 """
 
 from __future__ import annotations
@@ -12,8 +14,14 @@ import dataclasses
 import time
 from typing import Callable, Mapping
 
-from pipecheck.analysis.steady_state import tag_warmup, warmup_steps, with_anomalies
-from pipecheck.data.grain_pipeline import InputPipeline
+from pipecheck.analysis.steady_state import (
+    read_prefetch_batches,
+    real_steps,
+    tag_warmup,
+    warmup_steps,
+    with_anomalies,
+)
+from pipecheck.data.grain_pipeline import InputPipeline, read_elements_per_batch
 from pipecheck.errors import ConfigError
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.dataloader import LoaderParts
@@ -60,14 +68,58 @@ class RealRun:
         return self.total_steps or len(self.steps)
 
 
+@dataclasses.dataclass(frozen=True)
+class RealPlan:
+    """How long the real-data run is and how many of its first steps are warm-up."""
+
+    steps: int
+    """Steps to measure: those asked for, or more when the warm-up would take too many."""
+    warmup: int
+    """Steps 0 .. warmup-1 are kept out of the steady state (``warmup_steps``)."""
+    warning: str | None = None
+    """Why the run is longer than asked (None: it is not)."""
+
+
+def plan_real(dataset: InputPipeline, settings: GrainSettings, steps: int) -> RealPlan:
+    """The real-data run for ``steps`` asked on ``dataset`` read with ``settings``: its
+    warm-up counts the batches the start-up buffers hold (the read prefetch holds elements,
+    ``read_elements_per_batch`` of which make a batch at least), and it is sized up front
+    so the steady state keeps ``steady_state.STEADY_SHARE`` of the steps asked for."""
+    per_batch = read_elements_per_batch(dataset)
+    warmup = warmup_steps(settings.workers, settings.per_worker_buffer, settings.prefetch,
+                          per_batch)
+    n = real_steps(steps, warmup)
+    if n == steps:
+        return RealPlan(steps, warmup)
+    read = read_prefetch_batches(settings.prefetch, per_batch)
+    return RealPlan(n, warmup, (
+        f"the pipeline holds up to {warmup - 1} batches ready at start-up (a read prefetch "
+        f"buffer of {settings.prefetch} elements, at least {per_batch} per batch: {read} "
+        f"batches{_worker_buffers(settings)}): their steps are warm-up, so the real-data "
+        f"run took {n} steps instead of the {steps} asked for (--steps), {n - warmup - 1} "
+        "of them steady"))
+
+
+def _worker_buffers(settings: GrainSettings) -> str:
+    """The workers' share of the batches buffered at start-up, in words ('' for none)."""
+    w = settings.workers
+    if not w:
+        return ""
+    return (f" in each of {w} workers, and {w} x {settings.per_worker_buffer} in their "
+            "output buffers")
+
+
 def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSettings,
                  steps: int, timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
                  profile_dir: str | None = None) -> RealRun:
-    """Train ``steps`` steps on the real pipeline read with ``settings``, timed by the lagged
-    sync, with the sync locator sampling this thread. With ``profile_dir``,
-    ``PROFILE_STEPS`` more steps follow, captured with jax.profiler there: the profiler's own
-    cost never enters the measured steps (the captured ones are not part of the record)."""
+    """Train ``steps`` steps (or more: ``plan_real``) on the real pipeline read with
+    ``settings``, timed by the lagged sync, with the sync locator sampling this thread. With
+    ``profile_dir``, ``PROFILE_STEPS`` more steps follow, captured with jax.profiler there:
+    the profiler's own cost never enters the measured steps (the captured ones are not part
+    of the record)."""
+    plan = plan_real(dataset, settings, steps)
+    steps = plan.steps
     state = workload.init_state()
     recorder = SpanRecorder(clock)
     extra = PROFILE_STEPS if profile_dir else 0
@@ -87,13 +139,11 @@ def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSett
     # Compiled again on real batches (the synthetic run compiled the step first): explain.
     findings = tuple(watcher.findings()) if watcher.compiles else ()
     events = (*watcher.events, *watcher.other_events)
-    tagged, anomalies = with_anomalies(
-        tag_warmup(measured, warmup_steps(settings.workers, settings.per_worker_buffer,
-                                          settings.prefetch)),
-        compiles_per_step(recorder, events))
+    tagged, anomalies = with_anomalies(tag_warmup(measured, plan.warmup),
+                                       compiles_per_step(recorder, events))
     # the sync locator sampled the captured steps too: its sites cover every step
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
-                   events, anomalies)
+                   events, anomalies, warnings=(plan.warning,) if plan.warning else ())
 
 
 PROFILE_STEPS = 30
@@ -146,6 +196,10 @@ def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: Loa
                profile_dir: str | None = None) -> RealRun:
     """compare's step 3 measured: R on the real pipeline at ``chosen`` (``read_real_run``
     reads it from a Monitor run instead)."""
-    progress.say(f"[3/4] real-data training: {steps} steps with {chosen.settings.label()}")
-    return measure_real(workload, parts().dataset, chosen.settings, steps, timeout_s, clock,
+    dataset = parts().dataset
+    plan = plan_real(dataset, chosen.settings, steps)
+    longer = f" (asked: {steps}; {plan.warmup} warm-up)" if plan.steps != steps else ""
+    progress.say(f"[3/4] real-data training: {plan.steps} steps{longer} with "
+                 f"{chosen.settings.label()}")
+    return measure_real(workload, dataset, chosen.settings, steps, timeout_s, clock,
                         profile_dir=profile_dir)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from pipecheck.analysis.steady_state import (
+    MIN_STEADY_STEPS,
+    STEADY_SHARE,
+    buffered_at_start,
     loader_estimate,
+    read_prefetch_batches,
+    real_steps,
     steady_batch_samples,
     steady_state,
     tag_warmup,
@@ -38,3 +43,45 @@ def test_loader_time_leaves_out_the_start_up_buffer():
     short = loader_estimate(samples[:6], workers=2, per_worker_buffer=2)
     assert short.value == pytest.approx(sum(samples[:6]) / 6)  # too few to drop any
     assert short.n == 6
+
+
+# --- start-up buffers in the pipeline's own units (issue 32, item 6) --------------------------
+def test_a_read_prefetch_of_elements_is_counted_in_batches():
+    # MaxText-shaped: 64 documents read ahead, at least 16 of them per batch of packed rows
+    assert read_prefetch_batches(64, elements_per_batch=16) == 4
+    assert read_prefetch_batches(65, elements_per_batch=16) == 5  # a part batch counts whole
+    assert read_prefetch_batches(500, elements_per_batch=16) == 32
+    assert read_prefetch_batches(64) == 64  # a pipeline that reads whole batches
+    assert buffered_at_start(0, 2, read_prefetch=64, elements_per_batch=16) == 4
+    # each of 2 workers reads ahead on its own, then holds 2 batches in its output buffer
+    assert buffered_at_start(2, 2, read_prefetch=64, elements_per_batch=16) == 2 * 2 + 2 * 4
+    assert warmup_steps(0, 2, read_prefetch=64, elements_per_batch=16) == 5
+
+
+def test_the_warmup_of_a_document_prefetch_leaves_a_steady_state():
+    # 60 steps: the 64-document prefetch taken as 64 batches tagged every step warm-up
+    steps = [StepRecord(i, 0.001 if 0 < i < 5 else 0.02) for i in range(60)]
+    assert steady_state(tag_warmup(steps, warmup_steps(0, 2, 64))) == []
+    steady = steady_state(tag_warmup(steps, warmup_steps(0, 2, 64, elements_per_batch=16)))
+    assert [s.step for s in steady] == list(range(5, 60))
+
+
+def test_loader_time_leaves_out_batches_of_read_ahead_elements():
+    samples = [0.0001] * 4 + [0.030] * 16  # 64 elements, 16 a batch: 4 arrive at once
+    assert steady_batch_samples(samples, 0, 2, 64, elements_per_batch=16) == tuple([0.030] * 16)
+    assert steady_batch_samples(samples, 0, 2, 64) == tuple(samples)  # 64 "batches": none left
+    d = loader_estimate(samples, 0, 2, read_prefetch=64, elements_per_batch=16)
+    assert d.value == pytest.approx(0.030) and d.n == 16
+
+
+@pytest.mark.parametrize("asked, warmup, runs", [
+    (60, 5, 60),      # a short warm-up: the steps asked for
+    (60, 33, 64),     # 500 documents at 16 a batch: 33 warm-up, 30 steady, the drain
+    (60, 65, 96),     # 64 elements counted as batches (the old rule) would be sized up too
+    (6, 5, 11),       # at least MIN_STEADY_STEPS steady
+    (20, 0, 20),
+])
+def test_a_run_whose_warmup_takes_too_many_steps_is_sized_up(asked, warmup, runs):
+    assert real_steps(asked, warmup) == runs
+    steady = runs - warmup - 1  # the last step drains
+    assert steady >= max(MIN_STEADY_STEPS, STEADY_SHARE * asked)

@@ -1,0 +1,36 @@
+"""The real-data run's length and warm-up, planned from the pipeline as built (a real
+MaxText-shaped Grain pipeline; nothing is iterated)."""
+
+from __future__ import annotations
+
+from pipecheck.measure.real_run import plan_real
+from pipecheck.records.grain_settings import GrainSettings
+
+from ..data.test_read_elements_per_batch import packed
+
+OWN_READ_64 = GrainSettings(workers=0, threads=4, prefetch=64)
+"""As compare runs a pipeline with its own grain.ReadOptions(num_threads=4,
+prefetch_buffer_size=64) and no workers."""
+
+
+def test_a_document_prefetch_is_a_few_batches_of_warmup():
+    plan = plan_real(packed(16), OWN_READ_64, 60)
+    assert (plan.steps, plan.warmup, plan.warning) == (60, 5, None)
+
+
+def test_maxtexts_default_prefetch_sizes_the_run_up_and_says_why():
+    plan = plan_real(packed(16), GrainSettings(workers=0, threads=4, prefetch=500), 60)
+    assert (plan.steps, plan.warmup) == (64, 33)
+    assert plan.warning == (
+        "the pipeline holds up to 32 batches ready at start-up (a read prefetch buffer of "
+        "500 elements, at least 16 per batch: 32 batches): their steps are warm-up, so the "
+        "real-data run took 64 steps instead of the 60 asked for (--steps), 30 of them steady")
+
+
+def test_workers_each_read_ahead_and_hold_their_output_buffers():
+    plan = plan_real(packed(16), GrainSettings(workers=2, per_worker_buffer=2, threads=4,
+                                               prefetch=500), 60)
+    assert plan.warmup == 1 + 2 * 2 + 2 * 32
+    assert plan.steps == plan.warmup + 30 + 1
+    assert plan.warning is not None and (
+        "32 batches in each of 2 workers, and 2 x 2 in their output buffers" in plan.warning)
