@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from pipecheck.analysis import profile as ap
-from pipecheck.analysis import steady_state
+from pipecheck.analysis import steady_state, unmarked
 from pipecheck.analysis.findings import sync_findings, user_sync_share
 from pipecheck.analysis.straggler import HostValue, find_straggler
+from pipecheck.analysis.verdict import Verdict
 from pipecheck.errors import CaptureError
 from pipecheck.measure import capture, xprof_view
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -25,10 +26,13 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.hosts import Straggler
-from pipecheck.records.profile import CaptureEstimates, HostProfile, ProfileResult
+from pipecheck.records.profile import CaptureEstimates, HostProfile, PickedStep, ProfileResult
 
 MIN_STEPS = 3
 """Fewer steady steps than this have no median worth deciding on."""
+
+FUSE_FIX = "fuse the small jitted calls into one jitted step"
+"""The host-bound finding's fix."""
 
 FEW_STEPS = 10
 """Fewer steady steps than this get a warning: bootstrap intervals of so few steps are wide,
@@ -57,13 +61,13 @@ def _step_records(bd: ap.StepBreakdown) -> tuple[StepRecord, ...]:
     return tuple(out)
 
 
-def _device_time(bd: ap.StepBreakdown, steady: np.ndarray) -> Breakdown:
+def _device_time(bd: ap.StepBreakdown, steady: np.ndarray, steps: int | None = None) -> Breakdown:
     wall = float(bd.times[steady].sum())
     rows = [BreakdownRow("device busy", float(bd.busy[steady].sum()), 0.0)]
     rows += [BreakdownRow(ap.IDLE_LABELS[c], float(bd.idle_by[c][steady].sum()), 0.0)
              for c in (*ap.CATEGORIES, ap.HOST)]
     rows = [dataclasses.replace(r, share=r.seconds / wall if wall > 0 else 0.0) for r in rows]
-    return Breakdown(wall, int(steady.sum()), tuple(rows))
+    return Breakdown(wall, int(steady.sum()) if steps is None else steps, tuple(rows))
 
 
 def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
@@ -76,33 +80,58 @@ def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
     return sites
 
 
-def _warnings(t: ap.Timeline, steps: ap.Steps, n_steady: int) -> list[str]:
+def _warnings(t: ap.Timeline, n_steady: int | None) -> list[str]:
+    """Warnings on the capture (``n_steady`` None: read whole, no steps)."""
     out = []
     if not t.python_frames:
         out.append("the capture has no Python frames (python_tracer_level=0): device idle "
                    "time cannot be told apart as input wait or host work, and a sync cannot "
                    "be named; capture with jax.profiler.ProfileOptions().python_tracer_level=1")
-    if n_steady < FEW_STEPS:
+    if n_steady is not None and n_steady < FEW_STEPS:
         out.append(f"only {n_steady} steady-state steps in the capture; capture more steps "
                    "for a firmer verdict")
     return out
 
 
 def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str]) -> ProfileResult:
-    """One host's timeline as a ``profile`` record."""
+    """One host's timeline as a ``profile`` record: its steps from the markers, from
+    ``--step-fn``, or, with neither, from the jitted function that clearly repeats
+    (``analysis.unmarked.pick_step``); with none of these, the whole capture read as one
+    window (``_whole_capture``)."""
     if not len(t.busy):
         raise CaptureError(
             f"{t.host}: the capture shows no device activity (no XLA ops on any device); "
             "capture while the training loop runs its jitted steps")
-    steps = ap.find_steps(t, options.step_fn)
+    picked = None
+    if options.step_fn is None and not len(t.marker_starts):
+        picked = unmarked.pick_step(t)
+        if picked is None:
+            return _whole_capture(t, options, search, ())
+    steps = ap.find_steps(t, options.step_fn or (picked.function if picked else None))
     bd = ap.breakdown(t, steps)
     tagged, anomalies = steady_state.with_anomalies(_step_records(bd))
     steady = steady_state.steady_mask(tagged)
+    if steady.sum() < MIN_STEPS and picked is not None:
+        return _whole_capture(t, options, search, (
+            f"`{picked.function}` repeats ({picked.executions} executions) but gives "
+            f"{int(steady.sum())} steady step(s), fewer than {MIN_STEPS}: the capture is read "
+            "whole",))
     if steady.sum() < MIN_STEPS:
         raise CaptureError(
             f"{t.host}: {int(steady.sum())} steady-state step(s) in the capture "
             f"({len(tagged)} in all, the first and compiling ones set apart); capture at "
             f"least {MIN_STEPS + 2} steps")
+    result = _stepped(t, options, search, bd, tagged, steady)
+    return dataclasses.replace(result, anomalies=anomalies, picked_step=None if picked is None
+                               else PickedStep(picked.function, picked.executions,
+                                               picked.device_share))
+
+
+def _stepped(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
+             bd: ap.StepBreakdown, tagged: tuple[StepRecord, ...],
+             steady: np.ndarray) -> ProfileResult:
+    """The record of a capture read step by step."""
+    steps = bd.steps
     sites = _sync_sites(t, steps, steady, search)
     est = ap.estimates(bd, steady)
     if t.python_frames:  # the user's syncs only, as compare counts them (not the lagged one)
@@ -115,21 +144,50 @@ def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str])
             "host-bound", verdict.reason,
             {"idle_share": est.idle_share, "device_busy_s": est.compute.value,
              "step_s": est.step.value},
-            fix="fuse the small jitted calls into one jitted step"))
+            fix=FUSE_FIX))
+    return _result(t, options, steps.source, verdict, host_bound, est, findings,
+                   step_time=Distribution.of(bd.times[steady]), steps=tagged,
+                   device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
+                   warnings=tuple(_warnings(t, int(steady.sum()))))
+
+
+def _whole_capture(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
+                   notes: tuple[str, ...]) -> ProfileResult:
+    """The record of a capture with no steps found: the whole capture as one window."""
+    window = unmarked.window(t)
+    bd = ap.breakdown(t, window)
+    r = unmarked.reading(bd)
+    verdict, host_bound = unmarked.verdict(r)
+    sites = _sync_sites(t, window, np.ones(1, dtype=bool), search)
+    findings = unmarked.sync_findings(sites, r, verdict)
+    if host_bound:
+        findings.append(Finding(
+            "host-bound", verdict.reason,
+            {"idle_share": r.idle / r.wall, "device_busy_s": r.busy, "capture_s": r.wall,
+             "jitted_calls": float(r.calls)},
+            fix=FUSE_FIX))
+    warnings = [*notes, *_warnings(t, None)]
+    return _result(t, options, window.source, verdict, host_bound, unmarked.estimates(r),
+                   findings, step_time=Distribution.of([]), steps=(), device_busy_s=(),
+                   device_time=_device_time(bd, np.ones(1, dtype=bool), steps=0),
+                   warnings=tuple(warnings), whole_capture=True)
+
+
+def _result(t: ap.Timeline, options: ProfileOptions, steps_from: str, verdict: Verdict,
+            host_bound: bool, est: ap.Estimates, findings: list[Finding],
+            **fields: Any) -> ProfileResult:
+    """The record's common part: how the capture was read, the verdict, the estimates."""
     sync_text = next((f.message for f in findings if f.kind == "forced-sync"), None)
-    recommendation = ap.profile_recommendation(verdict, host_bound, est, sync_text)
-    config = {"capture": options.path, "file": t.host, "steps_from": steps.source,
-              "device": t.device, "thread": t.thread,
-              "python_frames": t.python_frames}
+    config = {"capture": options.path, "file": t.host, "steps_from": steps_from,
+              "device": t.device, "thread": t.thread, "python_frames": t.python_frames}
     return ProfileResult(
         env=dict(t.env), config=config, verdict=verdict.verdict, reason=verdict.reason,
         host_bound=host_bound,
         estimates=CaptureEstimates(est.compute, est.loader, est.step, est.sync_share,
                                    est.idle_share, est.background_loader, est.data_wait),
-        step_time=Distribution.of(bd.times[steady]), steps=tagged,
-        device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
-        findings=tuple(findings), recommendation=recommendation, anomalies=anomalies,
-        warnings=tuple(_warnings(t, steps, int(steady.sum()))))
+        findings=tuple(findings),
+        recommendation=ap.profile_recommendation(verdict, host_bound, est, sync_text),
+        **fields)
 
 
 def _host_profile(r: ProfileResult) -> HostProfile:

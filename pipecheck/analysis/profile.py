@@ -182,7 +182,7 @@ def classify(name: str) -> str:
     return HOST
 
 
-def _outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+def outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """Indices (in time order) of the intervals not nested in an earlier one."""
     order = np.lexsort((-ends, starts))
     keep, reach = [], -np.inf
@@ -220,7 +220,7 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
     wanted = f"PjitFunction({step_fn})"
     idx = [i for i, n in enumerate(t.name_table) if n == wanted]
     mask = np.isin(t.names, idx)
-    calls = _outermost(t.starts[mask], t.ends[mask])
+    calls = outermost(t.starts[mask], t.ends[mask])
     starts = np.sort(t.starts[mask][calls])
     if len(starts) < 2:
         raise CaptureError(
@@ -342,7 +342,7 @@ def _calls(t: Timeline, steps: Steps) -> np.ndarray:
     idx = [i for i, n in enumerate(t.name_table) if n.startswith("PjitFunction(")]
     mask = np.isin(t.names, idx)
     s, e = t.starts[mask], t.ends[mask]
-    top = s[_outermost(s, e)] if len(s) else s
+    top = s[outermost(s, e)] if len(s) else s
     k = np.searchsorted(steps.starts, top, side="right") - 1
     ok = (k >= 0) & (top < steps.ends[np.maximum(k, 0)])
     return np.bincount(k[ok], minlength=len(steps.starts))

@@ -70,6 +70,20 @@ class XprofSummary(Record):
     others``, ...); categories at zero left out."""
 
 
+@dataclasses.dataclass(frozen=True)
+class PickedStep(Record):
+    """The jitted function read as the train step in a capture without step markers, picked
+    without ``--step-fn`` because it clearly repeats (``analysis/unmarked.py``)."""
+
+    function: str
+    executions: int
+    """Its executions in the capture (on the device where the capture tells them apart,
+    else its calls on the training thread)."""
+    device_share: float
+    """Its share of the device time of the capture's jitted functions (of the thread's jitted
+    calls where the capture has no per-module device time)."""
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class ProfileResult(Record):
@@ -111,5 +125,12 @@ class ProfileResult(Record):
     (``analysis/straggler.find_straggler``), or None."""
     xprof: XprofSummary | None = None
     """XProf's own reading of the capture, with ``--xprof`` (None otherwise)."""
+    picked_step: PickedStep | None = None
+    """No step markers and no ``--step-fn``: the jitted function picked as the train step
+    (None otherwise; records written before it was added read as None)."""
+    whole_capture: bool = False
+    """No steps found (no markers, no ``--step-fn``, no function picked): the capture read
+    as one window. ``steps`` is then empty and the estimates are single numbers (n = 1) over
+    the capture (see docs/profile.md)."""
     format_version: int = FORMAT_VERSION
     kind: str = "profile"

@@ -30,23 +30,14 @@ def format_profile(result: ProfileResult) -> str:
 
 def profile_parts(result: ProfileResult) -> list[Part]:
     """The profile report as parts (``report.blocks``)."""
-    cfg, est = result.config, result.estimates
     verdict = HOST_BOUND if result.host_bound else result.verdict
-    rows: list[Sequence[object]] = [
-        ["capture", f"{cfg.get('file')} ({cfg.get('device')}; steps from "
-                    f"{cfg.get('steps_from')}; thread {cfg.get('thread')!s})"],
-        ["steps", f"{len(result.steps)} ({result.device_time.steps} steady)"],
-        *distribution_rows(result.step_time, "step time"),
-        ["compute T (device busy / step)", _estimate(est.compute)],
-        ["loader D (input / batch)", _estimate(est.loader)
-         + (" (background loader)" if est.background_loader else "")],
-        ["step R", _estimate(est.step)],
-        ["device idle (median share)", f"{100 * est.idle_share:.0f}%"],
-        ["thread blocked in your syncs", f"{100 * min(est.sync_share, 1.0):.0f}%"],
-    ]
-    parts: list[Part] = [f"pipecheck profile: {verdict}", f"why: {result.reason}",
-                         Table(rows), "",
-                         format_breakdown(result.device_time, "where the device's time went")]
+    parts: list[Part] = [f"pipecheck profile: {verdict}", f"why: {result.reason}"]
+    if (how := steps_found(result)) is not None:
+        parts.append(how)
+    if result.whole_capture:
+        parts += _whole_capture_parts(result)
+    else:
+        parts += _steps_parts(result)
     if result.hosts:
         host_rows = [[h.host, h.steps, ms(h.step_s), ms(h.device_busy_s), ms(h.input_idle_s),
                       h.verdict] for h in result.hosts]
@@ -64,6 +55,65 @@ def profile_parts(result: ProfileResult) -> list[Part]:
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
     return parts
+
+
+def steps_found(result: ProfileResult) -> str | None:
+    """How a capture without step markers was read without ``--step-fn`` (None otherwise):
+    the jitted function picked as the train step, or the whole capture."""
+    if result.picked_step is not None:
+        p = result.picked_step
+        return (f"steps: the repeating jitted function `{p.function}` ({p.executions} calls, "
+                f"{100 * p.device_share:.0f}% of the jitted device time), no step markers in "
+                "the capture")
+    if result.whole_capture:
+        return ("no steps found: whole-capture reading (no step markers in the capture, no "
+                "--step-fn, and no jitted function repeats clearly enough to be the train "
+                "step)")
+    return None
+
+
+def _capture_row(result: ProfileResult) -> list[object]:
+    cfg = result.config
+    return ["capture", f"{cfg.get('file')} ({cfg.get('device')}; steps from "
+                       f"{cfg.get('steps_from')}; thread {cfg.get('thread')!s})"]
+
+
+def _steps_parts(result: ProfileResult) -> list[Part]:
+    """The estimates over the steady steps and where the device's time went in them."""
+    est = result.estimates
+    rows: list[Sequence[object]] = [
+        _capture_row(result),
+        ["steps", f"{len(result.steps)} ({result.device_time.steps} steady)"],
+        *distribution_rows(result.step_time, "step time"),
+        ["compute T (device busy / step)", _estimate(est.compute)],
+        ["loader D (input / batch)", _estimate(est.loader)
+         + (" (background loader)" if est.background_loader else "")],
+        ["step R", _estimate(est.step)],
+        ["device idle (median share)", f"{100 * est.idle_share:.0f}%"],
+        ["thread blocked in your syncs", f"{100 * min(est.sync_share, 1.0):.0f}%"],
+    ]
+    return [Table(rows), "",
+            format_breakdown(result.device_time, "where the device's time went")]
+
+
+def _whole_capture_parts(result: ProfileResult) -> list[Part]:
+    """The whole capture's numbers (single values, no intervals) and where the device's
+    time went over it."""
+    est, b = result.estimates, result.device_time
+    wall = est.step.value
+    rows: list[Sequence[object]] = [
+        _capture_row(result),
+        ["capture length (device idle while compiling set apart)", ms(wall)],
+        ["device busy", f"{ms(est.compute.value)} ({100 * est.compute.value / wall:.0f}%)"],
+        ["loading (the thread's input time)", ms(est.loader.value)
+         + (" (background loader)" if est.background_loader else "")],
+        ["device idle", f"{100 * est.idle_share:.0f}%"],
+        ["thread blocked in your syncs", f"{100 * min(est.sync_share, 1.0):.0f}%"],
+    ]
+    table = Table([[r.category, f"{r.seconds:.3f} s", f"{100 * r.share:.1f}%"] for r in b.rows],
+                  ["category", "seconds", "share"], ("left", "right", "right"))
+    return [Table(rows), "",
+            f"where the device's time went over the whole capture ({b.wall_s:.3f} s):", table]
 
 
 def xprof_parts(result: ProfileResult) -> list[Part]:

@@ -12,7 +12,14 @@ a wide margin on a busy 2-core machine:
   ``log_loss`` (the line marked FORCED-SYNC): a step twice its slower part;
 - ``compute_bound``: a generator of 2 ms, ~40 ms of compute, the same sync;
 - ``host_bound``: 50 tiny jitted calls a step, no loading;
-- ``no_markers``: ``input_bound`` without StepTraceAnnotation (needs --step-fn train_step).
+- ``no_markers``: ``input_bound`` without StepTraceAnnotation (``train_step`` is picked as
+  the step);
+- ``block_no_markers``: one jitted function called 10 times, loading 30 ms before each call,
+  ~30 ms of compute and ``jax.block_until_ready`` after each (``wait_for_step``), no markers:
+  forced-sync, ``train_step`` picked as the step;
+- ``small_fns_no_markers``: three small jitted functions of the same cost, 100 calls in
+  turn per iteration, 4 iterations, no markers: no function is the step (each holds about a
+  third of the device time), read whole, host-bound (dispatch).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 LOOP = HERE / "profile_loop.py"
 OUT = HERE / "captures"
 STEPS = "12"
+"""Steps of each loop unless its scenario says otherwise (a later ``--steps`` wins)."""
 
 KEEP_TRACE_JSON = ("forced_sync",)
 """Scenarios whose trace JSON is kept too (the same events, read with the standard library)."""
@@ -37,6 +45,10 @@ SCENARIOS = {
     "compute_bound": ["--load-ms", "2", "--compute-ms", "40", "--sync", "float"],
     "host_bound": ["--small-calls", "50"],
     "no_markers": ["--load-ms", "40", "--compute-ms", "5", "--no-markers"],
+    "block_no_markers": ["--load-ms", "30", "--compute-ms", "30", "--sync", "block",
+                         "--no-markers", "--steps", "10"],
+    "small_fns_no_markers": ["--small-calls", "100", "--small-fns", "3", "--no-markers",
+                             "--steps", "4"],
 }
 
 

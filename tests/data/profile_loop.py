@@ -2,8 +2,8 @@
 tests/data/make_profile_captures.py for the committed captures).
 
 usage: python profile_loop.py OUT_DIR --loader {generator,grain,grain-workers}
-           [--load-ms MS] [--compute-ms MS] [--sync {none,float}] [--steps N]
-           [--no-markers] [--small-calls N]
+           [--load-ms MS] [--compute-ms MS] [--sync {none,float,block}] [--steps N]
+           [--no-markers] [--small-calls N] [--small-fns K]
 
 The loop is written as users write it: a Python generator (or a Grain MapDataset mapped on
 the training thread, or a grain.DataLoader with a worker process) that costs ``--load-ms``
@@ -104,6 +104,48 @@ def log_loss(history, loss):
     return history
 
 
+# Added after the committed captures were made: the functions above keep their lines (a
+# capture names a function by its definition line, and the tests find the sync from it).
+def wait_for_step(loss):
+    """``--sync block``: wait for the step just dispatched, as a loop timing its steps does."""
+    jax.block_until_ready(loss)  # BLOCKING-SYNC
+
+
+@jax.jit
+def small_update(v, x):
+    return jnp.tanh(v + 1e-6 * x)
+
+
+@jax.jit
+def small_scale(v, x):
+    return jnp.tanh(v * (1.0 + 1e-6 * x))
+
+
+@jax.jit
+def small_shift(v, x):
+    return jnp.tanh(v - 1e-6 * x)
+
+
+SMALL_FNS = (small_update, small_scale, small_shift)
+"""``--small-fns K``: K different small jitted functions of the same cost, on the batch."""
+
+
+def small_calls(batch, n, fns):
+    """``--small-calls N``: N jitted calls, of ``tiny_update`` on 8 values (``fns`` 0), or
+    taken in turn from the first ``fns`` of ``SMALL_FNS`` on the batch, copied to the device
+    once (the device waits for the host to dispatch them)."""
+    if not fns:
+        v = jnp.zeros(8, jnp.float32)
+        for _ in range(n):
+            v = tiny_update(v, batch)
+        return v[0]
+    x = jax.device_put(batch)
+    v = x
+    for k in range(n):
+        v = SMALL_FNS[k % fns](v, x)
+    return v
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
@@ -111,10 +153,11 @@ def main():
                    choices=("generator", "grain", "grain-workers"))
     p.add_argument("--load-ms", type=float, default=0.0)
     p.add_argument("--compute-ms", type=float, default=10.0)
-    p.add_argument("--sync", default="none", choices=("none", "float"))
+    p.add_argument("--sync", default="none", choices=("none", "float", "block"))
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--no-markers", action="store_true")
     p.add_argument("--small-calls", type=int, default=0)
+    p.add_argument("--small-fns", type=int, default=0, choices=(0, 1, 2, 3))
     a = p.parse_args()
 
     w = jnp.eye(DIM, dtype=jnp.float32) * 0.5
@@ -126,20 +169,21 @@ def main():
         import grain  # noqa: F401
         batches = grain_batches(a.load_ms, 1 if a.loader == "grain-workers" else 0)
     history = []
+    for fn in SMALL_FNS[:a.small_fns]:  # compiled before the capture, as train_step is
+        jax.block_until_ready(fn(x0, x0))
     jax.profiler.start_trace(a.out)
     for step in range(a.steps):
         with (jax.profiler.StepTraceAnnotation("train", step_num=step)
               if not a.no_markers else _nothing()):
             batch = next(batches)
             if a.small_calls:
-                v = jnp.zeros(8, jnp.float32)
-                for _ in range(a.small_calls):
-                    v = tiny_update(v, batch)
-                loss = v[0]
+                loss = small_calls(batch, a.small_calls, a.small_fns)
             else:
                 w, loss = train_step(w, batch, iters)
             if a.sync == "float":
                 log_loss(history, loss)
+            elif a.sync == "block":
+                wait_for_step(loss)
     jax.block_until_ready(w)
     jax.profiler.stop_trace()
 

@@ -114,14 +114,6 @@ def test_profile_not_a_capture(capsys, tmp_path):
     assert "cannot be read as a profiler capture" in err
 
 
-def test_profile_without_markers(capsys):
-    import pathlib
-    data = pathlib.Path(__file__).resolve().parents[2] / "data"
-    path = data / "captures" / "no_markers.xplane.pb"
-    err = one_line_error(capsys, ["profile", str(path)], 2)
-    assert "no step markers" in err and "--step-fn NAME" in err
-
-
 LONG_COMMANDS = ("synthetic", "dataloader", "compare", "diff", "import", "plot", "profile")
 
 

@@ -51,10 +51,22 @@ def test_input_bound_idle_is_input_wait():
 
 def test_no_markers_with_step_fn():
     path = str(CAPTURES / "no_markers.xplane.pb")
-    with pytest.raises(CaptureError, match="no step markers.*train_step x"):
-        profile_capture(ProfileOptions(path))
     r = profile_capture(ProfileOptions(path, step_fn="train_step"))
     assert r.verdict == "input-bound" and r.config["steps_from"] == "jit_train_step on the device"
+    assert r.picked_step is None and not r.whole_capture
+
+
+def test_no_markers_picks_the_repeating_step_as_step_fn_would():
+    # issue 32: the capture was refused ("no step markers ... --step-fn NAME"); train_step is
+    # its only jitted function, run 12 times: read exactly as with --step-fn train_step
+    path = str(CAPTURES / "no_markers.xplane.pb")
+    named = profile_capture(ProfileOptions(path, step_fn="train_step"))
+    picked = profile_capture(ProfileOptions(path))
+    assert picked.picked_step is not None and not picked.whole_capture
+    assert (picked.picked_step.function, picked.picked_step.executions) == ("train_step", 12)
+    assert picked.picked_step.device_share == pytest.approx(1.0)
+    assert picked.config == named.config and picked.verdict == named.verdict == "input-bound"
+    assert [s.time_s for s in picked.steps] == [s.time_s for s in named.steps]
 
 
 def test_folder_without_capture(tmp_path):
@@ -99,13 +111,17 @@ def test_sync_line_from_source(tmp_path):
 
 def test_real_tpu_capture():
     path = str(REAL / "tpu_v6e_host_offload.xplane.pb")
-    with pytest.raises(CaptureError, match="no step markers.*f x200"):
-        profile_capture(ProfileOptions(path))
     r = profile_capture(ProfileOptions(path, step_fn="f"))
     assert r.config["device"] == "tpu" and r.config["steps_from"] == "jit_f on the device"
     assert len(r.steps) == 99
     assert r.env["device_kind"] == "TPU v6 Lite"
     assert any("no Python frames" in w for w in r.warnings)
+    # no markers, no --step-fn: f (100 executions on the XLA Modules line, >99% of the
+    # modules' device time; _psum, the next, under 1%) is picked, the same steps
+    picked = profile_capture(ProfileOptions(path))
+    assert picked.picked_step is not None and picked.picked_step.function == "f"
+    assert picked.picked_step.executions == 100 and picked.picked_step.device_share > 0.99
+    assert [s.time_s for s in picked.steps] == [s.time_s for s in r.steps]
 
 
 def test_real_gpu_capture():
@@ -115,6 +131,13 @@ def test_real_gpu_capture():
     assert len(r.steps) == 4
     busy = r.estimates.compute.value
     assert 0 < busy <= r.estimates.step.value
+    # no per-module device time on this GPU capture: loss_fn, the thread's only jitted
+    # function (5 calls), is picked by its share of the calls
+    picked = profile_capture(ProfileOptions(path))
+    assert picked.picked_step is not None
+    assert (picked.picked_step.function, picked.picked_step.executions) == ("loss_fn", 5)
+    assert picked.config["steps_from"] == r.config["steps_from"] == "PjitFunction(loss_fn)"
+    assert picked.verdict == r.verdict == "compute-bound"
 
 
 def test_no_device_activity():
