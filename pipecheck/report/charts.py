@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.records.common import Anomaly, Distribution, StepRecord
+from pipecheck.records.common import Anomaly, Breakdown, Distribution, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.steps import StepTable, column_of
@@ -522,3 +522,112 @@ def batch_time_chart(settings: Sequence[LoaderSetting]) -> Chart:
                 f'text-anchor="middle">batch time (ms)</text>')
     return Chart(svg.svg(body, "batch times per setting", height=height), "",
                  "Box: p10-p90 with the median; whiskers: min to p99 of the timed batches.")
+
+
+DEVICE_BUSY_COLOR, DEVICE_IDLE_COLOR = "#2ca02c", "#cfcfcf"
+"""A step's device busy time (the green of the device wait it makes the host sit in) and
+the rest of the step, idle."""
+
+IDLE_CAUSES = (("idle: input wait", "idle: input", "#1f77b4"),
+               ("idle: sync", "idle: sync", "#e377c2"),
+               ("idle: compile", "idle: compile", "#bcbd22"),
+               ("idle: dispatch", "idle: dispatch", "#7f7f7f"))
+"""The device-time table's idle rows drawn on their own (row, label, colour); the other
+idle rows (checkpoint, host work) are drawn together as ``IDLE_OTHER``."""
+
+IDLE_OTHER = ("idle: other", "#8c564b")
+
+STEADY_BAR = 90
+"""Room at the right of the device-time chart for the steady state's mean step."""
+
+
+def device_split(device_time: Breakdown) -> list[tuple[str, float, str]]:
+    """Pure: the steady state's mean step on the device: (label, seconds, colour) of its
+    busy time, then its idle time by cause (input, sync, compile, dispatch, other)."""
+    n = max(device_time.steps, 1)
+    out = [("device busy", device_time.seconds("device busy") / n, DEVICE_BUSY_COLOR)]
+    named = 0.0
+    for row, label, color in IDLE_CAUSES:
+        named += device_time.seconds(row)
+        out.append((label, device_time.seconds(row) / n, color))
+    idle = sum(r.seconds for r in device_time.rows if r.category.startswith("idle: "))
+    out.append((IDLE_OTHER[0], max(idle - named, 0.0) / n, IDLE_OTHER[1]))
+    return out
+
+
+def _device_step_bar(i: int, step: StepRecord, busy: float, x: svg.Scale, width: float,
+                     y: svg.Scale, cap: float) -> str:
+    """One step's bar: busy at the bottom, idle above (cut at ``cap``), what the
+    training thread did on hover."""
+    t = step.time_s * 1e3
+    busy_ms = min(busy * 1e3, t)
+    spans = "; ".join(f"{k} {ms(v)}" for k, v in (step.spans or {}).items() if v > 0)
+    tip = (f"step {step.step}: {ms(step.time_s)}; device busy {ms(busy_ms / 1e3)}, idle "
+           f"{ms((t - busy_ms) / 1e3)}" + (f"; tags: {', '.join(step.tags)}" if step.tags
+                                          else "") + (f"; the thread: {spans}" if spans else ""))
+    px = x(i)
+    top_busy, top = min(busy_ms, cap), min(t, cap)
+    return (f'<g class="device-step" data-step="{step.step}"><title>{svg.esc(tip)}</title>'
+            + svg.rect(px, y(top_busy), width, y(0) - y(top_busy), DEVICE_BUSY_COLOR,
+                       cls="busy")
+            + svg.rect(px, y(top), width, y(top_busy) - y(top), DEVICE_IDLE_COLOR, cls="idle")
+            + (f'<rect class="cut" x="{px:.2f}" y="{y(cap) - 4:.2f}" width="{width:.2f}" '
+               'height="4" fill="#d62728"/>' if t > cap else "")
+            + "</g>")
+
+
+def _steady_bar(split: Sequence[tuple[str, float, str]], y: svg.Scale) -> list[str]:
+    """The steady state's mean step, busy and idle by cause, at the chart's right."""
+    x0, width = svg.WIDTH - svg.RIGHT - STEADY_BAR + 30, STEADY_BAR - 40
+    out, bottom = ['<g class="steady-device">'], 0.0
+    total = sum(s for _, s, _ in split)
+    for label, seconds, color in split:
+        if seconds <= 0:
+            continue
+        a, b = bottom * 1e3, (bottom + seconds) * 1e3
+        out.append(svg.rect(x0, y(min(b, y.hi)), width, y(min(a, y.hi)) - y(min(b, y.hi)),
+                            color, f"{label}: {ms(seconds)} per steady step "
+                            f"({100 * seconds / total:.0f}%)", cls="cause"))
+        bottom += seconds
+    out.append(f'<text x="{x0 + width / 2:.1f}" y="{svg.HEIGHT - svg.BOTTOM + 14}" '
+               'text-anchor="middle">steady mean</text></g>')
+    return out
+
+
+def device_time_chart(steps: Sequence[StepRecord], busy_s: Sequence[float],
+                      device_time: Breakdown) -> Chart | None:
+    """A capture's steps on the device: one bar per step (its busy time, the rest idle),
+    and the steady state's mean step with its idle split by what the training thread did
+    (the record keeps that split for the steady steps together, not per step)."""
+    if not len(steps) or len(busy_s) != len(steps):
+        return None
+    split = device_split(device_time)
+    times = column_of(steps, "time_s") * 1e3
+    cap = max(host_time_ceiling(times), sum(s for _, s, _ in split) * 1e3)
+    y = svg.Scale(0.0, cap * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
+    right = svg.WIDTH - svg.RIGHT - STEADY_BAR
+    x = svg.Scale(0, len(steps), svg.LEFT + 4, right)
+    width = max((right - svg.LEFT - 4) / len(steps) * 0.8, 0.5)
+    body = svg.frame(svg.Scale(0, 1, svg.LEFT, svg.WIDTH - svg.RIGHT), y, "step",
+                     "device ms per step", xticks=False)
+    every = max(1, math.ceil(len(steps) / 30))
+    for i, (step, busy) in enumerate(zip(steps, busy_s, strict=True)):
+        body.append(_device_step_bar(i, step, busy, x, width, y, cap))
+        if i % every == 0:
+            cls = ' class="alert"' if step.tags else ""
+            body.append(f'<text x="{x(i) + width / 2:.1f}" y="{svg.HEIGHT - svg.BOTTOM + 14}"'
+                        f'{cls} text-anchor="middle">{step.step}</text>')
+    body += _steady_bar(split, y)
+    keys = [("device busy", DEVICE_BUSY_COLOR), ("device idle (per step)", DEVICE_IDLE_COLOR)]
+    keys += [(label, color) for label, seconds, color in split[1:] if seconds > 0]
+    cut = int(np.sum(times > cap))
+    note = ("Each bar is one step of the capture: the device's busy time (green) and the "
+            "rest of the step, idle (grey); hover a bar for the training thread's time. The "
+            "bar at the right is the mean steady step, its idle split by what the training "
+            "thread was doing meanwhile (the device-time table; the record keeps that split "
+            "over the steady steps, not per step). Step numbers in red are kept out of the "
+            "steady state.")
+    if cut:
+        note += f" {cut} bar(s) over {ms(cap / 1e3)} are cut at the top, capped in red."
+    return Chart(svg.svg(body, "device time per step", cls="chart device"), svg.legend(keys),
+                 note)

@@ -123,8 +123,10 @@ def profile_page(r: ProfileResult) -> RunPage:
                         sync_label=charts.ANY_SYNC)
     hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
                          steps=h.steps) for i, h in enumerate(r.hosts)]
+    device = ("device time per step",
+              charts.device_time_chart(r.steps, r.device_busy_s, r.device_time))
     return RunPage(profile_parts(r), [
-        *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
+        device, *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
                                              "device idle for input per step"))],
         [f"recommendation: {r.recommendation}"])
 
@@ -172,15 +174,36 @@ def table_html(t: Table) -> str:
     return f'<table class="words">{head}<tbody>{rows}</tbody></table>'
 
 
+def is_text_table(block: str) -> bool:
+    """A block drawn as a text table (a rule of dashes under its header): it keeps its
+    columns only as preformatted text."""
+    return any("---" in line and not line.replace("-", "").strip()
+               for line in block.splitlines())
+
+
+def lines_html(block: str) -> str:
+    """A block of lines that is no table (findings with their fixes, warnings) as lines
+    that wrap with the page, each indented as in the text, a list item's wrapped lines
+    hanging after its dash."""
+    out = []
+    for line in block.splitlines():
+        text = line.lstrip(" ")
+        hang = 2 if text.startswith("- ") else 0
+        indent = len(line) - len(text) + hang
+        out.append(f'<p style="padding-left:{indent}ch;text-indent:-{hang}ch">{esc(text)}</p>')
+    return f'<div class="lines">{"".join(out)}</div>'
+
+
 def parts_html(parts: Sequence[Part]) -> str:
-    """The text report's parts as HTML: a table as a table, a block of lines (findings,
-    anomalies, breakdowns) as preformatted text, a line as a paragraph."""
+    """The text report's parts as HTML: a table as a table, a block drawn as a text table
+    (breakdowns) as preformatted text, another block of lines (findings) as wrapping
+    lines, a line as a paragraph."""
     out = []
     for p in parts:
         if isinstance(p, Table):
             out.append(table_html(p))
         elif "\n" in p:
-            out.append(f"<pre>{esc(p)}</pre>")
+            out.append(f"<pre>{esc(p)}</pre>" if is_text_table(p) else lines_html(p))
         elif p:
             out.append(f"<p>{esc(p)}</p>")
     return "".join(out)
@@ -291,6 +314,9 @@ table.words{border-collapse:collapse;margin:6px 0;font-size:13px}
 table.words th,table.words td{border-bottom:1px solid #ddd;padding:2px 8px;text-align:left}
 table.words td:not(:last-child){white-space:nowrap}
 pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}
+.lines{background:#f7f7f7;padding:4px 8px;font-size:13px}
+.lines p{margin:2px 0;overflow-wrap:anywhere}
+svg .forced-sync{stroke-dasharray:6 4;stroke-width:2}
 details.context{margin:12px 0}summary{cursor:pointer;color:#1f77b4}
 nav{margin:8px 0}footer{color:#777;font-size:12px;margin:24px 0}
 """
