@@ -1,12 +1,15 @@
 """``pipecheck profile`` on captures made live with the real jax.profiler, of a user's loop
 in a file outside the repository and off sys.path (tests/data/profile_loop.py, copied):
-a Python generator, Grain workers, a float(loss) sync at a known line."""
+a Python generator, Grain workers, a float(loss) sync at a known line; and committed
+captures without step markers (the step picked, or the whole capture read)."""
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +83,66 @@ def test_grain_workers_input_bound_with_a_harmless_sync(tmp_path: pathlib.Path) 
     assert rec["estimates"]["background_loader"]
     kinds = {f["kind"] for f in rec["findings"]}
     assert "harmless-sync" in kinds and "forced-sync" not in kinds
+
+
+CAPTURES = REPO / "tests" / "data" / "captures"
+
+
+def test_block_until_ready_loop_without_markers_picks_the_step(tmp_path: pathlib.Path) -> None:
+    # issue 32: one jitted function called 10 times, loading 30 ms before each call and
+    # jax.block_until_ready after it, no step markers: was refused without --step-fn
+    cap = capture(tmp_path, "block", "--load-ms", "30", "--compute-ms", "30", "--sync", "block",
+                  "--no-markers", "--steps", "10")
+    loop = tmp_path / "user" / "train_loop.py"
+    rec, report = profile(cap, loop.parent, "--html", str(tmp_path / "block.html"))
+    assert rec["verdict"] == "forced-sync", report
+    assert rec["picked_step"]["function"] == "train_step" and not rec["whole_capture"]
+    assert rec["picked_step"]["executions"] == 10
+    assert rec["config"]["steps_from"] == "jit_train_step on the device"
+    said = ("steps: the repeating jitted function `train_step` (10 calls, 100% of the jitted "
+            "device time), no step markers in the capture")
+    assert said in report.splitlines()
+    assert said in _text(tmp_path / "block.html")
+    (finding,) = [f for f in rec["findings"] if f["kind"] == "forced-sync"]
+    line = next(n for n, text in enumerate(loop.read_text().splitlines(), 1)
+                if "# BLOCKING-SYNC" in text)
+    assert finding["location"] == f"{loop}:{line}"
+    assert "block_until_ready" in finding["message"]
+
+
+def test_small_jitted_functions_without_markers_read_whole_as_host_bound(
+        tmp_path: pathlib.Path) -> None:
+    # issue 32: three small jitted functions dispatched back to back (each a third of the
+    # device time, none the step), no markers: a whole-capture reading, host-bound (dispatch)
+    cap = tmp_path / "small_fns.xplane.pb"
+    shutil.copyfile(CAPTURES / "small_fns_no_markers.xplane.pb", cap)
+    rec, report = profile(cap, tmp_path, "--html", str(tmp_path / "small.html"))
+    assert rec["whole_capture"] and rec["picked_step"] is None, report
+    assert rec["host_bound"] and rec["verdict"] == "inconclusive"
+    assert not rec["steps"] and rec["config"]["steps_from"] == "the whole capture"
+    lines = report.splitlines()
+    assert lines[0] == "pipecheck profile: host-bound (dispatch)"
+    assert lines[2].startswith("no steps found: whole-capture reading")
+    assert "over the whole capture" in rec["reason"] and "400 jitted calls" in rec["reason"]
+    assert [f["kind"] for f in rec["findings"]] == ["host-bound"]
+    assert "no steps found: whole-capture reading" in _text(tmp_path / "small.html")
+    loaded = store.load(tmp_path / "small_fns.xplane.pb.json")
+    assert loaded.whole_capture and loaded.picked_step is None and loaded.steps == ()
+
+
+def test_capture_without_markers_is_no_longer_refused(tmp_path: pathlib.Path) -> None:
+    # it was: "the capture has no step markers; ... name the jitted train step with --step-fn"
+    cap = tmp_path / "no_markers.xplane.pb"
+    shutil.copyfile(CAPTURES / "no_markers.xplane.pb", cap)
+    rec, report = profile(cap, tmp_path)
+    assert "no step markers;" not in report and rec["verdict"] == "input-bound"
+    assert rec["picked_step"]["function"] == "train_step"
+    assert "steps: the repeating jitted function `train_step` (12 calls" in report
+
+
+def _text(html: pathlib.Path) -> str:
+    """An HTML page's text, tags dropped and entities read."""
+    return html_lib.unescape(re.sub(r"<[^>]+>", "", html.read_text()))
 
 
 @pytest.mark.parametrize("args", [("--step-fn", "nope")])

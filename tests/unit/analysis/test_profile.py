@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from pipecheck.analysis import profile as ap
+from pipecheck.analysis import unmarked
 from pipecheck.errors import CaptureError
 from pipecheck.records.common import Estimate
 
@@ -154,3 +155,89 @@ def test_host_ahead_of_the_device_uses_the_devices_executions():
     steps = ap.find_steps(t)
     assert steps.starts.tolist() == [1.0, 2.0, 3.0]
     assert steps.source == "jit_step on the device (the host ran ahead of it)"
+
+
+# --- captures without step markers, read without --step-fn (analysis.unmarked) -------------
+
+def calls(name, starts, length=0.001):
+    """A jitted call per start, each with the nested twin the tracer records."""
+    return [e for s in starts for e in ((s, s + length, f"PjitFunction({name})"),
+                                         (s, s + length, f"PjitFunction({name})"))]
+
+
+def test_the_repeating_function_holding_the_device_is_the_step():
+    runs = {"jit_train_step": np.array([[0.1 * k + 0.01, 0.1 * k + 0.08] for k in range(6)]),
+            "jit_log": np.array([[0.1 * k + 0.085, 0.1 * k + 0.09] for k in range(6)])}
+    events = calls("train_step", [0.1 * k for k in range(6)]) + calls(
+        "log", [0.1 * k + 0.084 for k in range(6)])
+    t = timeline(np.concatenate(list(runs.values())), events, runs=runs)
+    picked = unmarked.pick_step(t)
+    assert picked is not None and (picked.function, picked.executions) == ("train_step", 6)
+    assert picked.device_share == pytest.approx(0.42 / 0.45)
+
+
+def test_no_function_is_the_step_below_the_thresholds():
+    # three functions of the same cost: none holds more than half the device time
+    runs = {f"jit_f{i}": np.array([[0.01 * k + 0.003 * i, 0.01 * k + 0.003 * i + 0.002]
+                                   for k in range(20)]) for i in range(3)}
+    events = [e for i in range(3) for e in calls(f"f{i}", [0.01 * k + 0.003 * i - 0.0005
+                                                           for k in range(20)], 0.0004)]
+    t = timeline(np.concatenate(list(runs.values())), events, runs=runs)
+    assert [c.device_share for c in unmarked.candidates(t)] == pytest.approx([1 / 3] * 3)
+    assert unmarked.pick_step(t) is None
+    # one function holding all the device time, run 4 times: too few steps
+    four = {"jit_step": np.array([[k + 0.1, k + 0.9] for k in range(4)])}
+    t4 = timeline(four["jit_step"], calls("step", [float(k) for k in range(4)]), runs=four)
+    assert unmarked.AUTO_MIN_EXECUTIONS == 5 and unmarked.pick_step(t4) is None
+
+
+def test_without_per_module_device_time_the_share_is_of_the_calls():
+    # a GPU capture without an XLA Modules line: a call traced inside another is not counted
+    events = calls("step", [float(k) for k in range(5)], 0.5) + [
+        (0.1, 0.2, "PjitFunction(inner)"), (3.6, 3.7, "PjitFunction(metric)")]
+    t = timeline([(0.0, 5.0)], events)
+    assert unmarked.jitted_calls(t) == {"step": 5, "metric": 1}
+    picked = unmarked.pick_step(t)
+    assert picked is not None and picked.function == "step"
+    assert picked.device_share == pytest.approx(5 / 6)
+
+
+def test_whole_capture_window_sets_compile_idle_apart():
+    # 0-1 s compiling (device idle), then 1-3 s: the thread loads 1-2 (device idle), the
+    # device runs 2-3 while the thread sits in a sync
+    events = [(0.0, 1.0, "backend_compile_and_load"), (1.0, 2.0, "$builtins next"),
+              (2.0, 2.01, "PjitFunction(step)"), (2.01, 3.0, "$array.py:298 __float__")]
+    t = timeline([(2.0, 3.0)], events)
+    w = unmarked.window(t)
+    assert (w.starts.tolist(), w.ends.tolist(), w.source) == ([0.0], [3.0], "the whole capture")
+    r = unmarked.reading(ap.breakdown(t, w))
+    assert (r.wall, r.busy, r.input_s, r.compile_idle) == pytest.approx((2.0, 1.0, 1.0, 1.0))
+    assert r.idle == pytest.approx(1.0) and r.sync_s == pytest.approx(0.99) and r.calls == 1
+    e = unmarked.estimates(r)
+    assert e.step.n == 1 and e.idle_share == pytest.approx(0.5)
+
+
+def reading(wall=1.0, busy=0.2, loader=0.1, sync=0.0, dispatch_idle=0.0, launching=0.0,
+            calls=1):
+    return unmarked.Reading(wall, busy, loader, loader, sync, wall - busy, dispatch_idle,
+                            launching, calls, False, 0.0)
+
+
+@pytest.mark.parametrize("kwargs, verdict, host_bound", [
+    # many small calls, the device idle 90% while the thread launches them
+    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.3, "calls": 400}, "inconclusive", True),
+    # the same idle in Python around one call: not the launches (LAUNCH_SHARE)
+    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.01, "calls": 400}, "inconclusive",
+     False),
+    # loading 0.45 then computing 0.45, the thread in a sync meanwhile: serialized
+    ({"busy": 0.45, "loader": 0.45, "sync": 0.45}, "forced-sync", False),
+    # the same without a sync: something else stretches the capture
+    ({"busy": 0.45, "loader": 0.45}, "inconclusive", False),
+    ({"busy": 0.1, "loader": 0.9}, "input-bound", False),
+    ({"busy": 0.9, "loader": 0.05, "sync": 0.5}, "compute-bound", False),
+])
+def test_whole_capture_verdict(kwargs, verdict, host_bound):
+    v, hb = unmarked.verdict(reading(**kwargs))
+    assert (v.verdict, hb) == (verdict, host_bound)
+    assert "over the whole capture" in v.reason
+    assert (ap.HOST_BOUND in v.reason) == host_bound

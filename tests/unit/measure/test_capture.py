@@ -295,3 +295,23 @@ def test_profile_record_has_an_html_page():
     page = render_page([("p.json", r)])
     assert "pipecheck profile: forced-sync" in page and "<svg" in page
     assert "recommendation: remove the forced sync" in page
+
+
+def test_records_written_before_the_unmarked_readings_still_load(tmp_path):
+    # a record of the format before picked_step and whole_capture were added (same version)
+    from pipecheck.records import store
+
+    r = profile_capture(ProfileOptions(str(CAPTURES / "input_bound.xplane.pb")))
+    data = r.to_dict()
+    assert data["picked_step"] is None and data["whole_capture"] is False
+    del data["picked_step"], data["whole_capture"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    old = store.load(path)
+    assert old.picked_step is None and not old.whole_capture and old.verdict == r.verdict
+
+
+def test_whole_capture_record_round_trips():
+    r = profile_capture(ProfileOptions(str(CAPTURES / "small_fns_no_markers.xplane.pb")))
+    assert r.whole_capture and r.steps == () and r.estimates.step.n == 1
+    assert type(r).from_dict(r.to_dict()) == r
