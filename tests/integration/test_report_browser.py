@@ -4,7 +4,8 @@ console to stderr and takes a screenshot. The charts must be drawn (SVG marks in
 the zoom window set by the script), the console silent, the screenshot taken.
 
 Records: synthetic and dataloader from real runs of the commands (their ``--html`` writes
-the page), import and diff from the real MaxText test logs, compare and Monitor from the
+the page), a profile of a real jax.profiler capture (``pipecheck profile --html``), import
+and diff from the real MaxText test logs, compare, Monitor and a two-host profile from the
 unit tests' builders with steps, spans, anomalies and two hosts added.
 Set PIPECHECK_SCREENSHOTS=DIR to keep the screenshots."""
 
@@ -17,9 +18,10 @@ import subprocess
 
 import pytest
 
+from pipecheck.records import store
 from pipecheck.report.page import write_page
 from tests import page_records
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 
 CHROMIUM = os.environ.get("PIPECHECK_CHROMIUM", "chromium")
 CONSOLE = re.compile(r":CONSOLE[:(]")
@@ -45,7 +47,8 @@ def open_in_browser(page: str, png: str) -> tuple[str, list[str]]:
 def pages(tmp_path_factory):
     out = tmp_path_factory.mktemp("pages")
     for kind, args in (("synthetic", ["synthetic", "--steps", "12"]),
-                       ("dataloader", ["dataloader", "--workers", "0", "--batches", "12"])):
+                       ("dataloader", ["dataloader", "--workers", "0", "--batches", "12"]),
+                       ("capture", ["profile", str(CAPTURE), "--source", "tests/data"])):
         proc = run_cli(*args, "--json", str(out / f"{kind}.json"),
                        "--html", str(out / f"{kind}.html"))
         assert proc.returncode == 0, proc.stderr
@@ -55,13 +58,16 @@ def pages(tmp_path_factory):
     return out
 
 
+CAPTURE = REPO / "tests" / "data" / "captures" / "forced_sync.xplane.pb"
+"""A real capture of a loop that reads the current step's loss (a forced sync)."""
+
 CHARTS = {"compare": 6, "monitor": 3, "synthetic": 3, "dataloader": 2, "imported": 1,
-          "diff": 1, "profile": 4}
+          "diff": 1, "profile": 5, "capture": 4}
 """Charts each page draws (compare: steps, host time, Gantt, hosts, tuning path, batch
 times; a run with spans: steps, host time, Gantt; dataloader: tuning path, batch times;
-profile: steps, host time, Gantt, hosts)."""
+profile: device time, steps, host time, Gantt, and hosts when it has several)."""
 
-ZOOMED = ("compare", "monitor", "synthetic", "profile")
+ZOOMED = ("compare", "monitor", "synthetic", "profile", "capture")
 """Pages with the host-time chart, whose window the script sets on load."""
 
 
@@ -107,3 +113,43 @@ def test_the_host_time_window_moves_and_zooms(pages, tmp_path):
     assert console == []
     assert re.search(r'viewBox="20 0 10 [\d.]+"', dom)
     assert ">steps 20-29<" in dom
+
+
+MEASURE = ('<script>var wide = [].filter.call(document.querySelectorAll(".lines p, .lead p"),'
+           'function (e) { return e.scrollWidth > e.clientWidth + 1; });'
+           'document.body.dataset.overflow = wide.length + ":" + '
+           '(document.documentElement.scrollWidth > window.innerWidth ? "page" : "fits");'
+           '</script></body>')
+"""What a reader sees of the findings: how many of their lines run past their box, and
+whether the page is wider than the window."""
+
+
+def test_the_profile_page_of_a_real_capture_charts_the_device_and_wraps_its_findings(
+        pages, tmp_path):
+    record = store.load(pages / "capture.json")
+    page = tmp_path / "measured.html"
+    page.write_text((pages / "capture.html").read_text().replace("</body>", MEASURE))
+    png = str(tmp_path / "capture.png")
+    dom, console = open_in_browser(str(page), png)
+    assert console == []
+    device = re.search(r'<svg class="chart device".*?</svg>', dom, flags=re.S)
+    assert device is not None
+    steps = re.findall(r'<g class="device-step" data-step="(\d+)">', device[0])
+    assert steps == [str(s.step) for s in record.steps]
+    assert len(re.findall(r'class="cause"', device[0])) >= 3  # busy, input, sync at least
+    assert '<div class="lines">' in dom and 'data-overflow="0:fits"' in dom
+    assert "forced-sync" in dom.split('<div class="lines">')[1]
+    keep = os.environ.get("PIPECHECK_SCREENSHOTS")
+    if keep:
+        shutil.copy(png, keep)
+
+
+def test_the_overflow_check_sees_a_line_that_runs_off(pages, tmp_path):
+    page = tmp_path / "nowrap.html"
+    page.write_text((pages / "capture.html").read_text()
+                    .replace("</head>", "<style>.lines p{white-space:nowrap}</style></head>")
+                    .replace("</body>", MEASURE))
+    dom, console = open_in_browser(str(page), str(tmp_path / "nowrap.png"))
+    assert console == []
+    found = re.search(r'data-overflow="(\d+):', dom)
+    assert found is not None and int(found[1]) >= 1
