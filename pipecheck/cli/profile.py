@@ -17,7 +17,8 @@ from pipecheck.report.profile import format_profile
               help="The capture run (a plugins/profile/<NAME> folder). Default: the newest.")
 @click.option("--step-fn", "step_fn", metavar="NAME",
               help="The jitted train step's name: its executions delimit the steps (for "
-                   "captures without StepTraceAnnotation markers).")
+                   "captures without StepTraceAnnotation markers; without it the function "
+                   "that clearly repeats is picked, else the whole capture is read).")
 @click.option("--source", "source_dirs", multiple=True, type=click.Path(file_okay=False),
               help="A folder holding your training script, to name the line of a sync "
                    "(repeatable; the current folder is always searched).")
