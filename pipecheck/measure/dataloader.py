@@ -44,6 +44,7 @@ from pipecheck.data.grain_pipeline import (
     new_shm_tag,
     own_settings,
 )
+from pipecheck.data.per_setting import PerSetting, at_setting
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.measure.pipeline import (
     PipelineStalled,
@@ -445,7 +446,10 @@ def measure_setting(
     time and peak memory of the training process and of the workers over the steady batches
     are read too
     (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
-    every timed interval)."""
+    every timed interval). A pipeline built per setting (``PerSetting``: MaxText's) is built
+    at ``settings`` first, and runs with them."""
+    per_setting = isinstance(dataset, PerSetting)
+    dataset = at_setting(dataset, settings)
     own = own_settings(dataset)
     settings = own.applied(settings)
     data_loader = is_data_loader(dataset)
@@ -479,7 +483,8 @@ def measure_setting(
         raise error
     assert timed is not None
     return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
-                    stage_wait_s, tokens_key, data_loader, timed.usage, own.note())
+                    stage_wait_s, tokens_key, data_loader, timed.usage,
+                    None if per_setting else own.note())
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],

@@ -23,6 +23,7 @@ from pipecheck.data.grain_pipeline import (
     flush_shared_memory_unlinks,
     new_shm_tag,
 )
+from pipecheck.data.per_setting import at_setting
 from pipecheck.errors import PipelineStallError
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.step_types import Batch
@@ -201,7 +202,8 @@ def open_batches(dataset: InputPipeline, settings: GrainSettings, *,
     label = f"workers={settings.workers}, threads={settings.threads}"
     before = worker_pids()
     shm_tag = new_shm_tag()
-    opened = [iter(build_iter_dataset(dataset, settings, shm_tag=shm_tag))]
+    opened = [iter(build_iter_dataset(at_setting(dataset, settings), settings,
+                                      shm_tag=shm_tag))]
     failure: list[BaseException] = []
 
     def guarded(timer: StallTimer) -> Iterator[Batch]:

@@ -20,7 +20,7 @@ from pipecheck.config import (
 )
 from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError
-from pipecheck.workloads import calibrated, demo, user
+from pipecheck.workloads import calibrated, demo, maxtext, maxtext_model, user
 from pipecheck.workloads.base import Workload
 
 
@@ -40,6 +40,7 @@ REGISTRY: Mapping[str, WorkloadKind] = {
     "demo": WorkloadKind(demo.KEYS, demo.build, demo.make_dataset, "tokens"),
     "calibrated": WorkloadKind(calibrated.KEYS, calibrated.build, calibrated.make_dataset),
     "user": WorkloadKind((*COMMON_KEYS, *user.KEYS), user.build),
+    maxtext.NAME: WorkloadKind(maxtext.KEYS, maxtext_model.build, None, maxtext.TOKENS_KEY),
 }
 BUILTIN = ("demo", "calibrated")
 
@@ -79,7 +80,7 @@ def resolve(file_values: Mapping[str, Any] | None = None, overrides: Sequence[st
     workload = raw.pop("workload", DEFAULT_WORKLOAD)
     if isinstance(workload, Mapping):
         keys = REGISTRY["user"].keys
-    elif workload in BUILTIN:
+    elif workload in BUILTIN or workload == maxtext.NAME:  # maxtext: from --maxtext
         keys = REGISTRY[workload].keys
     else:
         raise _unknown(workload)

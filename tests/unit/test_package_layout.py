@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(pipecheck.__file__).parent
 ROOT = PACKAGE.parent
 
 HEAVY = ("jax", "jaxlib", "grain", "tensorflow", "tensorflow_datasets", "matplotlib", "flax",
-         "optax")
+         "optax", "maxtext")
 """Libraries whose import costs seconds (or pulls in JAX): `import pipecheck` and the CLI's
 start-up must not import them."""
 
@@ -53,7 +53,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     # Pure text renderers of records.
     "report": frozenset({"analysis", "errors", "progress", "records", "units"}),
     "tuned_config": frozenset({"config", "errors", "records"}),
-    "workloads": frozenset({"config", "data", "errors", "step_types", "user_code"}),
+    "workloads": frozenset({"config", "data", "errors", "records", "step_types", "user_code"}),
     # What touches the clock or the machine (the Monitor renders its own report).
     "measure": frozenset({"analysis", "config", "data", "errors", "progress", "records",
                           "report", "stats", "step_types", "tuned_config", "units", "user_code",
