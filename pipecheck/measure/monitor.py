@@ -79,7 +79,6 @@ from pipecheck.measure.run_saver import (
     remove_stale_temporaries,
 )
 from pipecheck.measure.spans import (
-    READ_STEPS,
     STEP_WINDOW,
     GcSpans,
     Snapshot,
@@ -318,6 +317,7 @@ class Monitor:
         self._has_pending = False
         self._data_wait_ends, self._dispatch_ends, self._sync_ends = (
             self.recorder.end_logger(n) for n in ("data_wait", "dispatch", "sync"))
+        self._take_mark = self.recorder.take_mark
         self._profiling: Callable[[], bool] | None = None
         self._at = 0
         """The step the loop is at: the last one dispatched (or being dispatched)."""
@@ -366,14 +366,14 @@ class Monitor:
         it = iter(iterable)
         rec = self.recorder
         clock = self.clock
-        log, data_wait_ends = rec._log.append, self._data_wait_ends
+        log, data_wait_ends = rec.log_start, self._data_wait_ends
         enabled = self._profiling
         window = self._profile
         while True:
             if window is not None:
                 window.at_step(self.step_index)
             if enabled is not None and enabled():
-                if not rec._annotating:
+                if not rec.annotating:
                     rec.follow_capture(True)
                 with rec.span("data_wait"):
                     try:
@@ -409,9 +409,9 @@ class Monitor:
             self._profile.at_step(self.step_index)
         enabled = self._profiling
         capture = enabled is not None and enabled()
-        if capture != rec._annotating:
+        if capture != rec.annotating:
             rec.follow_capture(capture)
-        log = rec._log.append
+        log = rec.log_start
         if capture:
             with rec.span("dispatch", step_num=self.step_index):
                 out = fn(*args, **kwargs)
@@ -434,12 +434,7 @@ class Monitor:
                     value = self._read_loss(self._pending)
                 finally:
                     next(self._sync_ends)
-            marks = rec._marks  # rec.mark(value), inline
-            now = clock()
-            marks.append((now, math.nan if value is None else value, len(rec._spans),
-                          len(rec._ends)))
-            if len(marks) >= READ_STEPS:
-                rec.read_logs()
+            now = self._take_mark(math.nan if value is None else value)  # rec.mark, no look
             saver = self._saver
             if saver is not None and now >= saver.next_at:  # the mark's clock reading
                 saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),
@@ -534,7 +529,7 @@ class Monitor:
         saver = self._saver
         if saver is None:
             return
-        state = self._capture(fold=not self.recorder._folding)
+        state = self._capture(fold=not self.recorder.folding)
         if not len(state.snapshot.steps):
             print(f"pipecheck: the run ended ({end.message}) before its first step "
                   f"completed; nothing written to {saver.path}", file=sys.stderr)

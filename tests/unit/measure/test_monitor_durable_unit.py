@@ -21,9 +21,10 @@ from pipecheck.errors import MonitorError, OutputPathError
 from pipecheck.measure import monitor as monitor_mod
 from pipecheck.measure.monitor import Monitor
 from pipecheck.measure.run_saver import SignalChain, remove_stale_temporaries
-from pipecheck.measure.spans import Span, close_interval, fold_intervals
+from pipecheck.measure.span_fold import close_interval, fold_intervals
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
+from pipecheck.records.events import Span
 from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.records.steps import ChunkEncoder, StepTable, concat, decode_array
 from pipecheck.report.monitor import ended_early

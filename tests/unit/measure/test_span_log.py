@@ -11,13 +11,8 @@ import struct
 import numpy as np
 import pytest
 
-from pipecheck.measure.spans import (
-    SpanRecorder,
-    close_interval,
-    end_marker,
-    read_log,
-    resolve_spans,
-)
+from pipecheck.measure.span_fold import close_interval, end_marker, read_log, resolve_spans
+from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.events import Span
 
 

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from pipecheck.measure import spans as spans_mod
-from pipecheck.measure.spans import GcSpans, SpanRecorder, close_interval
+from pipecheck.measure.span_fold import close_interval
+from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.events import Span, StepTotals
 
 
