@@ -200,7 +200,8 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
     own end) unless ``step_fn`` names the train step, whose executions then delimit them
     (one step from one execution's start to the next's): on the device where the capture
     tells its executions apart (the host may dispatch far ahead of the device), else its
-    calls on the training thread."""
+    calls on the training thread. With neither (no markers, no ``step_fn``) it refuses:
+    ``analysis.unmarked`` picks the step, or reads the capture whole, before that."""
     if step_fn is None and len(t.marker_starts):
         order = np.argsort(t.marker_starts, kind="stable")
         starts, ends = t.marker_starts[order], t.marker_ends[order]
