@@ -125,6 +125,7 @@ state, as ``CAUSE_START_UP``, not ``CAUSE_COMPILATION``."""
 ACTIVITY_FAMILIES = {
     "eval_start": ("eval", "open"), "eval_step": ("eval", "open"), "eval_end": ("eval", "close"),
     "profiler_start": ("profiler", "open"), "profiler_stop": ("profiler", "close"),
+    "profiler_collect": ("profiler", "extend"),
     "profiler_boundary": ("profiler", "toggle"), "profiler_report": ("profiler", "extend"),
     "sync_save_start": ("sync_save", "open"), "sync_save_end": ("sync_save", "close"),
     "restore_start": ("restore", "open"), "restore_end": ("restore", "close"),
@@ -422,16 +423,33 @@ def _row_after(numbers: np.ndarray, anchor: int | None) -> int:
     return 0 if anchor is None else int(np.searchsorted(numbers, anchor, side="right"))
 
 
+def line_delay(numbers: np.ndarray, line_at: np.ndarray, end: np.ndarray,
+               lag: int = LOG_LAG_STEPS) -> np.ndarray:
+    """Pure: how much later than each step's chained end (``step_intervals``) the line that
+    bounds it (step N - ``lag``'s) was written (0 where unknown). The chain takes the least
+    delayed line near a step as its anchor, so a step may have ended up to this much later
+    than its chained end: its interval is known to within this delay."""
+    if not numbers.size:
+        return np.zeros(0)
+    row = np.minimum(np.searchsorted(numbers, numbers - lag), numbers.size - 1)
+    late = np.where(numbers[row] == numbers - lag, line_at[row] - end, 0.0)
+    return np.where(np.isfinite(late) & (late > 0), late, 0.0)
+
+
 class ActivityLookup:
     """Which activities a step ran beside: by the log's times where both are known, else
-    by line order (a line between the lines of rows r-1 and r ran during row r + lag)."""
+    by line order (a line between the lines of rows r-1 and r ran during row r + lag).
+    By times, a window counts when it overlaps the step wherever in its ``delay`` the step
+    truly lies (``line_delay``): a window that ends within the delay after the step's
+    chained start, a line written as the metric logger flushed, is not the step's."""
 
     def __init__(self, acts: Sequence[Activity], numbers: np.ndarray, start: np.ndarray,
-                 end: np.ndarray, lag: int) -> None:
+                 end: np.ndarray, lag: int, delay: np.ndarray | None = None) -> None:
         # a restore before the first step line is the run's start-up, not a step's
         acts = [a for a in acts if a.family not in ("restore", "restart")
                 or a.last.anchor_step is not None]
         self.acts, self.start, self.end = acts, start, end
+        self.delay = np.zeros(len(start)) if delay is None else delay
         self.rows = [(_row_after(numbers, a.first.anchor_step) + lag,
                       _row_after(numbers, a.last.anchor_step) + lag) for a in acts]
 
@@ -441,7 +459,7 @@ class ActivityLookup:
             s, e = self.start[row], self.end[row]
             if a.timed and math.isfinite(s) and math.isfinite(e):
                 assert a.first.at_s is not None and a.last.at_s is not None
-                if a.first.at_s <= e and a.last.at_s >= s:
+                if a.first.at_s <= e and a.last.at_s >= s + self.delay[row]:
                     out.append(a)
             elif lo <= row <= hi:
                 out.append(a)
@@ -497,7 +515,8 @@ def explain_anomalies(
         lag = log_lag(numbers, seconds, at, own_time)
     start, end = step_intervals(numbers, seconds, at, lag=lag)
     lookup = BackgroundLookup(background(events), start, end)
-    acts = ActivityLookup(activities(events), numbers, start, end, lag)
+    acts = ActivityLookup(activities(events), numbers, start, end, lag,
+                          line_delay(numbers, at, end, lag))
     by_order = sorted((e.anchor_step, k, e) for k, e in enumerate(events)
                       if e.kind in CHECKPOINT_EVENTS and e.anchor_step is not None)
     anchors = [a for a, _, _ in by_order]

@@ -129,7 +129,7 @@ def _gb(v: float | None) -> str:
 CHECKPOINT_EVENT_KINDS = frozenset({
     "checkpoint_save", "checkpoint_saved", "checkpoint_async_start", "checkpoint_wait_previous",
     "checkpoint_wait_step", "async_save_blocking", "async_save_started", "async_save_done",
-    "sync_save_start", "sync_save_end"})
+    "async_save_finalized", "sync_save_start", "sync_save_end"})
 """The events the import report counts as checkpoint events (eval, profiler and restart
 lines are events too)."""
 

@@ -27,13 +27,22 @@ _BLOCKING_SAVE = re.compile(
 an async save ends (base_pytree_checkpoint_handler.py, ``async_save``): the state's arrays
 are copied off the device and the background write is handed its futures. Orbax before
 0.11.14 does not write it."""
+_FINALIZED_ASYNC = re.compile(
+    r"\[process=\d+\]\[thread=(?!MainThread\])[^\]]+\] Finished saving checkpoint")
+"""Orbax (0.12.8 at least, ``atomicity.py``) writes ``Finished saving checkpoint (finalized
+tmp dir)`` on the thread that finalizes a save: the main thread for a synchronous save, the
+background thread (``async_save``) for an asynchronous one, which is no synchronous save."""
 _WAIT_PREV = re.compile(rf"Waiting for previous save to complete took\s*({NUM})\s*seconds")
 _WAIT_STEP = re.compile(
     rf"Waited\s*({NUM})\s*seconds for step\s*(\d+)\s*to finish before starting checkpointing"
 )
 
 
-# Events that are not orbax's async machinery: (kind, pattern). The first match wins.
+# Events that are not orbax's async machinery: (kind, pattern). The first match wins. The
+# ``Profiler session`` lines are the XLA profiler's own (profiler_session.cc, written on the
+# profiler's thread with their own absl header): initializing/started when a capture starts,
+# collecting data and tear down when it stops; save_profile.cc's lines after them (the
+# capture collected and written) are the same window's, which its stop can be waiting on.
 _ACTIVITY = (
     ("eval_start", re.compile(r"Running evaluation(?: on train step\s*(\d+))?")),
     ("eval_end", re.compile(r"Completed eval after train step\s*(\d+)|eval metrics after step:"
@@ -41,9 +50,14 @@ _ACTIVITY = (
     ("eval_step", re.compile(r"Completed eval step:?\s*(\d+)")),
     ("profiler_boundary", re.compile(r"completed profiler activation/deactivation step:\s*(\d+)")),
     ("profiler_start", re.compile(r"Capture range started|jax\.profiler\.start_trace|"
-                                  r"[Ss]tart(?:ed|ing) (?:the )?(?:jax )?profil")),
+                                  r"[Ss]tart(?:ed|ing) (?:the )?(?:jax )?profil|"
+                                  r"Profiler session (?:initializing|started)")),
+    ("profiler_collect", re.compile(r"Profiler session collecting data|"
+                                    r"Collecting XSpace to repository|"
+                                    r"Dumped (?:gzipped )?tool data")),
     ("profiler_stop", re.compile(r"Capture range ended|jax\.profiler\.stop_trace|"
-                                 r"[Ss]top(?:ped|ping) (?:the )?(?:jax )?profil")),
+                                 r"[Ss]top(?:ped|ping) (?:the )?(?:jax )?profil|"
+                                 r"Profiler session tear down")),
     ("profiler_report", re.compile(r"Generat(?:ing|ed)\b.*\.(?:nsys-rep|qdstrm)|"
                                    r"\.nsys-rep$")),
     ("sync_save_start", re.compile(r"\[sync\] Started save checkpoint|Saving item to\b")),
@@ -57,7 +71,8 @@ _ACTIVITY = (
     ("hlo_dump", re.compile(r"HloModule dump enabled[^\n]*")),
 )
 _ACTIVITY_HINT = re.compile(
-    r"evaluation|eval |Completed eval|profil|Capture range|nsys-rep|qdstrm|\[sync\]|"
+    r"evaluation|eval |Completed eval|profil|Profiler session|XSpace|tool data|Capture range|"
+    r"nsys-rep|qdstrm|\[sync\]|"
     r"Saving item|synchronous save|saving checkpoint|[Rr]estor|Slice down|Elastic attempt|"
     r"reemption|HloModule dump")
 """A cheap test a line must pass before the ``_ACTIVITY`` patterns are tried."""
@@ -92,6 +107,8 @@ def checkpoint_event(line: str, n: int, own: bool) -> Pending | None:
         if m := pattern.search(line):
             s = int(m.group(1))
             return _event(kind, n, m, own, step=s, anchor_step=s)
+    if m := _FINALIZED_ASYNC.search(line):
+        return _event("async_save_finalized", n, m, own)
     if m := _BG_START.search(line):
         return _event("async_save_started", n, m, own)
     if m := _BG_DONE.search(line):
