@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Any, Mapping
 
 import click
 
@@ -16,22 +16,26 @@ from pipecheck.cli.options import (
     given_options,
     int_list,
     load_config,
+    maxtext_options,
     output_options,
     quiet_option,
+    save_settings,
     wrote_trace,
 )
 from pipecheck.cli.progress import command_progress
+from pipecheck.config import RunConfig
 from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S
 from pipecheck.measure.distributed import DistributedOptions, Session
 from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS
-from pipecheck.measure.real_run import DEFAULT_STEPS
+from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
 from pipecheck.report.monitor import ended_early
 from pipecheck.report.trace import write_recorder_trace
-from pipecheck.tuned_config import save_config
+from pipecheck.workloads import maxtext, maxtext_model
+from pipecheck.workloads.base import Workload
 
 
 def _refuse_what_files_replace(given: Mapping[str, bool], synthetic_file: str | None,
@@ -63,6 +67,7 @@ def _wrote_capture(profile_dir: str | None) -> None:
 # long: each option passed on once (the command's steps are helpers of this module)
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
+@maxtext_options
 @click.option("--steps", type=click.IntRange(min=5), default=DEFAULT_STEPS,
               show_default=True, help="Real-data training steps to time.")
 @click.option("--target-steps", type=click.IntRange(min=5), default=DEFAULT_TARGET_STEPS,
@@ -147,23 +152,44 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
     with joined(dist, "compare", cfg, fixed) as session:
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
-        run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet))
+        run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet),
+                                      stages=_stages(cfg))
+    if cfg.workload == maxtext.NAME:  # the recommendation as MaxText's overrides
+        run = dataclasses.replace(run, result=dataclasses.replace(
+            run.result, recommendation=maxtext.recommendation(run.result.recommendation,
+                                                              run.result.tuning.chosen)))
     _say_if_ended_early(real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=run.result.tuning.chosen)
     chosen = run.result.tuning.chosen
     if save_config_path and reported is not None and chosen is not None:
-        save_config(save_config_path, cfg, chosen,
-                    {"command": "compare", "loader_s": run.result.loader_step_s,
-                     "target_s": run.result.target_step_s, "verdict": run.result.verdict},
-                    force)
-        click.echo(f"wrote {save_config_path}: {chosen.label()}")
+        save_settings(save_config_path, cfg, chosen,
+                      {"command": "compare", "loader_s": run.result.loader_step_s,
+                       "target_s": run.result.target_step_s, "verdict": run.result.verdict},
+                      force)
+        label = maxtext.overrides_text(chosen) if cfg.workload == maxtext.NAME else \
+            chosen.label()
+        click.echo(f"wrote {save_config_path}: {label}")
     if trace_path and reported is not None and run.real.recorder is not None:
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
     _wrote_capture(profile_dir if reported is not None else None)
+
+
+def _stages(cfg: RunConfig) -> compare_mod.Stages:
+    """compare's stages; for MaxText, R runs MaxText's own host work between steps (its
+    metric logger, checkpoint and eval: ``maxtext_model.real_hooks``)."""
+    if cfg.workload != maxtext.NAME:
+        return compare_mod.Stages()
+
+    def real(workload: Workload, *args: Any, **kwargs: Any) -> RealRun:
+        hooks = maxtext_model.real_hooks(cfg, workload)
+        return real_stage(dataclasses.replace(workload, hooks=(*workload.hooks, *hooks)),
+                          *args, **kwargs)
+
+    return compare_mod.Stages(real=real)
 
 
 def _say_if_ended_early(real_file: str | None, session: Session | None) -> None:

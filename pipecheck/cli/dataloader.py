@@ -10,9 +10,11 @@ from pipecheck.cli.options import (
     check_outputs,
     config_options,
     load_config,
+    maxtext_options,
     optional_int_list,
     output_options,
     quiet_option,
+    save_settings,
     wrote_trace,
 )
 from pipecheck.cli.progress import command_progress
@@ -25,14 +27,15 @@ from pipecheck.measure.dataloader import (
 from pipecheck.measure.distributed import DistributedOptions
 from pipecheck.measure.loader_search import best_setting
 from pipecheck.measure.resources import default_ram_budget_mb
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.report.dataloader import format_dataloader
 from pipecheck.report.trace import dataloader_trace, write_trace
-from pipecheck.tuned_config import save_config
+from pipecheck.workloads import maxtext
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
+@maxtext_options
 @click.option("--workers", default=None, callback=optional_int_list, metavar="N[,N...]",
               help="Grain worker processes (mp_prefetch); a comma-separated list sweeps them, "
                    "e.g. --workers 0,1,2,4. 0 loads in the main process, as a training loop "
@@ -103,12 +106,16 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
             asked_by[field] = f"the config's {key}"
         return given or [cfg[key] if cfg.get(key) is not None else default]
 
-    knobs = {"workers": knob(workers, "workers", "--workers", "num_workers", 0),
-             "threads": knob(threads, "threads", "--threads", "num_threads", DEFAULT_THREADS),
+    # MaxText: unless given, the setting of the MaxText config's own four Grain keys
+    own = maxtext.own_setting(cfg) if cfg.workload == maxtext.NAME else \
+        GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, DEFAULT_THREADS, 0)
+    knobs = {"workers": knob(workers, "workers", "--workers", "num_workers", own.workers),
+             "threads": knob(threads, "threads", "--threads", "num_threads", own.threads),
              "buffers": knob(buffers, "per_worker_buffer", "--per-worker-buffer-size",
-                             "per_worker_buffer_size", DEFAULT_PER_WORKER_BUFFER),
+                             "per_worker_buffer_size", own.per_worker_buffer),
              "prefetch": knob(prefetch, "prefetch", "--prefetch-buffer-size",
-                              "prefetch_buffer_size", 0)}
+                              "prefetch_buffer_size",
+                              own.prefetch if cfg.workload == maxtext.NAME else 0)}
     options = {**knobs, "batches": batches, "no_device_put": no_device_put}
     try:
         with joined(dist, "dataloader", cfg, options) as session:
@@ -124,10 +131,10 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
     reported = report(session, dist, result, format_dataloader, json_path, force)
     if save_config_path and reported is not None:
         chosen, why = best_setting(reported.results, run_steps or cfg["run_steps"])
-        save_config(save_config_path, cfg, chosen.settings,
-                    {"command": "dataloader",
-                     "loader_s": chosen.loader_time.value if chosen.loader_time else None,
-                     "first_batch_s": chosen.first_batch_s}, force)
+        save_settings(save_config_path, cfg, chosen.settings,
+                      {"command": "dataloader",
+                       "loader_s": chosen.loader_time.value if chosen.loader_time else None,
+                       "first_batch_s": chosen.first_batch_s}, force)
         click.echo(f"\nwrote {save_config_path}: {why}")
     if trace_path and reported is not None:
         write_trace(trace_path, dataloader_trace(reported), force)

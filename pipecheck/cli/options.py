@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Mapping, Sequence, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -12,8 +12,9 @@ from pipecheck import config as config_mod
 from pipecheck.records import store
 from pipecheck.records.base import Record
 from pipecheck.report.page import write_page
-from pipecheck.tuned_config import machine_warning
-from pipecheck.workloads import resolve
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.tuned_config import machine_warning, save_config
+from pipecheck.workloads import maxtext, resolve
 
 F = TypeVar("F", bound=Callable[..., object])
 """A click command function (the option decorators return it as given)."""
@@ -101,8 +102,51 @@ def given_options() -> dict[str, bool]:
             for name in ctx.params}
 
 
+MAXTEXT_KEY = "pipecheck_maxtext"
+"""Where ``--maxtext CONFIG.yml`` and the MaxText overrides after it are kept in the click
+context (read by ``load_config``, so no command needs parameters of its own for them)."""
+
+
+def _remember_maxtext(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    ctx.meta.setdefault(MAXTEXT_KEY, {})[param.name] = value
+
+
+def maxtext_options(f: F) -> F:
+    """--maxtext CONFIG.yml [key=value ...]: MaxText's config file and overrides, exactly as
+    MaxText's train takes them (see docs/maxtext.md)."""
+    f = click.argument("maxtext_overrides", nargs=-1, expose_value=False,
+                       callback=_remember_maxtext, metavar="[MAXTEXT_KEY=VALUE]...")(f)
+    f = click.option("--maxtext", "maxtext_config", type=click.Path(dir_okay=False),
+                     expose_value=False, callback=_remember_maxtext, metavar="CONFIG.yml",
+                     help="Measure MaxText's own model, train step and Grain pipeline: its "
+                          "config file, then its key=value overrides as arguments (run "
+                          "pipecheck in MaxText's environment; see docs/maxtext.md).")(f)
+    return f
+
+
+def _maxtext_values(config_path: str | None) -> dict[str, str] | None:
+    """The MaxText workload's values from --maxtext and its overrides (None: not given)."""
+    ctx = click.get_current_context(silent=True)
+    given = {} if ctx is None else ctx.meta.get(MAXTEXT_KEY, {})
+    path, extra = given.get("maxtext_config"), tuple(given.get("maxtext_overrides") or ())
+    if path is None:
+        if extra:
+            raise click.UsageError(f"unexpected argument {extra[0]!r}: key=value arguments "
+                                   "are MaxText overrides; give them after --maxtext CONFIG.yml")
+        return None
+    if config_path:
+        raise click.UsageError("--maxtext and --config are two configs; give one")
+    if not os.path.isfile(path):
+        raise click.BadParameter(f"MaxText config file {path} does not exist",
+                                 param_hint="'--maxtext'")
+    return maxtext.config_of(path, extra)
+
+
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
     """The resolved config; a config saved on another machine (``measured_on``) warns."""
+    mx = _maxtext_values(config_path)
+    if mx is not None:
+        return resolve(mx, overrides, source=mx["maxtext_config"])
     file_values = config_mod.read_config_file(config_path) if config_path else None
     cfg = resolve(file_values, overrides, source=config_path or "defaults")
     if cfg.measured_on and config_path:
@@ -129,3 +173,15 @@ def optional_int_list(ctx: click.Context, param: click.Parameter,
                       value: str | None) -> list[int] | None:
     """``int_list`` for an option whose absence means "take it from the config"."""
     return None if value is None else int_list(ctx, param, value)
+
+
+def save_settings(path: str, config: config_mod.RunConfig, settings: GrainSettings,
+                  measured: Mapping[str, object], force: bool) -> None:
+    """--save-config: the chosen Grain settings as pipecheck's YAML config, or for MaxText
+    as a MaxText config file (its base_config the user's, the Grain keys set) that
+    MaxText's command line takes."""
+    if config.workload == maxtext.NAME:
+        store.write_text_atomic(path, maxtext.saved_config_text(config, settings, measured),
+                                force)
+    else:
+        save_config(path, config, settings, measured, force)

@@ -11,6 +11,7 @@ from pipecheck.cli.options import (
     config_options,
     given_options,
     load_config,
+    maxtext_options,
     output_options,
     quiet_option,
     wrote_trace,
@@ -24,6 +25,7 @@ from pipecheck.report.trace import write_recorder_trace
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
+@maxtext_options
 @click.option("--steps", type=click.IntRange(min=3), default=DEFAULT_STEPS, show_default=True,
               help="Training steps to time, the first (compile) and the last (drain) step "
                    "included; at least 3.")

@@ -273,6 +273,9 @@ def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderP
     else without building its model or train step where the registry can (built-in
     workloads); user workloads are built through their entry points."""
     kind = kind_of(config.workload)
+    if workload is None and kind.loader is not None:  # the framework's pipeline and put
+        dataset, put = kind.loader(config)
+        return LoaderParts(dataset, put, kind.tokens_key)
     if workload is None and kind.dataset is None:
         workload = build_workload(config)
         if workload.dataset is None:

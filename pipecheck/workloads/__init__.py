@@ -34,13 +34,17 @@ class WorkloadKind:
     dataset: Callable[[RunConfig], InputPipeline] | None = None
     """The input pipeline without the model (None: build the workload to get it)."""
     tokens_key: str | None = None
+    loader: Callable[[RunConfig], tuple[Any, Callable[[Any], Any]]] | None = None
+    """The input pipeline without the model, with its own device put (MaxText's), where
+    the framework builds both: ``(pipeline, put)``."""
 
 
 REGISTRY: Mapping[str, WorkloadKind] = {
     "demo": WorkloadKind(demo.KEYS, demo.build, demo.make_dataset, "tokens"),
     "calibrated": WorkloadKind(calibrated.KEYS, calibrated.build, calibrated.make_dataset),
     "user": WorkloadKind((*COMMON_KEYS, *user.KEYS), user.build),
-    maxtext.NAME: WorkloadKind(maxtext.KEYS, maxtext_model.build, None, maxtext.TOKENS_KEY),
+    maxtext.NAME: WorkloadKind(maxtext.KEYS, maxtext_model.build, None, maxtext.TOKENS_KEY,
+                               maxtext.pipeline),
 }
 BUILTIN = ("demo", "calibrated")
 

@@ -18,24 +18,19 @@ Every MaxText config error becomes one line naming the key or file (``maxtext_er
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
+import os
 import shlex
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
-import numpy as np
+import yaml
 
 from pipecheck.config import GRAIN_KEYS, Key, RunConfig
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
 from pipecheck.data.per_setting import PerSetting
 from pipecheck.errors import ConfigError
 from pipecheck.records.grain_settings import GrainSettings
-from pipecheck.step_types import Batch, PyTree
-
-if TYPE_CHECKING:  # pragma: no cover
-    import jax
-
-    from pipecheck.workloads.base import Workload
+from pipecheck.step_types import Batch
 
 NAME = "maxtext"
 KEYS: tuple[Key, ...] = (
@@ -227,3 +222,34 @@ def own_setting(config: RunConfig) -> GrainSettings:
                          per_worker_buffer=int(hp.grain_per_worker_buffer_size),
                          threads=int(hp.grain_num_threads),
                          prefetch=int(hp.grain_prefetch_buffer_size))
+
+
+# --- what compare hands back, as MaxText takes it ------------------------------------------
+def recommendation(text: str, settings: GrainSettings | None) -> str:
+    """compare's recommendation with the setting written as MaxText overrides."""
+    if settings is None:
+        return text
+    advice = settings.advice()
+    if advice in text:
+        return text.replace(advice, f"MaxText's {overrides_text(settings)}")
+    return f"{text} (MaxText's Grain keys as measured: {overrides_text(settings)})"
+
+
+def saved_config_text(config: RunConfig, settings: GrainSettings,
+                      measured: Mapping[str, object]) -> str:
+    """A MaxText config file: the user's config as its ``base_config``, then the user's
+    overrides, then the chosen Grain keys (later keys win), so that
+    ``python -m maxtext.trainers.pre_train.train FILE`` trains the run with the setting
+    (and ``pipecheck compare --maxtext FILE`` measures it again)."""
+    base = os.path.abspath(config["maxtext_config"])
+    values: dict[str, object] = {"base_config": base}
+    for item in shlex.split(config["maxtext_overrides"]):
+        key, _, value = item.partition("=")
+        values[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+    values.update(settings_overrides(settings))
+    facts = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in measured.items() if v is not None)
+    head = (f"# Written by pipecheck: MaxText's Grain keys chosen ({overrides_text(settings)})\n"
+            f"# measured: {facts}\n"
+            "# train with: python -m maxtext.trainers.pre_train.train THIS_FILE [key=value ...]\n")
+    return head + yaml.safe_dump(values, sort_keys=False)
