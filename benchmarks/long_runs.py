@@ -135,7 +135,7 @@ def measure(argv: list[str], limit_kib: int | None) -> dict[str, float]:
 
 def monitor_cost(steps: int, every: int = 10_000) -> list[tuple[int, float]]:
     """(step, µs per step over the ``every`` steps before it) through a Monitor loop."""
-    from pipecheck.measure.monitor import Monitor
+    from pipecheck import Monitor
 
     marks: list[tuple[int, float]] = []
 

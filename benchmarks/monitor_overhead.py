@@ -42,7 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 import psutil
 
-from pipecheck.measure.monitor import Monitor
+from pipecheck import Monitor
 from pipecheck.measure.spans import SpanRecorder
 
 ITERS = 120
@@ -272,7 +272,7 @@ def before_after(baseline: str, rounds: int) -> None:
 
 def save_costs(steps: int, short_s: float, rounds: int) -> None:
     """Part 3: Monitor(save_to=...) on a long loop of the null step."""
-    from pipecheck.measure.run_saver import SAVE_EVERY_S
+    from pipecheck.monitor.run_saver import SAVE_EVERY_S
 
     proc = psutil.Process()
     items = range(steps)
@@ -326,7 +326,7 @@ def save_costs(steps: int, short_s: float, rounds: int) -> None:
         for _ in range(20):
             state = mon._capture()
         capture = (time.perf_counter() - t0) / 20
-        from pipecheck.measure.monitor import build_result
+        from pipecheck.monitor.result import build_result
 
         t0 = time.perf_counter()
         result = build_result(state, {"benchmark": True}, {})

@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 __all__ = ["Monitor", "__version__", "grain_options"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pipecheck.measure.monitor import Monitor
+    from pipecheck.monitor import Monitor
     from pipecheck.tuned_config import grain_options
 
 
@@ -15,7 +15,7 @@ def __getattr__(name: str) -> object:
     # lazy: ``import pipecheck`` (and every Grain worker that unpickles a pipecheck object)
     # stays cheap: Monitor pulls in the measuring modules, numpy and tabulate
     if name == "Monitor":
-        from pipecheck.measure.monitor import Monitor
+        from pipecheck.monitor import Monitor
 
         return Monitor
     if name == "grain_options":

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from pipecheck.measure.run_saver import remove_stale_temporaries
+from pipecheck.monitor.run_saver import remove_stale_temporaries
 from pipecheck.records import store
 from pipecheck.records.base import FORMAT_VERSION
 from pipecheck.records.monitor import MonitorResult

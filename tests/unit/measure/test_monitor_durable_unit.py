@@ -18,10 +18,9 @@ from click.testing import CliRunner
 
 from pipecheck.cli import cli
 from pipecheck.errors import MonitorError, OutputPathError
-from pipecheck.measure import monitor as monitor_mod
-from pipecheck.measure.monitor import Monitor
-from pipecheck.measure.run_saver import SignalChain, remove_stale_temporaries
 from pipecheck.measure.span_fold import close_interval, fold_intervals
+from pipecheck.monitor import Monitor
+from pipecheck.monitor.run_saver import RUNNING_MESSAGE, SignalChain, remove_stale_temporaries
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.events import Span
@@ -242,7 +241,7 @@ def test_without_save_to_nothing_is_installed() -> None:
     fake_loop(mon, clock, 5)
     assert signal.getsignal(signal.SIGTERM) is before and mon._saver is None
     assert mon.finish().incomplete is None
-    assert monitor_mod.RUNNING_MESSAGE
+    assert RUNNING_MESSAGE
 
 
 def test_save_to_refuses_an_existing_file_and_a_bad_interval_before_the_run(
@@ -275,8 +274,10 @@ def test_an_exception_escaping_a_loop_without_with_is_saved_by_the_excepthook(
     record = store.load(out, expect=MonitorResult)
     assert record.incomplete == RunEnd("exception", "ValueError: loss is nan", 7)
     assert record.total_steps == 7
+    keeper = mon._keeper
+    assert keeper is not None
     mon._stop_saving()
-    assert sys.excepthook != mon._excepthook  # the hook before it is back
+    assert sys.excepthook != keeper.excepthook  # the hook before it is back
 
 
 def test_a_process_exiting_without_finish_writes_the_record_at_exit(
@@ -285,7 +286,8 @@ def test_a_process_exiting_without_finish_writes_the_record_at_exit(
     out = tmp_path / "run.json"
     mon = quiet_monitor(out, clock)
     fake_loop(mon, clock, 9)
-    mon._at_exit()  # what atexit runs when the script ends without finish()
+    assert mon._keeper is not None
+    mon._keeper.at_exit()  # what atexit runs when the script ends without finish()
     record = store.load(out, expect=MonitorResult)
     assert record.incomplete == RunEnd("exit", "the process exited before Monitor.finish()", 8)
     assert record.total_steps == 8
@@ -299,7 +301,7 @@ def test_closing_the_writer_deletes_a_temporary_file_a_cut_short_write_left(
         tmp_path: pathlib.Path) -> None:
     """A write the run's end interrupted leaves its temporary file unrenamed; once the
     writer is closed (no write under way) it is deleted, and the record stays."""
-    from pipecheck.measure.run_saver import PeriodicWriter
+    from pipecheck.monitor.run_saver import PeriodicWriter
 
     out = tmp_path / "run.json"
     other = tmp_path / ".other.json.abc.tmp"  # another path's: not ours to delete

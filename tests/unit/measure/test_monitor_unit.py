@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipecheck.errors import MonitorError, PipecheckError
-from pipecheck.measure.monitor import Monitor, default_loss
+from pipecheck.monitor import Monitor, default_loss
 from pipecheck.records import store
 from pipecheck.records.common import StepRecord
 from pipecheck.records.monitor import MonitorResult
@@ -217,8 +217,8 @@ def test_a_user_span_around_the_step_holds_the_loops_own_spans() -> None:
 
 def test_a_capture_makes_the_names_spans_annotations_from_the_next_step(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipecheck.measure import monitor as monitor_mod
     from pipecheck.measure import spans as spans_mod
+    from pipecheck.monitor import loop as monitor_mod
 
     entered: list[str] = []
 

@@ -11,29 +11,57 @@ thread, one last write when the run ends (or ends early), and signals chained.
   ``KeyboardInterrupt``), or, where that was the default action, the signal is delivered
   again with the default restored, so the process ends as it would have. A signal the
   process ignored stays ignored.
+- ``RunKeeper``: the two for one Monitor, with ``sys.excepthook`` and ``atexit`` chained
+  too: whichever ends the run first (a signal, an exception that ends the script, the
+  process's exit without ``finish``) tells the Monitor how (``ended``), which writes the
+  record marked ``incomplete`` (``write_early``).
 """
 
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import signal
 import sys
 import threading
 import time
+import traceback
 import warnings
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any, Callable, Generic, TypeVar
 
-from pipecheck.errors import PipecheckError
+from pipecheck.errors import MonitorError, PipecheckError
+from pipecheck.monitor.result import RunState
 from pipecheck.records import store
+from pipecheck.records.monitor import MonitorResult, RunEnd
 
 SAVE_EVERY_S = 30.0
 """Default interval of ``Monitor(save_to=...)``'s writes: a killed run loses at most this
 much, and a write (tens of ms on the writer thread for a 10,000-step window) costs well
 under 1% of it (benchmarks/monitor_overhead.py)."""
 
+RUNNING_MESSAGE = "written while the run was going; it ended before its next write or goes on"
+"""What a periodic write says of the run (a process killed by SIGKILL leaves this file)."""
+
 S = TypeVar("S")
+
+
+def check_save_to(path: str, every_s: float, force: bool) -> None:
+    """Refuse ``Monitor(save_to=path)`` before the run, not at its end: an interval that is
+    not positive, an existing file without ``force``, a path that cannot be written."""
+    if not every_s > 0:
+        raise MonitorError(f"Monitor(save_every_s=...) must be > 0 seconds, got {every_s!r}")
+    if os.path.exists(path) and not force and not os.path.isdir(path):
+        raise MonitorError(f"Monitor(save_to={path!r}): the file exists; pass force=True to "
+                           "replace it, or choose another path")
+    store.check_writable(path, force)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: ``ValueError: loss is nan`` (its message's first line)."""
+    lines = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def remove_stale_temporaries(path: str) -> list[str]:
@@ -203,3 +231,63 @@ class SignalChain:
             if signal.getsignal(signum) == self._handle:
                 signal.signal(signum, previous)
         self._previous = {}
+
+
+StateAndEnd = tuple[RunState, RunEnd]
+"""What a write of a run not finished is built from: the state, and how the run stands."""
+
+
+class RunKeeper:
+    """A Monitor's record kept at ``path`` while its loop runs: a ``PeriodicWriter``
+    (``writer``: the loop submits ``(state, RunEnd("running", ...))`` when due, the end
+    writes the finished record), and a ``SignalChain``, ``sys.excepthook`` and ``atexit``
+    chained, each calling ``ended(kind, message)`` (``signal``, ``exception``, ``exit``)."""
+
+    def __init__(self, path: str, every_s: float, clock: Callable[[], float],
+                 build: Callable[[MonitorResult | StateAndEnd], MonitorResult],
+                 encode: Callable[[MonitorResult], str],
+                 ended: Callable[[str, str], None]) -> None:
+        remove_stale_temporaries(path)
+        self.writer: PeriodicWriter[MonitorResult | StateAndEnd] = PeriodicWriter(
+            path, build, encode, every_s, clock)
+        self._ended = ended
+        self._signals: SignalChain | None = SignalChain(self._on_signal).install()
+        self._previous_excepthook: Any = sys.excepthook
+        sys.excepthook = self.excepthook
+        atexit.register(self.at_exit)
+
+    def _on_signal(self, signum: int) -> None:
+        self._ended("signal", signal.Signals(signum).name)
+
+    def excepthook(self, exc_type: type[BaseException], exc: BaseException,
+                   tb: TracebackType | None) -> None:
+        """The record first, then the hook that was there (which prints the traceback)."""
+        self._ended("exception", one_line(exc))
+        previous = self._previous_excepthook or sys.__excepthook__
+        previous(exc_type, exc, tb)
+
+    def at_exit(self) -> None:
+        """What ``atexit`` runs when the script ends without ``finish``."""
+        self._ended("exit", "the process exited before Monitor.finish()")
+
+    def write_early(self, state: RunState, end: RunEnd) -> None:
+        """Write the record of a run that ended early (``end``: how, at which step), now:
+        the steps whose loss was observed, up to this moment; before its first step
+        completed, nothing (and says so)."""
+        if not len(state.snapshot.steps):
+            print(f"pipecheck: the run ended ({end.message}) before its first step "
+                  f"completed; nothing written to {self.writer.path}", file=sys.stderr)
+            return
+        self.writer.write_now((state, end))
+
+    def stop(self) -> None:
+        """Put back what was chained (where it is still ours), and stop the writer."""
+        if self._signals is not None:
+            self._signals.uninstall()
+            self._signals = None
+        if self._previous_excepthook is not None:
+            if sys.excepthook == self.excepthook:
+                sys.excepthook = self._previous_excepthook
+            self._previous_excepthook = None
+            atexit.unregister(self.at_exit)
+        self.writer.close()

@@ -1,0 +1,101 @@
+"""The Monitor's record: what it is built from (``RunState``, captured on the loop's thread),
+the pure build of a ``MonitorResult`` from it, and its JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from pipecheck.analysis.anomalies import compiles_by_step
+from pipecheck.analysis.breakdown import breakdown
+from pipecheck.analysis.findings import host_sync_findings
+from pipecheck.analysis.steady_state import table_with_anomalies
+from pipecheck.measure.spans import Snapshot
+from pipecheck.measure.synthetic import steady_distribution
+from pipecheck.records import store
+from pipecheck.records.base import to_dict
+from pipecheck.records.common import CompileInfo, Finding, StepRecord, SyncSite
+from pipecheck.records.events import CompileEvent
+from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
+from pipecheck.records.steps import ChunkEncoder, StepTable
+
+
+@dataclasses.dataclass(frozen=True)
+class RunState:
+    """What a Monitor record is built from, captured on the loop's thread at one moment (the
+    recorder's arrays are immutable; the rest is copied), so that any thread can build it."""
+
+    snapshot: Snapshot
+    sites: tuple[SyncSite, ...]
+    outside_spans_s: float
+    located: bool
+    compile_events: tuple[CompileEvent, ...]
+    watched: str | None
+    """The step function's name, when compilations were watched and a step was taken."""
+    compile_s: float
+    train_step_compiles: int
+    compile_findings: tuple[Finding, ...]
+
+
+def build_result(
+    state: RunState,
+    env: Mapping[str, object],
+    config: Mapping[str, object],
+    incomplete: RunEnd | None = None,
+) -> MonitorResult:
+    """Pure: the MonitorResult of a captured state (``incomplete``: how the run ended, when
+    it did not finish)."""
+    snap = state.snapshot
+    marks = snap.marks.tolist()
+    compiles = compiles_by_step(((e.fun_name, e.at, e.duration_s)
+                                 for e in state.compile_events),
+                                marks, snap.marks_total - len(marks)) \
+        if state.compile_events else {}
+    steps, anomalies = table_with_anomalies(snap.steps, compiles)
+    step_time, warnings = steady_distribution(steps, "Monitor's run")
+    wall = snap.totals.wall_s
+    sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)
+    compile_info = None
+    compile_s = None
+    first_step_s = float(steps[0].time_s)
+    if state.watched is not None:
+        compile_s = state.compile_s
+        compile_info = CompileInfo(first_step_s=first_step_s, compile_s=compile_s,
+                                   train_step_compiles=state.train_step_compiles,
+                                   findings=state.compile_findings)
+    table = breakdown(snap.totals, compile_s, state.outside_spans_s)
+    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites)]
+    if snap.dropped_steps:
+        warnings.append(
+            f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
+            f"(step_window={snap.step_window}); the step-time distribution "
+            "covers the kept steps, the breakdown covers all")
+    if not state.located:
+        warnings.append("the sync locator was off: forced syncs in the loop are not located")
+    return MonitorResult(
+        env=dict(env),
+        config=dict(config),
+        step_time=step_time,
+        first_step_s=first_step_s,
+        steps=steps,
+        sync_sites=sites,
+        breakdown=table,
+        wall_s=wall,
+        total_steps=snap.step_count,
+        dropped_steps=snap.dropped_steps,
+        compile=compile_info,
+        anomalies=anomalies,
+        findings=tuple(findings),
+        warnings=tuple(warnings),
+        incomplete=incomplete,
+    )
+
+
+def encode_result(encoder: ChunkEncoder, result: MonitorResult) -> str:
+    """``store.record_to_json``, with the steps' columns compressed only where new since
+    ``encoder``'s last table (a run's writes share one encoder)."""
+    steps = result.steps
+    table = steps if isinstance(steps, StepTable) else StepTable.from_rows(StepRecord, steps)
+    data = to_dict(dataclasses.replace(result, steps=()))
+    data["steps"] = encoder.table_json(table)
+    return store.dumps(data)
