@@ -1,5 +1,5 @@
-"""The test fakes: one fake clock and one simulated asynchronous device, for exact timing
-tests. Nothing here sleeps or reads wall time; every number is exact.
+"""The test fakes: one fake clock (every test's) and one simulated asynchronous device, for
+exact timing tests. Nothing here sleeps or reads wall time; every number is exact.
 
 Dispatching a step costs ``dispatch_s`` of host time (and ``compile_s`` the first time) and
 enqueues it: it runs on the device from ``max(now, device free)`` for ``compute_s``. Reading
@@ -10,19 +10,33 @@ latency per batch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 
 class FakeClock:
-    """A clock that moves only when told: ``clock()`` reads it, ``advance`` moves it."""
+    """The tests' one clock. It moves only when told: ``clock()`` reads ``t``, ``advance``
+    moves it on, and setting ``t`` puts it at an explicit reading; readings with no move
+    between them tie (an injected clock's ties are part of what the recorder must handle).
 
-    def __init__(self, start: float = 0.0) -> None:
+    ``FakeClock(readings=[...])`` is scripted instead: each call returns the next reading
+    (and ``t`` is the last one returned); a call past the script fails the test, as does
+    ``advance`` (a scripted clock moves only by its script)."""
+
+    def __init__(self, start: float = 0.0, *, readings: Iterable[float] | None = None) -> None:
         self.t = start
+        self._script = None if readings is None else list(readings)
 
     def __call__(self) -> float:
+        script = self._script
+        if script is not None:
+            if not script:
+                raise AssertionError("the fake clock was read more often than its script")
+            self.t = script.pop(0)
         return self.t
 
     def advance(self, dt: float) -> None:
+        if self._script is not None:
+            raise AssertionError("a scripted fake clock moves only by its script")
         self.t += dt
 
 

@@ -22,21 +22,12 @@ from pipecheck.records import store
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.records.steps import decode_array
-
-
-class FakeClock:
-    """Returns the scripted readings in order."""
-
-    def __init__(self, readings):
-        self.readings = list(readings)
-
-    def __call__(self):
-        return self.readings.pop(0)
+from tests.fakes import FakeClock
 
 
 def test_first_batch_apart_and_samples_between_clock_reads():
     events = []
-    clock = FakeClock([10.0, 12.5, 12.5, 12.75, 13.25, 13.5])
+    clock = FakeClock(readings=[10.0, 12.5, 12.5, 12.75, 13.25, 13.5])
 
     def open_iterator():
         events.append("open")
@@ -170,8 +161,8 @@ def test_collect_stages_reads_until_the_summary_covers_every_batch():
     summaries = [_summary(lagging), _summary(lagging), _summary(current)]
     sleeps = []
     stages, complete = collect_stages(lambda: summaries.pop(0), consumed=21, wait_s=10,
-                                      clock=FakeClock([0.0, 1.0, 2.0, 3.0]), sleep=sleeps.append,
-                                      poll_s=0.5)
+                                      clock=FakeClock(readings=[0.0, 1.0, 2.0, 3.0]),
+                                      sleep=sleeps.append, poll_s=0.5)
     assert complete
     assert stages[0].n == 21
     assert sleeps == [0.5, 0.5]
@@ -180,7 +171,8 @@ def test_collect_stages_reads_until_the_summary_covers_every_batch():
 def test_collect_stages_gives_up_after_the_wait():
     lagging = _summary({0: ("BatchDatasetIterator", [], 1.0, 1000, 5, False)})
     stages, complete = collect_stages(lambda: lagging, consumed=21, wait_s=2,
-                                      clock=FakeClock([0.0, 1.0, 2.0]), sleep=lambda s: None)
+                                      clock=FakeClock(readings=[0.0, 1.0, 2.0]),
+                                      sleep=lambda s: None)
     assert not complete
     assert stages[0].n == 5
 

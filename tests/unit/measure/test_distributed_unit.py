@@ -9,6 +9,7 @@ from pipecheck.cli import main
 from pipecheck.errors import ConfigError
 from pipecheck.measure import distributed as d
 from pipecheck.records.hosts import HostLoader, HostSummary
+from tests.fakes import FakeClock
 
 
 class FakeKV:
@@ -33,14 +34,6 @@ class FakeKV:
             raise RuntimeError("UNAVAILABLE")
         prefix = directory.rstrip("/") + "/"
         return {k[len(prefix):]: v for k, v in self.data.items() if k.startswith(prefix)}
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 def session(kv: FakeKV, pid: int, n: int = 3, timeout_s: float = 10.0) -> d.Session:
@@ -151,47 +144,47 @@ def heartbeat(kv: FakeKV, pid: int, clock: FakeClock, n: int = 3) -> d.Heartbeat
 
 
 def test_live_peers_are_not_reported():
-    kv, clock = FakeKV(), FakeClock()
+    kv, clock = FakeKV(), FakeClock(100.0)
     beats = [heartbeat(kv, p, clock) for p in range(3)]
     for _ in range(20):
-        clock.t += 1.0
+        clock.advance(1.0)
         assert [b.beat() for b in beats] == [None, None, None]
 
 
 def test_a_peer_that_stops_is_named_after_the_timeout():
-    kv, clock = FakeKV(), FakeClock()
+    kv, clock = FakeKV(), FakeClock(100.0)
     beats = [heartbeat(kv, p, clock) for p in range(3)]
     for b in beats:
         b.beat()
     for second in range(1, 6):  # process 2 died: only 0 and 1 beat
-        clock.t += 1.0
+        clock.advance(1.0)
         assert beats[0].beat() is None, second
         beats[1].beat()
-    clock.t += 1.5  # 5.5 s since process 2's last beat was seen
+    clock.advance(1.5)  # 5.5 s since process 2's last beat was seen
     assert beats[0].beat() == ("process 2 stopped responding for 5 s (it died, hung or lost "
                                "its network); stopping. See its log")
 
 
 def test_a_peer_that_finished_is_not_watched():
-    kv, clock = FakeKV(), FakeClock()
+    kv, clock = FakeKV(), FakeClock(100.0)
     beats = [heartbeat(kv, p, clock, n=2) for p in range(2)]
     for b in beats:
         b.beat()
     kv.data["finished/1"] = "1"
-    clock.t += 60
+    clock.advance(60)
     assert beats[0].beat() is None
 
 
 def test_a_peer_that_never_arrives():
-    kv, clock = FakeKV(), FakeClock()
+    kv, clock = FakeKV(), FakeClock(100.0)
     beat = heartbeat(kv, 0, clock, n=2)
-    clock.t += 6
+    clock.advance(6)
     assert beat.beat() == ("process 1 never reached the measurement within 5 s of this one; "
                            "see its log")
 
 
 def test_lost_coordinator():
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     assert "lost the connection to process 0" in heartbeat(FakeKV(fail=True), 1, clock).beat()
 
 

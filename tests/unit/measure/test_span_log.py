@@ -14,23 +14,14 @@ import pytest
 from pipecheck.measure.span_fold import close_interval, end_marker, read_log, resolve_spans
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.events import Span
-
-
-class TieClock:
-    """A clock that moves only when told (so many readings are equal)."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests.fakes import FakeClock
 
 
 def simulate(seed: int) -> None:
     """A random run of nested spans, garbage collections, marks and reads, checked
     against what happened."""
     rnd = random.Random(seed)
-    clock = TieClock()
+    clock = FakeClock()
     rec = SpanRecorder(clock, annotate=False, raw_window=10**6, step_window=10**6)
     rec.start()
     names = ["a", "b", "c", "data_wait"]
@@ -39,7 +30,7 @@ def simulate(seed: int) -> None:
     steps: list[list[Span]] = [[]]
     starts = [0.0]
     for _ in range(rnd.randrange(50, 400)):
-        clock.t += rnd.choice([0.0, 0.0, 1.0, 2.5])
+        clock.advance(rnd.choice([0.0, 0.0, 1.0, 2.5]))
         op = rnd.random()
         if op < 0.4 and len(open_) < 5:
             name = rnd.choice(names)
@@ -56,12 +47,12 @@ def simulate(seed: int) -> None:
             steps.append([])
             starts.append(clock.t)
         elif op < 0.94:  # a garbage collection, timed elsewhere, at the depth open now
-            clock.t += 0.5
+            clock.advance(0.5)
             gc_span = Span("gc", clock.t - 0.25, clock.t, rec.depth)
             rec.add_span(gc_span)
             ended.append(("gc", gc_span.start, gc_span.end, len(open_)))
             steps[-1].append(gc_span)
-            clock.t += 0.5
+            clock.advance(0.5)
         elif op < 0.955:
             rec.read_logs()  # the logs read into arrays now, folded later
         elif op < 0.97:
@@ -73,7 +64,7 @@ def simulate(seed: int) -> None:
         ctx.__exit__(None, None, None)  # type: ignore[attr-defined]
         ended.append((name, t0, clock.t, depth))
         steps[-1].append(Span(name, t0, clock.t, depth))
-    clock.t += 1.0
+    clock.advance(1.0)
     rec.mark()
     starts.append(clock.t)
     assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == ended
@@ -169,7 +160,7 @@ def test_a_clock_that_reads_a_nan_with_a_payload_starts_a_span(bits: int) -> Non
 def test_an_end_whose_marker_is_not_logged_yet_is_folded_whole_later() -> None:
     """A fold from a signal handler between an end's clock reading and its marker takes
     the spans logged whole, and the next fold the one it interrupted."""
-    clock = TieClock()
+    clock = FakeClock()
     rec = SpanRecorder(clock, annotate=False)
     rec.start()
     ctx = rec.span("io")
@@ -205,22 +196,22 @@ def test_a_fold_between_a_marks_counts_and_its_append_leaves_later_folds_working
     """A signal handler may fold after a mark read the logs' lengths and before it appended
     them: that step's count is stale (its spans go to the next step, as they always did),
     and the folds after it still work."""
-    clock = TieClock()
+    clock = FakeClock()
     rec = SpanRecorder(clock, annotate=False)
     rec.start()
     ctx = rec.span("a")
     for step in range(3):
-        clock.t += 1
+        clock.advance(1)
         ctx.__enter__()
-        clock.t += 1
+        clock.advance(1)
         ctx.__exit__(None, None, None)
-        clock.t += 1
+        clock.advance(1)
         stale = (clock.t, 1.0, len(rec._spans), len(rec._ends))
         if step == 1:
             rec.fold()
         rec._marks.append(stale)
     assert len(rec.steps) == 3
     for _ in range(3):
-        clock.t += 1
+        clock.advance(1)
         rec.mark()
     assert len(rec.steps) == 6 and rec.steps[0].spans["a"] == pytest.approx(1.0)

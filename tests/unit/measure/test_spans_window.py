@@ -11,30 +11,20 @@ from pipecheck.measure import spans as spans_mod
 from pipecheck.measure.span_fold import close_interval
 from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.records.events import Span, StepTotals
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
-
-    def tick(self, dt: float) -> None:
-        self.t += dt
+from tests.fakes import FakeClock
 
 
 def run_steps(rec: SpanRecorder, clock: FakeClock, n: int) -> None:
     rec.start()
     for i in range(n):
         with rec.span("data_wait"):
-            clock.tick(0.001)
+            clock.advance(0.001)
         with rec.span("dispatch"):
-            clock.tick(0.002)
+            clock.advance(0.002)
         if i % 100 == 0:
             rec.tag("checkpoint")
         with rec.span("sync"):
-            clock.tick(0.007)
+            clock.advance(0.007)
         rec.mark()
 
 
@@ -89,13 +79,13 @@ def test_gc_spans_record_collections_and_tag_only_those_that_matter() -> None:
     rec.start()
     watcher = GcSpans(rec, tag_min_s=0.005)
     watcher._callback("start", {"generation": 0})
-    clock.tick(0.001)
+    clock.advance(0.001)
     watcher._callback("stop", {"generation": 0})   # young and short: span, no tag
     rec.mark()
     first = rec.steps[-1]
     assert first.spans["gc"] == pytest.approx(0.001) and first.tags == ()
     watcher._callback("start", {"generation": 0})
-    clock.tick(0.006)
+    clock.advance(0.006)
     watcher._callback("stop", {"generation": 0})   # long: tagged
     rec.mark()
     assert rec.steps[-1].tags == ("gc",)
@@ -110,13 +100,13 @@ def test_gc_before_the_first_interval_is_not_charged_to_any_step() -> None:
     rec = SpanRecorder(clock)
     watcher = GcSpans(rec, tag_min_s=0.005)
     watcher._callback("start", {"generation": 2})
-    clock.tick(0.010)
+    clock.advance(0.010)
     watcher._callback("stop", {"generation": 2})    # wholly before start(): dropped
     assert watcher.collections == 0 and list(rec.raw_spans) == []
     watcher._callback("start", {"generation": 0})
-    clock.tick(0.002)
+    clock.advance(0.002)
     rec.start()
-    clock.tick(0.001)
+    clock.advance(0.001)
     watcher._callback("stop", {"generation": 0})    # straddles start(): only its part after
     rec.mark()
     first = rec.steps[-1]
@@ -212,20 +202,20 @@ def test_spans_nested_in_their_own_name_keep_each_level() -> None:
     rec = SpanRecorder(clock, annotate=False)
     rec.start()
     with rec.span("eval"):
-        clock.tick(1.0)
+        clock.advance(1.0)
         with rec.span("eval"):
-            clock.tick(2.0)
+            clock.advance(2.0)
             with pytest.raises(KeyError):
                 with rec.span("eval"):
-                    clock.tick(4.0)
+                    clock.advance(4.0)
                     raise KeyError("the body raised")
             with rec.span("log"):
-                clock.tick(8.0)
+                clock.advance(8.0)
             assert rec.depth == 2
-        clock.tick(16.0)
+        clock.advance(16.0)
     assert rec.depth == 0
     with rec.span("eval"):  # the name's context, closed, times the next span
-        clock.tick(32.0)
+        clock.advance(32.0)
     rec.mark()
     assert [(s.name, s.start, s.end, s.depth) for s in rec.raw_spans] == [
         ("eval", 3.0, 7.0, 2), ("log", 7.0, 15.0, 2), ("eval", 1.0, 15.0, 1),

@@ -5,34 +5,27 @@ from __future__ import annotations
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.events import Span
 from pipecheck.report.trace import chrome_trace, timeline_of, validate_chrome_trace
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 10.0
-
-    def __call__(self) -> float:
-        return self.t
+from tests.fakes import FakeClock
 
 
 def recorded() -> SpanRecorder:
-    c = Clock()
+    c = FakeClock(10.0)
     rec = SpanRecorder(c)
     rec.start()
     for i in range(3):
         with rec.span("data_wait"):
-            c.t += 0.001
+            c.advance(0.001)
         with rec.span("dispatch", step_num=i):
-            c.t += 0.0005
+            c.advance(0.0005)
         if i == 1:
             with rec.span("checkpoint"):
                 rec.tag("checkpoint")
                 with rec.span("save_opt"):
-                    c.t += 0.002
+                    c.advance(0.002)
                 rec.add_span(Span("gc", c.t, c.t + 0.0001, depth=1))
-                c.t += 0.0001
+                c.advance(0.0001)
         with rec.span("sync"):
-            c.t += 0.0065
+            c.advance(0.0065)
         rec.mark()
     return rec
 
@@ -70,7 +63,7 @@ def test_validator_catches_overlap_and_missing_fields() -> None:
 
 
 def test_overlapping_spans_are_clipped_to_nest() -> None:
-    c = Clock()
+    c = FakeClock(10.0)
     rec = SpanRecorder(c)
     rec.start()
     rec.add_span(Span("checkpoint", 10.0, 10.010))
