@@ -26,7 +26,14 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.hosts import Straggler
-from pipecheck.records.profile import CaptureEstimates, HostProfile, PickedStep, ProfileResult
+from pipecheck.records.profile import (
+    CaptureEstimates,
+    DeviceIdle,
+    HostProfile,
+    PickedStep,
+    ProfileResult,
+)
+from pipecheck.records.steps import float_column
 
 MIN_STEPS = 3
 """Fewer steady steps than this have no median worth deciding on."""
@@ -68,6 +75,13 @@ def _device_time(bd: ap.StepBreakdown, steady: np.ndarray, steps: int | None = N
              for c in (*ap.CATEGORIES, ap.HOST)]
     rows = [dataclasses.replace(r, share=r.seconds / wall if wall > 0 else 0.0) for r in rows]
     return Breakdown(wall, int(steady.sum()) if steps is None else steps, tuple(rows))
+
+
+def _device_idle(bd: ap.StepBreakdown, per_step: bool = True) -> DeviceIdle:
+    """The device's idle seconds in each step by cause (``per_step`` False: a whole-capture
+    reading, no steps, so empty columns as its ``device_busy_s``)."""
+    return DeviceIdle(**{c: float_column(bd.idle_by[c] if per_step else ())
+                         for c in (*ap.CATEGORIES, ap.HOST)})
 
 
 def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
@@ -148,6 +162,7 @@ def _stepped(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
     return _result(t, options, steps.source, verdict, host_bound, est, findings,
                    step_time=Distribution.of(bd.times[steady]), steps=tagged,
                    device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
+                   device_idle=_device_idle(bd),
                    warnings=tuple(_warnings(t, int(steady.sum()))))
 
 
@@ -170,6 +185,7 @@ def _whole_capture(t: ap.Timeline, options: ProfileOptions, search: Sequence[str
     return _result(t, options, window.source, verdict, host_bound, unmarked.estimates(r),
                    findings, step_time=Distribution.of([]), steps=(), device_busy_s=(),
                    device_time=_device_time(bd, np.ones(1, dtype=bool), steps=0),
+                   device_idle=_device_idle(bd, per_step=False),
                    warnings=tuple(warnings), whole_capture=True)
 
 

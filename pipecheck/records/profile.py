@@ -42,6 +42,25 @@ class CaptureEstimates(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class DeviceIdle(Record):
+    """The device's idle seconds in each step (same order as ``steps``), charged to what the
+    training thread was doing meanwhile: the per-step rows of ``device_time``'s idle."""
+
+    input: FloatColumn
+    """Waiting for input (``idle: input wait``)."""
+    sync: FloatColumn
+    """Blocked in a sync (``idle: sync``)."""
+    compile: FloatColumn
+    """Compiling (``idle: compile``)."""
+    checkpoint: FloatColumn
+    """Checkpointing (``idle: checkpoint``)."""
+    dispatch: FloatColumn
+    """Dispatching jitted calls (``idle: dispatch``)."""
+    host: FloatColumn
+    """Any other host work (``idle: host work``)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class HostProfile(Record):
     """One host's capture file, summarized (multi-host captures have one per host)."""
 
@@ -128,6 +147,9 @@ class ProfileResult(Record):
     picked_step: PickedStep | None = None
     """No step markers and no ``--step-fn``: the jitted function picked as the train step
     (None otherwise; records written before it was added read as None)."""
+    device_idle: DeviceIdle | None = None
+    """The device's idle seconds in each step by cause (same order as ``steps``; empty
+    columns for a whole-capture reading); None in records written before it was added."""
     whole_capture: bool = False
     """No steps found (no markers, no ``--step-fn``, no function picked): the capture read
     as one window. ``steps`` is then empty and the estimates are single numbers (n = 1) over

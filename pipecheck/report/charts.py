@@ -17,6 +17,7 @@ import numpy as np
 from pipecheck.records.common import Anomaly, Breakdown, Distribution, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.profile import DeviceIdle
 from pipecheck.records.steps import StepTable, column_of
 from pipecheck.report import svg
 from pipecheck.report.plot import (
@@ -526,16 +527,32 @@ def batch_time_chart(settings: Sequence[LoaderSetting]) -> Chart:
 
 DEVICE_BUSY_COLOR, DEVICE_IDLE_COLOR = "#2ca02c", "#cfcfcf"
 """A step's device busy time (the green of the device wait it makes the host sit in) and
-the rest of the step, idle."""
+its idle time where the record does not say what the thread was doing then."""
 
-IDLE_CAUSES = (("idle: input wait", "idle: input", "#1f77b4"),
-               ("idle: sync", "idle: sync", "#e377c2"),
-               ("idle: compile", "idle: compile", "#bcbd22"),
-               ("idle: dispatch", "idle: dispatch", "#7f7f7f"))
-"""The device-time table's idle rows drawn on their own (row, label, colour); the other
-idle rows (checkpoint, host work) are drawn together as ``IDLE_OTHER``."""
+
+@dataclasses.dataclass(frozen=True)
+class IdleCause:
+    """An idle cause drawn on its own: its device-time row, its ``DeviceIdle`` field, the
+    label and colour it is drawn with."""
+
+    row: str
+    field: str
+    label: str
+    color: str
+
+
+IDLE_CAUSES = (IdleCause("idle: input wait", "input", "idle: input", "#1f77b4"),
+               IdleCause("idle: sync", "sync", "idle: sync", "#e377c2"),
+               IdleCause("idle: compile", "compile", "idle: compile", "#bcbd22"),
+               IdleCause("idle: dispatch", "dispatch", "idle: dispatch", "#7f7f7f"))
+"""The device's idle time drawn by cause; the other causes (checkpoint, host work) are
+drawn together as ``IDLE_OTHER``."""
 
 IDLE_OTHER = ("idle: other", "#8c564b")
+
+UNCHARGED_MIN_S = 1e-9
+"""A step's idle left over after its causes, below 1 ns, is the rounding of their sum, not
+time: it is not drawn."""
 
 STEADY_BAR = 90
 """Room at the right of the device-time chart for the steady state's mean step."""
@@ -547,33 +564,70 @@ def device_split(device_time: Breakdown) -> list[tuple[str, float, str]]:
     n = max(device_time.steps, 1)
     out = [("device busy", device_time.seconds("device busy") / n, DEVICE_BUSY_COLOR)]
     named = 0.0
-    for row, label, color in IDLE_CAUSES:
-        named += device_time.seconds(row)
-        out.append((label, device_time.seconds(row) / n, color))
+    for cause in IDLE_CAUSES:
+        named += device_time.seconds(cause.row)
+        out.append((cause.label, device_time.seconds(cause.row) / n, cause.color))
     idle = sum(r.seconds for r in device_time.rows if r.category.startswith("idle: "))
     out.append((IDLE_OTHER[0], max(idle - named, 0.0) / n, IDLE_OTHER[1]))
     return out
 
 
-def _device_step_bar(i: int, step: StepRecord, busy: float, x: svg.Scale, width: float,
-                     y: svg.Scale, cap: float) -> str:
-    """One step's bar: busy at the bottom, idle above (cut at ``cap``), what the
-    training thread did on hover."""
-    t = step.time_s * 1e3
-    busy_ms = min(busy * 1e3, t)
+def step_idle_split(idle: DeviceIdle) -> dict[str, np.ndarray]:
+    """Pure: each step's device idle seconds by the causes the chart draws (label ->
+    seconds per step): input, sync, compile, dispatch, and the rest summed as other."""
+    named = {c.field for c in IDLE_CAUSES}
+    out = {c.label: np.asarray(getattr(idle, c.field), dtype=float) for c in IDLE_CAUSES}
+    out[IDLE_OTHER[0]] = sum(np.asarray(getattr(idle, f.name), dtype=float)
+                             for f in dataclasses.fields(idle) if f.name not in named)
+    return out
+
+
+CAUSE_COLORS = {**{c.label: c.color for c in IDLE_CAUSES}, IDLE_OTHER[0]: IDLE_OTHER[1]}
+"""The colour of each idle cause a step's bar is split into."""
+
+UNSPLIT_IDLE = "device idle (not split by cause)"
+"""A step's idle time the record does not charge to a cause (all of it in a record written
+before ``device_idle``)."""
+
+
+def _step_segments(t: float, busy: float, causes: Mapping[str, float]
+                   ) -> list[tuple[str, float, str]]:
+    """A step's stacked segments (label, seconds, colour): busy, each idle cause, and the
+    idle the causes leave uncharged (all of it where the record has none)."""
+    busy = min(busy, t)
+    out = [("device busy", busy, DEVICE_BUSY_COLOR)]
+    out += [(k, v, CAUSE_COLORS[k]) for k, v in causes.items() if v > 0]
+    rest = t - busy - sum(causes.values())
+    if rest > UNCHARGED_MIN_S:
+        out.append((UNSPLIT_IDLE, rest, DEVICE_IDLE_COLOR))
+    return out
+
+
+def _device_step_bar(i: int, step: StepRecord, segments: Sequence[tuple[str, float, str]],
+                     x: svg.Scale, width: float, y: svg.Scale, cap: float) -> str:
+    """One step's bar: its segments (``_step_segments``) stacked, busy at the bottom, cut
+    at ``cap``; the numbers and what the training thread did on hover."""
+    busy = segments[0][1]
+    split = all(label in CAUSE_COLORS for label, _, _ in segments[1:])
+    idle = "; ".join(f"{k.removeprefix('idle: ')} {ms(v)}" for k, v, _ in segments[1:])
     spans = "; ".join(f"{k} {ms(v)}" for k, v in (step.spans or {}).items() if v > 0)
-    tip = (f"step {step.step}: {ms(step.time_s)}; device busy {ms(busy_ms / 1e3)}, idle "
-           f"{ms((t - busy_ms) / 1e3)}" + (f"; tags: {', '.join(step.tags)}" if step.tags
-                                          else "") + (f"; the thread: {spans}" if spans else ""))
-    px = x(i)
-    top_busy, top = min(busy_ms, cap), min(t, cap)
+    tip = (f"step {step.step}: {ms(step.time_s)}; device busy {ms(busy)}, idle "
+           f"{ms(step.time_s - busy)}" + (f" ({idle})" if split and idle else "")
+           + (f"; tags: {', '.join(step.tags)}" if step.tags else "")
+           + (f"; the thread: {spans}" if spans else ""))
+    px, bottom, rects = x(i), 0.0, []
+    for label, seconds, color in segments:
+        a, b = min(bottom * 1e3, cap), min((bottom + seconds) * 1e3, cap)
+        cls = "busy" if label == "device busy" else "idle"
+        data = f' data-cause="{label.removeprefix("idle: ")}"' if label in CAUSE_COLORS else ""
+        rects.append(f'<rect class="{cls}"{data} x="{px:.2f}" y="{y(b):.2f}" '
+                     f'width="{width:.2f}" height="{y(a) - y(b):.2f}" fill="{color}"/>')
+        bottom += seconds
+    if step.time_s * 1e3 > cap:
+        rects.append(f'<rect class="cut" x="{px:.2f}" y="{y(cap) - 4:.2f}" '
+                     f'width="{width:.2f}" height="4" fill="#d62728"/>')
     return (f'<g class="device-step" data-step="{step.step}"><title>{svg.esc(tip)}</title>'
-            + svg.rect(px, y(top_busy), width, y(0) - y(top_busy), DEVICE_BUSY_COLOR,
-                       cls="busy")
-            + svg.rect(px, y(top), width, y(top_busy) - y(top), DEVICE_IDLE_COLOR, cls="idle")
-            + (f'<rect class="cut" x="{px:.2f}" y="{y(cap) - 4:.2f}" width="{width:.2f}" '
-               'height="4" fill="#d62728"/>' if t > cap else "")
-            + "</g>")
+            + "".join(rects) + "</g>")
 
 
 def _steady_bar(split: Sequence[tuple[str, float, str]], y: svg.Scale) -> list[str]:
@@ -594,14 +648,39 @@ def _steady_bar(split: Sequence[tuple[str, float, str]], y: svg.Scale) -> list[s
     return out
 
 
+def _per_step_causes(idle: DeviceIdle | None, n: int) -> list[dict[str, float]]:
+    """Each step's idle seconds by drawn cause; empty dicts where the record has none (a
+    record written before ``device_idle``, or columns of another length)."""
+    split = step_idle_split(idle) if idle is not None else {}
+    if not split or any(len(v) != n for v in split.values()):
+        return [{} for _ in range(n)]
+    return [{k: float(v[i]) for k, v in split.items()} for i in range(n)]
+
+
+def _device_keys(split: Sequence[tuple[str, float, str]],
+                 bars: Sequence[Sequence[tuple[str, float, str]]]) -> list[tuple[str, str]]:
+    """The legend: busy, the idle causes drawn (in a step's bar or the steady bar), and
+    the idle not split by cause where a bar has some."""
+    drawn = {label for segments in bars for label, _, _ in segments}
+    drawn |= {label for label, seconds, _ in split[1:] if seconds > 0}
+    keys = [("device busy", DEVICE_BUSY_COLOR)]
+    keys += [(label, color) for label, color in CAUSE_COLORS.items() if label in drawn]
+    if UNSPLIT_IDLE in drawn:
+        keys.append((UNSPLIT_IDLE, DEVICE_IDLE_COLOR))
+    return keys
+
+
 def device_time_chart(steps: Sequence[StepRecord], busy_s: Sequence[float],
-                      device_time: Breakdown) -> Chart | None:
-    """A capture's steps on the device: one bar per step (its busy time, the rest idle),
-    and the steady state's mean step with its idle split by what the training thread did
-    (the record keeps that split for the steady steps together, not per step)."""
+                      device_time: Breakdown, idle: DeviceIdle | None = None
+                      ) -> Chart | None:
+    """A capture's steps on the device: one bar per step, its busy time and its idle time
+    split by what the training thread was doing (``idle``, the record's per-step split;
+    without it, as in records written before it, each step's idle in one piece), and the
+    steady state's mean step with its idle split the same way (the device-time table)."""
     if not len(steps) or len(busy_s) != len(steps):
         return None
     split = device_split(device_time)
+    causes = _per_step_causes(idle, len(steps))
     times = column_of(steps, "time_s") * 1e3
     cap = max(host_time_ceiling(times), sum(s for _, s, _ in split) * 1e3)
     y = svg.Scale(0.0, cap * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
@@ -611,23 +690,35 @@ def device_time_chart(steps: Sequence[StepRecord], busy_s: Sequence[float],
     body = svg.frame(svg.Scale(0, 1, svg.LEFT, svg.WIDTH - svg.RIGHT), y, "step",
                      "device ms per step", xticks=False)
     every = max(1, math.ceil(len(steps) / 30))
-    for i, (step, busy) in enumerate(zip(steps, busy_s, strict=True)):
-        body.append(_device_step_bar(i, step, busy, x, width, y, cap))
+    bars = [_step_segments(step.time_s, busy, c)
+            for step, busy, c in zip(steps, busy_s, causes, strict=True)]
+    for i, (step, segments) in enumerate(zip(steps, bars, strict=True)):
+        body.append(_device_step_bar(i, step, segments, x, width, y, cap))
         if i % every == 0:
             cls = ' class="alert"' if step.tags else ""
             body.append(f'<text x="{x(i) + width / 2:.1f}" y="{svg.HEIGHT - svg.BOTTOM + 14}"'
                         f'{cls} text-anchor="middle">{step.step}</text>')
     body += _steady_bar(split, y)
-    keys = [("device busy", DEVICE_BUSY_COLOR), ("device idle (per step)", DEVICE_IDLE_COLOR)]
-    keys += [(label, color) for label, seconds, color in split[1:] if seconds > 0]
-    cut = int(np.sum(times > cap))
-    note = ("Each bar is one step of the capture: the device's busy time (green) and the "
-            "rest of the step, idle (grey); hover a bar for the training thread's time. The "
-            "bar at the right is the mean steady step, its idle split by what the training "
-            "thread was doing meanwhile (the device-time table; the record keeps that split "
-            "over the steady steps, not per step). Step numbers in red are kept out of the "
-            "steady state.")
+    return Chart(svg.svg(body, "device time per step", cls="chart device"),
+                 svg.legend(_device_keys(split, bars)),
+                 _device_note(all(causes), int(np.sum(times > cap)), cap))
+
+
+def _device_note(per_step: bool, cut: int, cap: float) -> str:
+    if per_step:
+        note = ("Each bar is one step of the capture: the device's busy time (green), then "
+                "its idle time split by what the training thread was doing meanwhile "
+                "(input, sync, compile, dispatch, other); hover a bar for its numbers and "
+                "the thread's time. The bar at the right is the mean steady step (the "
+                "device-time table).")
+    else:
+        note = ("Each bar is one step of the capture: the device's busy time (green) and "
+                "the rest of the step, idle (grey): this record does not keep each step's "
+                "idle by cause (written before pipecheck kept it); hover a bar for the "
+                "training thread's time. The bar at the right is the mean steady step, its "
+                "idle split by what the training thread was doing meanwhile (the "
+                "device-time table).")
+    note += " Step numbers in red are kept out of the steady state."
     if cut:
         note += f" {cut} bar(s) over {ms(cap / 1e3)} are cut at the top, capped in red."
-    return Chart(svg.svg(body, "device time per step", cls="chart device"), svg.legend(keys),
-                 note)
+    return note

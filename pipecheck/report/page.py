@@ -124,7 +124,8 @@ def profile_page(r: ProfileResult) -> RunPage:
     hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
                          steps=h.steps) for i, h in enumerate(r.hosts)]
     device = ("device time per step",
-              charts.device_time_chart(r.steps, r.device_busy_s, r.device_time))
+              charts.device_time_chart(r.steps, r.device_busy_s, r.device_time,
+                                       r.device_idle))
     return RunPage(profile_parts(r), [
         device, *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
                                              "device idle for input per step"))],

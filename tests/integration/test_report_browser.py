@@ -137,6 +137,16 @@ def test_the_profile_page_of_a_real_capture_charts_the_device_and_wraps_its_find
     steps = re.findall(r'<g class="device-step" data-step="(\d+)">', device[0])
     assert steps == [str(s.step) for s in record.steps]
     assert len(re.findall(r'class="cause"', device[0])) >= 3  # busy, input, sync at least
+    for step, bar in re.findall(r'<g class="device-step" data-step="(\d+)">(.*?)</g>',
+                                device[0]):  # each step's idle drawn by the record's causes
+        i = [s.step for s in record.steps].index(int(step))
+        causes = {c for c, fields in (("input", ("input",)), ("sync", ("sync",)),
+                                      ("compile", ("compile",)), ("dispatch", ("dispatch",)),
+                                      ("other", ("checkpoint", "host")))
+                  if sum(getattr(record.device_idle, f)[i] for f in fields) > 0}
+        assert set(re.findall(r'data-cause="([^"]+)"', bar)) == causes
+        assert 'class="idle" x=' not in bar  # no idle left unsplit
+    assert "not split by cause" not in dom
     assert '<div class="lines">' in dom and 'data-overflow="0:fits"' in dom
     assert "forced-sync" in dom.split('<div class="lines">')[1]
     keep = os.environ.get("PIPECHECK_SCREENSHOTS")

@@ -1,15 +1,18 @@
 """The page of a ``profile`` record read from real jax.profiler captures
-(``tests/data/captures/``): a bar per step on the device (busy, the rest idle), the steady
+(``tests/data/captures/``): a bar per step on the device (busy, its idle split by cause as
+the record keeps it; in one piece for a record written before it kept it), the steady
 step's idle split by cause, and findings that wrap with the page."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 
 import numpy as np
 import pytest
 
+from pipecheck.analysis import steady_state
 from pipecheck.cli import main
 from pipecheck.records import store
 from pipecheck.report import charts
@@ -31,33 +34,107 @@ def records(tmp_path_factory):
 
 
 def bars(chart_svg):
-    """(step, busy height, idle height, hover) of each step's bar."""
+    """(step, busy height, idle height, hover, {cause: height}) of each step's bar (the
+    idle segments a record does not split by cause under ``"none"``)."""
     out = []
     for m in re.finditer(r'<g class="device-step" data-step="(\d+)"><title>([^<]*)</title>'
                          r'(.*?)</g>', chart_svg):
-        h = dict(re.findall(r'<rect class="(busy|idle)"[^>]*height="([\d.]+)"', m[3]))
-        out.append((int(m[1]), float(h["busy"]), float(h["idle"]), m[2]))
+        busy = re.findall(r'<rect class="busy"[^>]*height="([\d.]+)"', m[3])
+        idle = {cause or "none": float(h) for cause, h in re.findall(
+            r'<rect class="idle"(?: data-cause="([^"]+)")?[^>]*height="([\d.]+)"', m[3])}
+        assert len(busy) == 1
+        out.append((int(m[1]), float(busy[0]), sum(idle.values()), m[2], idle))
     return out
+
+
+CAUSES = {"input": ("input",), "sync": ("sync",), "compile": ("compile",),
+          "dispatch": ("dispatch",), "other": ("checkpoint", "host")}
+"""The causes a step's bar is drawn in, and the record's ``device_idle`` columns of each."""
+
+
+def scale_of(chart_svg, times):
+    """Pixels per second, one scale for every bar not cut at the top, and those bars."""
+    drawn = bars(chart_svg)
+    heights = np.asarray([b[1] + b[2] for b in drawn])
+    cut = 'class="cut"' in chart_svg
+    whole = np.flatnonzero(heights < heights.max() - 0.01) if cut else np.arange(len(drawn))
+    px_per_s = heights[whole] / times[whole]
+    assert np.allclose(px_per_s, px_per_s[0], rtol=0.01)
+    return float(px_per_s[0]), whole.tolist()
 
 
 @pytest.mark.parametrize("name", ["compute_bound", "input_bound", "forced_sync"])
 def test_one_bar_per_step_split_into_device_busy_and_idle(records, name):
     r = records[name]
-    chart = charts.device_time_chart(r.steps, r.device_busy_s, r.device_time)
+    chart = charts.device_time_chart(r.steps, r.device_busy_s, r.device_time, r.device_idle)
     assert chart is not None
     drawn = bars(chart.svg)
     assert [b[0] for b in drawn] == [s.step for s in r.steps]
     times = np.asarray([s.time_s for s in r.steps])
     busy = np.asarray(r.device_busy_s)
-    cut = 'class="cut"' in chart.svg
-    heights = np.asarray([b[1] + b[2] for b in drawn])
-    whole = np.flatnonzero(heights < heights.max() - 0.01) if cut else np.arange(len(drawn))
-    px_per_s = heights[whole] / times[whole]  # one scale for every bar not cut at the top
-    assert np.allclose(px_per_s, px_per_s[0], rtol=0.01)
-    for i in whole.tolist():
-        assert drawn[i][1] == pytest.approx(busy[i] * px_per_s[0], abs=0.02)
-        assert drawn[i][2] == pytest.approx((times[i] - busy[i]) * px_per_s[0], abs=0.02)
+    px_per_s, whole = scale_of(chart.svg, times)
+    for i in whole:
+        assert drawn[i][1] == pytest.approx(busy[i] * px_per_s, abs=0.02)
+        assert drawn[i][2] == pytest.approx((times[i] - busy[i]) * px_per_s, abs=0.05)
         assert f"device busy {charts.ms(busy[i])}" in drawn[i][3]
+
+
+@pytest.mark.parametrize("name", ["compute_bound", "input_bound", "forced_sync"])
+def test_each_steps_idle_is_drawn_by_cause_as_the_record_keeps_it(records, name):
+    r = records[name]
+    idle = r.device_idle
+    assert idle is not None and all(len(getattr(idle, f)) == len(r.steps)
+                                    for fields in CAUSES.values() for f in fields)
+    chart = charts.device_time_chart(r.steps, r.device_busy_s, r.device_time, idle)
+    assert chart is not None
+    drawn = bars(chart.svg)
+    px_per_s, whole = scale_of(chart.svg, np.asarray([s.time_s for s in r.steps]))
+    for i in whole:
+        seconds = {c: sum(getattr(idle, f)[i] for f in fields) for c, fields in CAUSES.items()}
+        expected = {c: v * px_per_s for c, v in seconds.items() if v > 0}
+        assert drawn[i][4].keys() == expected.keys()  # every idle piece has its cause
+        for cause, height in expected.items():
+            assert drawn[i][4][cause] == pytest.approx(height, abs=0.02)
+        for cause, v in seconds.items():
+            if v > 0:
+                assert f"{cause} {charts.ms(v)}" in drawn[i][3]
+    legend = re.findall(r'</i>([^<]*)</span>', chart.legend)
+    assert "device idle (not split by cause)" not in legend
+    assert "idle: input" in legend
+
+
+@pytest.mark.parametrize("name", ["compute_bound", "input_bound", "forced_sync"])
+def test_the_records_per_step_idle_adds_up_to_its_steps_and_its_device_time(records, name):
+    r = records[name]
+    idle = {f: np.asarray(getattr(r.device_idle, f)) for fs in CAUSES.values() for f in fs}
+    times = np.asarray([s.time_s for s in r.steps])
+    assert sum(idle.values()) == pytest.approx(times - np.asarray(r.device_busy_s), abs=1e-9)
+    steady = steady_state.steady_mask(r.steps)
+    assert steady.sum() == r.device_time.steps
+    for field, row in (("input", "idle: input wait"), ("sync", "idle: sync"),
+                       ("compile", "idle: compile"), ("checkpoint", "idle: checkpoint"),
+                       ("dispatch", "idle: dispatch"), ("host", "idle: host work")):
+        assert idle[field][steady].sum() == pytest.approx(r.device_time.seconds(row), abs=1e-9)
+
+
+def test_a_record_written_before_the_per_step_split_loads_and_draws_idle_whole(
+        records, tmp_path):
+    r = records["forced_sync"]
+    data = r.to_dict()
+    del data["device_idle"]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(data))
+    loaded = store.load(old)
+    assert loaded.device_idle is None and loaded.steps == r.steps
+    chart = charts.device_time_chart(loaded.steps, loaded.device_busy_s, loaded.device_time,
+                                     loaded.device_idle)
+    assert chart is not None
+    drawn = bars(chart.svg)
+    assert all(set(b[4]) == {"none"} for b in drawn if b[2] > 0)  # one grey idle piece
+    assert "device idle (not split by cause)" in chart.legend
+    assert "does not keep each step's idle by cause" in chart.note
+    page = render_page([("old.json", loaded)])
+    assert 'data-cause="input"' not in page.split('class="steady-device"')[0]
 
 
 def test_the_steady_step_splits_the_idle_by_cause(records):
