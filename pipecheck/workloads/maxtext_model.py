@@ -156,8 +156,11 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
 
 def _metric_logger_hook(hp: Any) -> StepHook:
     from maxtext.common import metric_logger
+    from maxtext.utils import maxtext_utils
 
-    logger = metric_logger.MetricLogger(config=hp, learning_rate_schedule=None, start_step=0)
+    logger = metric_logger.MetricLogger(
+        config=hp, learning_rate_schedule=maxtext_utils.create_learning_rate_schedule(hp),
+        start_step=0)
     last = [datetime.datetime.now()]
 
     def metric_logger_hook(step: int, state: PyTree, metrics: PyTree,

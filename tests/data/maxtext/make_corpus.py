@@ -3,7 +3,8 @@ as MaxText's Grain pipeline reads them (``grain_file_type=arrayrecord``), withou
 MaxText ships the ``Example`` proto.
 
     python make_corpus.py OUT_DIR --files 4 --docs 200 --words 2000   # raw text
-    python make_corpus.py OUT_DIR --tokens 128                        # pre-tokenized ids
+    python make_corpus.py OUT_DIR --tokens 100                        # pre-tokenized ids
+    python make_corpus.py OUT_DIR --tokenizer OUT_DIR/tok             # + OUT_DIR/tok.model
 
 Run it with MaxText's Python (it imports ``maxtext`` and ``array_record``). Raw text
 documents are long sentences of random words (seeded), so on-the-fly sentencepiece
@@ -57,6 +58,22 @@ def write_corpus(out: pathlib.Path, files: int = 4, docs: int = 200, words: int 
     return paths
 
 
+def train_tokenizer(prefix: pathlib.Path, vocab: int = 64, seed: int = 0) -> pathlib.Path:
+    """A small sentencepiece model (``vocab`` pieces) of the corpus's words, as a user trains
+    one for their data: ``PREFIX.model``, for MaxText's ``tokenizer_path``."""
+    import sentencepiece as spm
+
+    rng = random.Random(seed)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    text = prefix.with_suffix(".txt")
+    text.write_text("\n".join(" ".join(rng.choice(WORDS) for _ in range(50))
+                              for _ in range(2000)))
+    spm.SentencePieceTrainer.train(input=str(text), model_prefix=str(prefix), vocab_size=vocab,
+                                   model_type="unigram", character_coverage=1.0, pad_id=0,
+                                   unk_id=1, bos_id=2, eos_id=3, minloglevel=2)
+    return prefix.with_suffix(".model")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=pathlib.Path)
@@ -64,7 +81,11 @@ def main() -> None:
     p.add_argument("--docs", type=int, default=200)
     p.add_argument("--words", type=int, default=2000)
     p.add_argument("--tokens", type=int, default=0)
+    p.add_argument("--tokenizer", type=pathlib.Path, default=None,
+                   help="also train a 64-piece sentencepiece model: PREFIX.model")
     a = p.parse_args()
+    if a.tokenizer is not None:
+        print(train_tokenizer(a.tokenizer))
     for path in write_corpus(a.out, a.files, a.docs, a.words, a.tokens):
         print(path)
 
