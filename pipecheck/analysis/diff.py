@@ -227,6 +227,7 @@ def summary_from_imported(run: ImportedRun, origin: str | None = None) -> RunSum
         events=run.events,
         level_shifts=run.level_shifts,
         warnings=run.warnings,
+        wall_time=run.wall_time,
     )
 
 

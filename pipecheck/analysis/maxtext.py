@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from pipecheck import stats
-from pipecheck.analysis import anomalies, intervals, level_shift
+from pipecheck.analysis import anomalies, intervals, level_shift, wall_time
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import (
     Anomaly,
@@ -54,6 +54,7 @@ from pipecheck.records.imported import (
     LogEvent,
     LogMemory,
     LogStep,
+    WallTime,
 )
 from pipecheck.records.steps import StepTable, column_of
 
@@ -606,6 +607,9 @@ class ParsedLog:
     start_seen: bool = False
     """The log shows the run starting (versions, parameters, config) before a step line."""
     lines: int = 0
+    first_at: float | None = None
+    last_at: float | None = None
+    """The log's earliest and latest timestamps (seconds since its first; None: none)."""
 
 
 def nonfinite_loss(numbers: np.ndarray, loss: np.ndarray, has_loss: np.ndarray
@@ -698,4 +702,14 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
         nonfinite_loss_from=bad_from,
         unreadable_lines=p.unreadable_steps,
         warnings=tuple(warnings),
+        wall_time=_wall_time(p, numbers, lag) if timed else None,
     )
+
+
+def _wall_time(p: ParsedLog, numbers: np.ndarray, lag: int | None) -> WallTime | None:
+    """Where the run's wall time went (``analysis.wall_time``), by the steps' intervals and
+    the stretches the log names."""
+    start, end = step_intervals(numbers, p.steps.column("time_s"), p.line_at,
+                                lag=LOG_LAG_STEPS if lag is None else lag)
+    named = wall_time.named_stretches(p.events, background(p.events), activities(p.events))
+    return wall_time.wall_time(numbers, start, end, p.first_at, p.last_at, named)

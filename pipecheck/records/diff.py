@@ -9,7 +9,14 @@ import numpy as np
 
 from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
 from pipecheck.records.common import Distribution, StepRecord
-from pipecheck.records.imported import Anomaly, ImportedRun, LevelShift, LogEvent, mean_inflation
+from pipecheck.records.imported import (
+    Anomaly,
+    ImportedRun,
+    LevelShift,
+    LogEvent,
+    WallTime,
+    mean_inflation,
+)
 from pipecheck.records.monitor import RunEnd
 from pipecheck.records.steps import FloatColumn, Floats, StepTable
 
@@ -48,6 +55,9 @@ class RunSummary(Record):
     """A Monitor run that did not finish: how it ended (see ``MonitorResult.incomplete``)."""
     total_steps: int | None = None
     """Steps the run completed (a Monitor record's ``total_steps``), when known."""
+    wall_time: WallTime | None = None
+    """A MaxText log's wall time by its timestamps (``ImportedRun.wall_time``); None for
+    other runs and in records written before it was added."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):  # built from a tuple of StepRecord rows

@@ -13,7 +13,7 @@ from pipecheck.records.common import Anomaly, Distribution
 from pipecheck.records.steps import StepTable
 
 __all__ = ["Anomaly", "ImportedRun", "LevelShift", "LogEvent", "LogMemory", "LogStep",
-           "mean_inflation"]
+           "OutsideSteps", "TimeShare", "WallTime", "mean_inflation"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,54 @@ class LogMemory(Record):
     device_limit_gb: float | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class TimeShare(Record):
+    """Part of a stretch outside the steps, named by what the log says ran then."""
+
+    cause: str
+    seconds: float
+    evidence: str = ""
+    """The line(s) that name it (the first of its kind in the stretch)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class OutsideSteps(Record):
+    """A stretch of the run's wall time no step's ``seconds`` covers
+    (``analysis.wall_time``), in seconds since the log's first timestamp."""
+
+    where: str
+    """``before`` the first step, ``between`` two, or ``after`` the last."""
+    start_s: float
+    end_s: float
+    after_step: int | None = None
+    """The step before the stretch (None: before the first)."""
+    shares: tuple[TimeShare, ...] = ()
+    """The stretch split by cause, largest first; they add up to its length."""
+
+    @property
+    def seconds(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclasses.dataclass(frozen=True)
+class WallTime(Record):
+    """Where the run's wall time went, by the log's timestamps: from its first timestamp to
+    its last, the time the steps cover and the stretches outside them."""
+
+    wall_s: float
+    in_steps_s: float
+    outside: tuple[OutsideSteps, ...] = ()
+    """The stretches outside the steps of ``analysis.wall_time.OUTSIDE_MIN_S`` or more."""
+    start_s: float = 0.0
+    """Where the wall time starts, in seconds since the log's first timestamp (a step that
+    began before it moves it earlier)."""
+
+    @property
+    def outside_s(self) -> float:
+        """All the time outside the steps, the stretches too short to list included."""
+        return max(0.0, self.wall_s - self.in_steps_s)
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class ImportedRun(Record):
@@ -103,6 +151,9 @@ class ImportedRun(Record):
     """Step lines skipped: no readable time (``completed step: 9, ...``), or a profiler
     boundary step whose time MaxText hides."""
     warnings: tuple[str, ...] = ()
+    wall_time: WallTime | None = None
+    """Where the wall time went by the log's timestamps (None: the log has none to tell);
+    absent from records written before it was added, which then read as None."""
     log_format: str = "maxtext"
     format_version: int = FORMAT_VERSION
     kind: str = KIND

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
-from pipecheck.records.imported import ImportedRun
+from pipecheck.records.imported import ImportedRun, OutsideSteps, WallTime
 from pipecheck.report.anomalies import anomalies_part
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import warnings_text
@@ -89,6 +89,28 @@ def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
             f"median, {value_text('s', run.step_time.summary.median)}")
 
 
+def wall_time_lines(label: str, w: WallTime | None) -> list[str]:
+    """The goodput-style account of a run's wall time (``analysis.wall_time``): wall time,
+    time in steps, time outside them, then each stretch outside them by cause; none where
+    the log has no timestamps to tell."""
+    if w is None:
+        return []
+    share = f" ({w.in_steps_s / w.wall_s:.1%})" if w.wall_s > 0 else ""
+    head = (f"{label}wall time {value_text('s', w.wall_s)} by the log's timestamps: in steps "
+            f"{value_text('s', w.in_steps_s)}{share}, outside them "
+            f"{value_text('s', w.outside_s)}")
+    return [head, *(f"  {outside_text(o)}" for o in w.outside)]
+
+
+def outside_text(o: OutsideSteps) -> str:
+    """One stretch outside the steps: where, how long, and its time by cause."""
+    where = {"before": "before the first step",
+             "after": f"after the last step ({o.after_step})",
+             "between": f"after step {o.after_step}"}.get(o.where, o.where)
+    causes = ", ".join(f"{s.cause} {value_text('s', s.seconds)}" for s in o.shares)
+    return f"{where}: {value_text('s', o.seconds)}" + (f" ({causes})" if causes else "")
+
+
 def format_diff(result: DiffResult) -> str:
     """The side-by-side report: sources, table, verdict, anomalies, warnings."""
     return render_text(diff_parts(result))
@@ -114,6 +136,9 @@ def diff_parts(result: DiffResult) -> list[Part]:
                               else "same" if v.a == v.b else "DIFFERENT"]
                              for v in result.versions], ["versions", "A", "B", ""])]
     parts += ["", result.verdict, "", inflation_line("A", a), inflation_line("B", b)]
+    walls = wall_time_lines("A: ", a.wall_time) + wall_time_lines("B: ", b.wall_time)
+    if walls:
+        parts += ["", *walls]
     if a.anomalies or b.anomalies:
         parts += ["", "steps kept out of the steady state:",
                   anomalies_part([("A", a.anomalies), ("B", b.anomalies)])]
@@ -200,6 +225,8 @@ def imported_parts(run: ImportedRun) -> list[Part]:
     parts: list[Part] = [f"pipecheck import: {run.source} (MaxText training log)",
                          Table(rows),
              "", inflation_line("steady state", run)]
+    if run.wall_time is not None:
+        parts += ["", *wall_time_lines("", run.wall_time)]
     if run.anomalies:
         parts += ["", "steps kept out of the steady state:",
                   anomalies_part([("", run.anomalies)])]

@@ -118,6 +118,9 @@ def finish(r: Reader) -> None:
         bare = np.flatnonzero(~read.own)
         line_at[bare] = headers.next_at(step_line[bare])
     p.events = _events(r, headers, read, step_line)
+    times = np.concatenate([headers.step_at, headers.other_at])
+    if times.size:
+        p.first_at, p.last_at = float(times.min()), float(times.max())
     steps, take = _table(read.number, read.cols, read.metrics, step_line, p)
     p.steps, p.line_at = steps, line_at[take]
     p.has_loss, p.own_time = read.has_loss[take], read.own[take]

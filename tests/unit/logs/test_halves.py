@@ -46,7 +46,7 @@ def _one_pass(path: pathlib.Path) -> maxtext.ParsedLog:
 
 def _same(a: maxtext.ParsedLog, b: maxtext.ParsedLog, where: str) -> None:
     for name in ("env", "config", "params", "total_tflops_per_step", "memory", "duplicates",
-                 "unreadable_steps", "start_seen", "lines", "events"):
+                 "unreadable_steps", "start_seen", "lines", "events", "first_at", "last_at"):
         assert getattr(a, name) == getattr(b, name), (where, name)
     assert a.steps.to_json() == b.steps.to_json(), where
     for name in ("line_at", "has_loss", "own_time"):
