@@ -24,9 +24,12 @@ from pipecheck.report.plot import (
     BAND_MIN_STEPS,
     COLORS,
     INTERVAL_ORDER,
+    LAGGED_SYNC,
     binned_band,
     default_window,
     gantt_bars,
+    lane_label,
+    span_label,
 )
 from pipecheck.units import ms, short_location
 
@@ -213,15 +216,6 @@ def host_time_ceiling(totals: np.ndarray) -> float:
     return min(tallest, HOST_TIME_CLIP * typical) if typical > 0 else tallest
 
 
-LAGGED_SYNC = "device wait (lagged sync)"
-"""The ``sync`` span on the page, named by what it is: the loop reading the previous step's
-loss, the host waiting while the device does its work (most of a compute-bound step), not
-a forced sync."""
-
-ANY_SYNC = "device wait (syncs: lagged and forced)"
-"""The ``sync`` span of a profile: the training thread blocked in any sync (the capture's
-steps do not keep the loop's own read apart from the forced ones)."""
-
 FORCED_COLOR = "#e377c2"
 """The forced syncs' line: apart from the lagged sync's green and the hooks' colours."""
 
@@ -349,9 +343,28 @@ def _host_note(n: int, bins: int, cut: int, cap: float, sync_label: str,
     return note + " Move and zoom the window with the sliders; hover a bar for its spans."
 
 
-def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
+LABEL_CHAR_W = 6.2
+"""SVG units per character of a chart label (the page's 11 px chart font averages ~6):
+sizes the Gantt's column of lane names so the longest is not cut at the chart's edge."""
+
+
+def _lane_names(names: Sequence[str], lane_h: float, right: float) -> list[str]:
+    """The lane names, right-aligned at ``right``, each line of a wrapped one apart."""
+    out = []
+    for i, name in enumerate(names):
+        lines = lane_label(name)
+        first = 34 + lane_h * (i + 0.6) - 6.5 * (len(lines) - 1)
+        spans = "".join(f'<tspan x="{right}" dy="{0 if j == 0 else 13}">{svg.esc(t)}</tspan>'
+                        for j, t in enumerate(lines))
+        out.append(f'<text class="lane" x="{right}" y="{first:.1f}" text-anchor="end">'
+                   f"{spans}</text>")
+    return out
+
+
+def gantt_chart(steps: Sequence[StepRecord], sync_label: str = LAGGED_SYNC) -> Chart | None:
     """The spans of a window of steps (as ``pipecheck plot`` picks it), one lane per span,
-    laid out in loop order inside each step; steps kept out of the steady state in red."""
+    laid out in loop order inside each step, the ``sync`` lane named ``sync_label``; steps
+    kept out of the steady state in red."""
     if not span_columns(steps):
         return None
     first, last = default_window(steps)
@@ -365,8 +378,12 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
     bars, intervals = gantt_bars(win)
     kinds = list(dict.fromkeys(b[0] for b in sorted(bars, key=lambda b: _lane_order(b[0]))))
     end = (intervals[-1][1] + intervals[-1][2]) * 1e3 if intervals else 1.0
-    x = svg.Scale(0.0, end, svg.LEFT + 60, svg.WIDTH - svg.RIGHT)
-    lane_h = max(14.0, min(28.0, 180.0 / max(len(kinds), 1)))
+    names = [span_label(k, sync_label) for k in kinds]
+    longest = max((len(t) for n in names for t in lane_label(n)), default=0)
+    label_w = max(60, math.ceil(longest * LABEL_CHAR_W) + 14 - svg.LEFT)
+    x = svg.Scale(0.0, end, svg.LEFT + label_w, svg.WIDTH - svg.RIGHT)
+    wrapped = any(len(lane_label(n)) > 1 for n in names)
+    lane_h = max(28.0 if wrapped else 14.0, min(28.0, 180.0 / max(len(kinds), 1)))
     height = int(40 + lane_h * len(kinds) + 30)
     body = []
     for step, start, dur in intervals:
@@ -378,14 +395,12 @@ def gantt_chart(steps: Sequence[StepRecord]) -> Chart | None:
                     f'y2="{height - 26}"/><text x="{x((start + dur / 2) * 1e3):.1f}" y="20" '
                     f'{cls} text-anchor="middle">{step}<title>{svg.esc(tip)}</title>'
                     "</text>")
-    for i, k in enumerate(kinds):
-        body.append(f'<text x="{svg.LEFT + 54}" y="{34 + lane_h * (i + 0.6):.1f}" '
-                    f'text-anchor="end">{svg.esc(k)}</text>')
+    body += _lane_names(names, lane_h, svg.LEFT + label_w - 6)
     for kind, start, dur in bars:
         i = kinds.index(kind)
         body.append(svg.rect(x(start * 1e3), 30 + lane_h * i, x(start * 1e3 + dur * 1e3)
                              - x(start * 1e3), lane_h - 4, COLORS.get(kind, "#bcbd22"),
-                             f"{kind}: {ms(dur)}"))
+                             f"{names[i]}: {ms(dur)}"))
     body.append(f'<text x="{(svg.LEFT + svg.WIDTH) / 2}" y="{height - 6}" '
                 f'text-anchor="middle">{end:.1f} ms from the start of step {first} '
                 "(spans in loop order per step)</text>")

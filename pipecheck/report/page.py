@@ -36,6 +36,7 @@ from pipecheck.report.compare import compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
 from pipecheck.report.monitor import monitor_parts
+from pipecheck.report.plot import sync_label_of
 from pipecheck.report.profile import profile_parts
 from pipecheck.report.synthetic import synthetic_parts
 
@@ -77,17 +78,18 @@ def forced_syncs(r: Any) -> tuple[ForcedSync, ...]:
                  if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers)
 
 
-def _run_charts(r: Any, steady: Any, hosts: bool = True, sync_label: str = charts.LAGGED_SYNC
-                ) -> list[tuple[str, Chart | None]]:
-    """The charts of a run with steps: step times, host time per step, Gantt, hosts."""
+def _run_charts(r: Any, steady: Any, hosts: bool = True) -> list[tuple[str, Chart | None]]:
+    """The charts of a run with steps: step times, host time per step, Gantt, hosts; the
+    ``sync`` span named as the device wait it is (``plot.sync_label_of``)."""
     steps = getattr(r, "steps", ()) or ()
+    sync_label = sync_label_of(r)
     out: list[tuple[str, Chart | None]] = []
     if len(steps):
         out += [("step times", charts.step_series_chart(
                     [SeriesRun("", steps, steady, getattr(r, "anomalies", ()))])),
                 ("host time per step", charts.host_time_chart(steps, forced_syncs(r),
                                                              sync_label)),
-                ("Gantt of a window of steps", charts.gantt_chart(steps))]
+                ("Gantt of a window of steps", charts.gantt_chart(steps, sync_label))]
     if hosts:
         out.append(("hosts", charts.hosts_chart(getattr(r, "hosts", ()),
                                                 getattr(r, "straggler", None))))
@@ -119,8 +121,7 @@ def monitor_page(r: MonitorResult) -> RunPage:
 
 @page_for(ProfileResult.KIND)
 def profile_page(r: ProfileResult) -> RunPage:
-    steps = _run_charts(r, r.step_time, hosts=False,  # its hosts are captures: below
-                        sync_label=charts.ANY_SYNC)
+    steps = _run_charts(r, r.step_time, hosts=False)  # its hosts are captures: below
     hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
                          steps=h.steps) for i, h in enumerate(r.hosts)]
     device = ("device time per step",

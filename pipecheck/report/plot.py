@@ -53,6 +53,34 @@ MAX_LABELLED_STEPS = 30
 MAX_TABLE_ROWS = 25
 """Rows of the anomaly table that stands in for the Gantt of a run without spans."""
 
+LAGGED_SYNC = "device wait (lagged sync)"
+"""The ``sync`` span as a reader sees it named (the JSON keeps ``sync``): the loop reading the
+previous step's loss, the host waiting while the device does its work (most of a
+compute-bound step), not a forced sync."""
+
+ANY_SYNC = "device wait (syncs: lagged and forced)"
+"""The ``sync`` span of a profile: the training thread blocked in any sync (the capture's
+steps do not keep the loop's own read apart from the forced ones)."""
+
+
+def sync_label_of(record: object) -> str:
+    """How a record's ``sync`` span is named where a user reads it: ``ANY_SYNC`` for a
+    profile's steps, ``LAGGED_SYNC`` for a run's."""
+    return ANY_SYNC if getattr(record, "kind", None) == "profile" else LAGGED_SYNC
+
+
+def span_label(kind: str, sync_label: str = LAGGED_SYNC) -> str:
+    """A span's name where a user reads it: ``sync`` as the device wait it is."""
+    return sync_label if kind == "sync" else kind
+
+
+def lane_label(name: str) -> list[str]:
+    """Pure: a Gantt lane's name in lines: a long name's parenthesis on a line of its own
+    (``device wait`` over ``(lagged sync)``)."""
+    head, sep, rest = name.partition(" (")
+    return [head, f"({rest}"] if sep else [name]
+
+
 INTERVAL_ORDER = (*HOOK_SPANS, *DATA_SPANS, "dispatch", "sync")
 """How the spans of one step interval follow each other in the loop: the step's own hooks
 (checkpoint, eval, log) run first, then the next batch is fetched and dispatched, then the
@@ -255,7 +283,8 @@ def anomaly_rows(steps: Sequence[StepRecord],
             for s in _tagged_rows(steps)]
 
 
-def _gantt_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int]) -> None:
+def _gantt_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int],
+                 sync_label: str = LAGGED_SYNC) -> None:
     numbers = column_of(steps, "step")
     rows = np.flatnonzero((numbers >= window[0]) & (numbers <= window[1]))
     win = (list(steps.take(rows)) if isinstance(steps, StepTable)
@@ -280,7 +309,7 @@ def _gantt_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int])
         ax.axvline(end * 1e3, color="black", lw=0.6, alpha=0.5)
         ax.set_xlim(0, end * 1e3)
     ax.set_yticks(range(len(kinds)))
-    ax.set_yticklabels(kinds)
+    ax.set_yticklabels(["\n".join(lane_label(span_label(k, sync_label))) for k in kinds])
     ax.set_ylim(-0.6, len(kinds) - 0.4)
     ax.invert_yaxis()
     ax.set_xlabel(f"ms from the start of step {window[0]} (spans in loop order per step)")
@@ -303,10 +332,11 @@ def _table_panel(ax: Axes, rows: list[list[str]]) -> None:
 
 
 def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, title: str,
-               anomalies: Sequence[Anomaly] = ()) -> tuple[bytes, str]:
+               anomalies: Sequence[Anomaly] = (), sync_label: str = LAGGED_SYNC
+               ) -> tuple[bytes, str]:
     """The PNG, and what the second panel shows: ``"gantt"`` (the run has spans),
     ``"anomalies"`` (no spans: the steps kept out of the steady state as a table) or
-    ``"none"`` (neither: one panel)."""
+    ``"none"`` (neither: one panel). The Gantt names the ``sync`` lane ``sync_label``."""
     plt = _pyplot()
     if _has_spans(steps) and window is not None:
         lower = "gantt"
@@ -323,7 +353,7 @@ def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, titl
     _series_panel(ax1, steps, window if lower == "gantt" else None, title)
     if lower == "gantt":
         assert window is not None
-        _gantt_panel(ax2, steps, window)
+        _gantt_panel(ax2, steps, window, sync_label)
     elif lower == "anomalies":
         _table_panel(ax2, anomaly_rows(steps, anomalies))
     fig.tight_layout()
@@ -361,7 +391,8 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
         step_time = getattr(record, "step_time", None) or getattr(record, "real", None)
         median = step_time.summary.median if step_time is not None else math.nan
         title = f"{os.path.basename(str(run_path))} ({kind}): steady-state median {ms(median)}"
-        png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()))
+        png, lower = render_png(steps, window, title, getattr(record, "anomalies", ()),
+                                sync_label=sync_label_of(record))
         task.advance()
         store.write_text_atomic(out_path, png, force)
         task.advance()

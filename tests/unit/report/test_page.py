@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import html.parser
 import json
+import re
 
 import pytest
 
@@ -227,3 +228,24 @@ def test_the_gantt_note_says_which_window_it_shows():
     chart = charts.gantt_chart(untagged)
     assert chart is not None and "from the start of the run (no checkpoint" in chart.note
     assert "around step" not in chart.note
+
+
+def gantt_lanes(chart_svg):
+    """Each Gantt lane's name, its lines joined by a space."""
+    return [" ".join(re.findall(r"<tspan[^>]*>([^<]*)</tspan>", m)) for m in
+            re.findall(r'<text class="lane"[^>]*>(.*?)</text>', chart_svg)]
+
+
+def test_the_gantt_names_the_sync_lane_as_the_device_wait(records):
+    page = render_page([("m.json", records["monitor"])])
+    gantt = re.search(r'aria-label="gantt".*?</svg>', page, flags=re.S)
+    assert gantt is not None
+    lanes_named = gantt_lanes(gantt[0])
+    assert lanes_named[-1] == "device wait (lagged sync)" and "sync" not in lanes_named
+    assert re.search(r"<title>device wait \(lagged sync\): [\d.]+ ms</title>", gantt[0])
+    assert not re.search(r"<title>sync: ", gantt[0])
+    lanes = re.findall(r'<text class="lane" x="([\d.]+)"', gantt[0])
+    bars = [float(x) for x in re.findall(r'<rect x="([\d.]+)"', gantt[0])]
+    # the names' column is wide enough for the longest line: 13 characters right of x=0
+    assert all(float(x) - 13 * charts.LABEL_CHAR_W > 0 for x in lanes)
+    assert min(bars) > max(float(x) for x in lanes)  # the bars start right of the names

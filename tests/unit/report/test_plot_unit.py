@@ -140,9 +140,9 @@ def test_plot_title_gives_the_steady_state_median(tmp_path, monkeypatch) -> None
     titles = []
     real_render = plot.render_png
 
-    def render(steps, window, title, anomalies=()):
+    def render(steps, window, title, anomalies=(), **kwargs):
         titles.append(title)
-        return real_render(steps, window, title, anomalies)
+        return real_render(steps, window, title, anomalies, **kwargs)
 
     monkeypatch.setattr(plot, "render_png", render)
     steps = tuple(LogStep(step=i, time_s=t) for i, t in enumerate([30.0] + [0.5] * 20))
@@ -151,3 +151,21 @@ def test_plot_title_gives_the_steady_state_median(tmp_path, monkeypatch) -> None
     store.save(run, tmp_path / "r.json")
     plot.plot_run(tmp_path / "r.json", tmp_path / "r.png")
     assert titles == ["r.json (imported): steady-state median 500.0 ms"]
+
+
+def test_the_plots_gantt_names_the_sync_lane_as_the_device_wait() -> None:
+    from pipecheck.report.plot import ANY_SYNC, _gantt_panel
+
+    plt = _pyplot()
+    steps = [StepRecord(i, 0.1, (), {"data_wait": 0.02, "sync": 0.07}) for i in range(5)]
+    for label, shown in ((None, "device wait\n(lagged sync)"),
+                         (ANY_SYNC, "device wait\n(syncs: lagged and forced)")):
+        fig, ax = plt.subplots()
+        try:
+            if label is None:
+                _gantt_panel(ax, steps, (0, 4))
+            else:
+                _gantt_panel(ax, steps, (0, 4), label)
+            assert [t.get_text() for t in ax.get_yticklabels()] == ["data_wait", shown]
+        finally:
+            plt.close(fig)

@@ -15,7 +15,7 @@ import pytest
 from pipecheck.analysis import steady_state
 from pipecheck.cli import main
 from pipecheck.records import store
-from pipecheck.report import charts
+from pipecheck.report import charts, plot
 from pipecheck.report.page import render_page
 
 CAPTURES = pathlib.Path(__file__).resolve().parents[2] / "data" / "captures"
@@ -172,3 +172,27 @@ def test_the_profile_page_draws_the_device_first_and_its_findings_wrap(records):
     assert lines is not None and finding.message in lines[1]
     assert not re.search(r"<pre>[^<]*forced-sync", page)  # no longer a scrolling <pre>
     assert re.search(r"<pre>where the device&#x27;s time went", page)  # a text table stays
+
+
+def test_a_profiles_sync_lane_reads_any_sync_on_the_page_and_in_the_plot(
+        records, tmp_path, monkeypatch):
+    r = records["forced_sync"]
+    page = render_page([("p.json", r)])
+    gantt = re.search(r'aria-label="gantt".*?</svg>', page, flags=re.S)
+    assert gantt is not None
+    lanes = re.findall(r'<text class="lane"[^>]*>(.*?)</text>', gantt[0])
+    assert ("<tspan" in lanes[2] and "device wait</tspan>" in lanes[2]
+            and "(syncs: lagged and forced)</tspan>" in lanes[2])
+    assert not any(re.search(r">sync<", lane) for lane in lanes)
+    path = tmp_path / "p.json"
+    store.save(r, path)
+    labels = []
+    real = plot.render_png
+
+    def spy(*args, **kwargs):
+        labels.append(kwargs["sync_label"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plot, "render_png", spy)
+    plot.plot_run(path, tmp_path / "p.png")
+    assert labels == [plot.ANY_SYNC]
