@@ -12,7 +12,7 @@ import pytest
 from pipecheck.analysis import wall_time
 from pipecheck.analysis.diff import diff_runs, summary_from_imported
 from pipecheck.analysis.maxtext import activities
-from pipecheck.logs.maxtext import import_log
+from pipecheck.logs.maxtext import import_log, parse_file
 from pipecheck.records.base import to_dict
 from pipecheck.records.diff import RunSummary
 from pipecheck.records.imported import ImportedRun, LogEvent
@@ -163,3 +163,20 @@ def test_the_reports_carry_the_wall_time_line():
     summary = summary_from_imported(run)
     diff = format_diff(diff_runs(summary, summary))
     assert "A: wall time 157.58 s" in diff and "B: wall time 157.58 s" in diff
+
+
+@pytest.mark.parametrize("log", sorted(REAL.glob("*.log")), ids=lambda p: p.name)
+def test_every_real_logs_account_adds_up(log: pathlib.Path):
+    """Whatever the log: the steps and the time outside them make the wall time, and each
+    stretch's shares make the stretch, within the stretches' rounding."""
+    w = import_log(log).wall_time
+    if w is None:  # only where no step line has a time
+        assert not np.isfinite(parse_file(log).line_at).any()
+        return
+    assert w.in_steps_s <= w.wall_s + 1e-6
+    listed = sum(o.seconds for o in w.outside)
+    assert listed <= w.outside_s + 1e-5
+    for o in w.outside:
+        assert o.seconds >= wall_time.OUTSIDE_MIN_S
+        assert sum(s.seconds for s in o.shares) == pytest.approx(o.seconds, abs=1e-5)
+        assert w.start_s - 1e-6 <= o.start_s < o.end_s <= w.start_s + w.wall_s + 1e-6
