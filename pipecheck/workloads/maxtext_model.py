@@ -45,8 +45,10 @@ class MaxTextStep:
 
     __name__ = "train_step"
 
-    def __init__(self, jitted: Any, mesh: Any, rules: Any) -> None:
+    def __init__(self, jitted: Any, mesh: Any, rules: Any, params: PyTree = None) -> None:
         self._jitted, self._mesh, self._rules = jitted, mesh, rules
+        self.params = params
+        """The model's parameters as set up (for MaxText's metric logger's parameter count)."""
 
     def _context(self) -> Any:
         import jax
@@ -126,7 +128,8 @@ def build(config: RunConfig) -> Workload:
         name="maxtext",
         config=config,
         mesh=b.mesh,
-        train_step=MaxTextStep(b.jitted, b.mesh, b.hp.logical_axis_rules),
+        train_step=MaxTextStep(b.jitted, b.mesh, b.hp.logical_axis_rules,
+                               getattr(first, "model", first)),
         train_step_name="train_step",
         init_state=init_state,
         batch_spec=spec,
@@ -147,38 +150,41 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
     step's metrics on the host), a checkpoint save at ``checkpoint_period`` (with
     ``enable_checkpointing``; written to a directory of pipecheck's, never the run's own) and
     an eval at ``eval_interval`` (``eval_steps`` batches of its eval pipeline)."""
-    hp = hyperparameters(config)
-    hooks: list[StepHook] = [_metric_logger_hook(hp)]
+    where = tempfile.mkdtemp(prefix="pipecheck-maxtext-")
+    hp = hyperparameters(config, base_output_directory=where, run_name="pipecheck")
+    step = workload.train_step
+    params = step.params if isinstance(step, MaxTextStep) else None
+    hooks: list[StepHook] = [_metric_logger_hook(hp, params)]
     if hp.enable_checkpointing and hp.checkpoint_period > 0:
-        hooks.append(_checkpoint_hook(config, workload))
+        hooks.append(_checkpoint_hook(hp, workload))
     return tuple(hooks)
 
 
-def _metric_logger_hook(hp: Any) -> StepHook:
+def _metric_logger_hook(hp: Any, params: PyTree) -> StepHook:
     from maxtext.common import metric_logger
     from maxtext.utils import maxtext_utils
 
     logger = metric_logger.MetricLogger(
         config=hp, learning_rate_schedule=maxtext_utils.create_learning_rate_schedule(hp),
         start_step=0)
+    with _quiet_absl():
+        logger.write_setup_info_to_tensorboard(params)  # as train_loop does: its metadata
     last = [datetime.datetime.now()]
 
     def metric_logger_hook(step: int, state: PyTree, metrics: PyTree,
                            recorder: HookRecorder) -> None:
         now = datetime.datetime.now()
-        with recorder.span("metrics"):
+        with recorder.span("log"):
             logger.buffer_and_write_metrics(metrics[METRICS_KEY], step, now - last[0])
         last[0] = now
 
     return metric_logger_hook
 
 
-def _checkpoint_hook(config: RunConfig, workload: Workload) -> StepHook:
+def _checkpoint_hook(hp: Any, workload: Workload) -> StepHook:
     from maxtext.common import checkpointing
     from maxtext.utils import train_utils
 
-    where = tempfile.mkdtemp(prefix="pipecheck-maxtext-ckpt-")
-    hp = hyperparameters(config, base_output_directory=where, run_name="pipecheck")
     try:
         with _quiet_absl():
             manager = train_utils.create_checkpoint_manager(hp, workload.mesh, None)
