@@ -39,6 +39,7 @@ from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.env import collect_env
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.tuned_config import config_settings, usable_cores
 from pipecheck.units import ms
@@ -168,6 +169,16 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               t_samples, drift, ram_budget, run_steps), real)
 
 
+def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],
+                    real: Estimate) -> float | None:
+    """The share of a real-data step pipecheck's training thread spent loading its batches
+    itself (its data wait, with no workers and no read threads), or None when loading runs
+    beside it (then waiting for data is not loading; a Monitor run's loop is not known)."""
+    if settings.workers or settings.threads or not real.value > 0:
+        return None
+    return spans.get("data_wait", 0.0) / real.value
+
+
 def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target,
             loader: ls.LoaderChoice, real: RealRun, real_dist: Distribution,
             real_est: Estimate, t_samples: tuple[float, ...], drift: str | None,
@@ -176,8 +187,11 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
     chosen_d, baseline_d, host_warnings = _loader_times(loader, o.hosts)
     target_dist = Distribution.of(t_samples)
     est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d)
+    spans = host_span_means(real.steps)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
-                     sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value))
+                     sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value),
+                     own_load_share=None if o.real_file else
+                     _own_load_share(loader.chosen.settings, spans, real_est))
     cores = stages.cores()
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
@@ -196,7 +210,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
         tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.summary.median, t.reason,
                       LOADER_HEADROOM, len(t.trials), t.stop, loader.chosen.settings,
                       run_steps, ram_budget),
-        host_spans=host_span_means(real.steps), compile=target.result.compile,
+        host_spans=spans, compile=target.result.compile,
         sources={"target": o.synthetic_file or "measured",
                  "loader": o.dataloader_file or "measured", "real": o.real_file or "measured"},
         steps=real.steps, anomalies=real.anomalies,

@@ -12,7 +12,9 @@ Inputs are three estimates, each a statistic of raw samples with its confidence 
 
 Decisions compare intervals, not single numbers, with the named margins below;
 a run whose numbers cannot separate the cases is ``inconclusive`` and says
-what to do. A compute-bound run measured twice must never be called
+what to do. A noisy estimate (a busy machine) makes the run inconclusive only when its
+interval reaches across the decision: T and D whose whole intervals lie apart by the margin
+decide input- or compute-bound however wide they are. A compute-bound run measured twice must never be called
 forced-sync because of noise: that needs R's whole interval above the slower of
 T and D's intervals by ``FORCED_SYNC_MARGIN``.
 """
@@ -49,6 +51,11 @@ FORCED_SYNC_EVIDENCE = 0.10
 """Calling forced-sync also needs the sync locator to find user syncs costing at least 10%
 of a real-data step; slower-than-both without them is interference (CPU contention)."""
 
+SERIAL_SAVING = 1.0 - 1.0 / (1.0 + FORCED_SYNC_MARGIN)
+"""A training thread that loads its own batches and then waits in the user's sync, each for
+at least 1/6 of the same real-data steps, would save that share by overlapping them: its
+steps are the forced-sync margin (20%) slower than they need be."""
+
 HARMLESS_SYNC_SHARE = 0.02
 """User syncs costing less than 2% of wall time are not worth naming at all."""
 
@@ -83,12 +90,14 @@ def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> boo
 
 def decide(target: Estimate, loader: Estimate, real: Estimate,
            baseline: Estimate | None = None, sync_share: float | None = None,
-           parts_of_real: bool = False) -> Verdict:
+           parts_of_real: bool = False, own_load_share: float | None = None) -> Verdict:
     """Classify a run (see ``_decide``); flag a slowdown that no host sync explains.
     ``parts_of_real``: T and D were read off the same steps as R (a profiler capture), so
     their noise is judged against R's median, not their own (a 1 ms spread in a 5 ms
-    compute time cannot change the verdict of a 35 ms step)."""
-    v = _decide(target, loader, real, baseline, sync_share, parts_of_real)
+    compute time cannot change the verdict of a 35 ms step). ``own_load_share``: the share
+    of a real-data step the training thread spent loading its batches itself (no workers,
+    no read threads; None: loading runs beside it)."""
+    v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share)
     usable = target.usable and loader.usable and real.usable
     if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
         return v
@@ -110,8 +119,8 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
 
 
 def _decide(target: Estimate, loader: Estimate, real: Estimate,
-           baseline: Estimate | None = None, sync_share: float | None = None,
-           parts_of_real: bool = False) -> Verdict:
+            baseline: Estimate | None = None, sync_share: float | None = None,
+            parts_of_real: bool = False, own_load_share: float | None = None) -> Verdict:
     """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
     (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
     clearly slower than T and the chosen setting is not, the run is input-bound and the
@@ -124,6 +133,36 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
                            math.nan)
     bound = max(target.value, loader.value)
     excess = real.value / bound - 1.0
+    forced = _forced_sync(target, loader, real, sync_share, own_load_share, excess)
+    if forced is not None:
+        return forced
+    noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
+             if _too_noisy(e, real, parts_of_real)]
+    if noisy and not _apart_despite_noise(target, loader, real):
+        return Verdict(
+            INCONCLUSIVE,
+            f"the {', '.join(noisy)} measurements are too noisy to decide (confidence "
+            f"interval wider than +/-{100 * MAX_RELATIVE_HALF_WIDTH:.0f}% of the median): "
+            "the machine is likely too busy (other processes competing for the CPU); run "
+            "more steps (--steps, --batches) on a quieter machine",
+            excess,
+        )
+    v = _loader_or_compute(target, loader, real, baseline, excess)
+    if not noisy:
+        return v
+    return dataclasses.replace(v, reason=(
+        f"{v.reason} (the {', '.join(noisy)} measurements are noisy, the machine may be "
+        "busy, but their intervals lie too far apart for it to change the verdict)"))
+
+
+def _forced_sync(target: Estimate, loader: Estimate, real: Estimate,
+                 sync_share: float | None, own_load_share: float | None,
+                 excess: float) -> Verdict | None:
+    """Forced-sync, when R's whole interval lies above the slower of T and D by the margin
+    (with the user's syncs as evidence), or when, within R's own steps, the training thread
+    loaded and then waited in the user's sync, one after the other, each for
+    ``SERIAL_SAVING`` of a step (paired within the same steps, a busy machine that slows
+    T, D and R at different times can neither fake nor hide it)."""
     if _slower_than_both(target, loader, real) and (
             sync_share is None or sync_share >= FORCED_SYNC_EVIDENCE):
         return Verdict(
@@ -133,17 +172,35 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
             f"({ms(loader.value)}): the host waits for the device somewhere",
             excess,
         )
-    noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
-             if _too_noisy(e, real, parts_of_real)]
-    if noisy:
-        return Verdict(
-            INCONCLUSIVE,
-            f"the {', '.join(noisy)} measurements are too noisy to decide (confidence "
-            f"interval wider than +/-{100 * MAX_RELATIVE_HALF_WIDTH:.0f}% of the median); "
-            "run more steps (--steps, --batches) on a quieter machine",
-            excess,
-        )
-    return _loader_or_compute(target, loader, real, baseline, excess)
+    if sync_share is None or own_load_share is None or \
+            min(sync_share, own_load_share) < SERIAL_SAVING:
+        return None
+    return Verdict(
+        FORCED_SYNC,
+        f"in each real-data step ({ms(real.value)}) the training thread loads its batch "
+        f"({100 * own_load_share:.0f}% of the step), then waits for the device in a sync "
+        f"of your code ({100 * sync_share:.0f}%), one after the other: without the sync "
+        "the device would compute while the next batch loads",
+        excess,
+    )
+
+
+def _apart_despite_noise(target: Estimate, loader: Estimate, real: Estimate) -> bool:
+    """Noise cannot change the verdict: one of T and D lies above the other's whole interval
+    by ``INPUT_BOUND_MARGIN`` (input- or compute-bound, wherever in their intervals they
+    are), and R's median sits where that verdict puts it, at the slower one's interval within
+    ``FORCED_SYNC_MARGIN`` either way (above: R's noise could hide a forced sync its median
+    shows; below: steps faster than their slower part contradict T or D). A busy machine
+    widens every interval; it must not hide a verdict that no point of them contradicts."""
+    margin = 1.0 + INPUT_BOUND_MARGIN
+    if loader.low > target.high * margin:
+        slower = loader
+    elif target.low > loader.high * margin:
+        slower = target
+    else:
+        return False
+    band = 1.0 + FORCED_SYNC_MARGIN
+    return slower.low / band <= real.value <= slower.high * band
 
 
 def _loader_or_compute(target: Estimate, loader: Estimate, real: Estimate,

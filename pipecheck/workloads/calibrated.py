@@ -72,7 +72,8 @@ KEYS: tuple[Key, ...] = (
 
 CALIBRATION_ITERS = (8, 72)
 """Chain lengths timed at start-up; the slope between them is the cost of one matmul."""
-CALIBRATION_REPEATS = 5
+CALIBRATION_REPEATS = 7
+"""Timings of each chain length; the fastest counts (``calibrate_iters``)."""
 
 
 def _chain(w: jax.Array, h: ArrayLike, iters: int | jax.Array) -> jax.Array:
@@ -101,7 +102,11 @@ def calibrate_iters(
     """Chain length that costs ``compute_ms`` on these arrays, and the measured s/iteration.
 
     Uses a separately jitted chain (same shapes and sharding) so the train step
-    itself is not compiled here and its compilations stay countable.
+    itself is not compiled here and its compilations stay countable. Each length's
+    *fastest* timing counts: on a busy machine other processes only ever add to a timing,
+    so the fastest is the work's own cost, and a step holds ``compute_ms`` of work whatever
+    the load was while calibrating (a median, inflated by a burst of load at start-up, made
+    the chain too short: 1 ms of compute where 10 were asked, with two CPU hogs running).
     """
     import jax
 
@@ -114,7 +119,7 @@ def calibrate_iters(
             t0 = clock()
             burn(w, x, n).block_until_ready()
             samples.append(clock() - t0)
-        times[n] = float(np.median(samples))
+        times[n] = float(np.min(samples))
     lo, hi = CALIBRATION_ITERS
     per_iter = max((times[hi] - times[lo]) / (hi - lo), 1e-7)
     overhead = max(times[lo] - lo * per_iter, 0.0)

@@ -267,3 +267,26 @@ def test_input_bound_with_the_pipelines_own_workers_says_to_change_the_pipeline(
     [finding] = [f for f in result.findings if f.kind == "input-bound"]
     assert finding.message.startswith("the pipeline as it is, with its own 2 worker(s), gives")
     assert finding.fix == result.recommendation
+
+
+def test_own_loading_then_a_sync_is_forced_sync_when_busy_intervals_overlap():
+    """Loading on the training thread (no workers, no read threads), then a user sync: within
+    R's own steps the two follow each other, however wide a busy machine made R's interval
+    (T 75 ms, D 47 ms; R 85 ms, or 200 ms while the machine was busiest)."""
+    busy = [0.085 * (1 + 0.01 * (i % 3)) if i % 9 < 5 else 0.2 for i in range(40)]
+    steps = tuple(StepRecord(i, t, spans={"data_wait": 0.046}) for i, t in enumerate(busy))
+
+    def real_stage(workload, parts, chosen, n, timeout_s, progress, clock, profile_dir=None):
+        sites = (SyncSite(SYNC_LINE, "train", "float(loss)", 0.05 * len(steps), len(steps),
+                          False),)
+        return RealRun(steps, sites)
+
+    own = dataclasses.replace(setting(0, 47.0), threads=0)
+    result = run(75.0, loader(own), real_stage)
+    assert result.verdict == "forced-sync", result.verdict_reason
+    assert result.verdict_reason.startswith("in each real-data step")
+    assert result.estimates.real.low < 1.2 * result.estimates.target.high  # intervals overlap
+    # the same steps with a read thread loading beside the training thread: its data wait
+    # is not its own loading, and the intervals alone show no forced sync
+    result = run(75.0, loader(setting(0, 47.0)), real_stage)
+    assert result.verdict != "forced-sync", result.verdict_reason

@@ -7,6 +7,7 @@ from pipecheck.analysis.verdict import (
     FORCED_SYNC,
     INCONCLUSIVE,
     INPUT_BOUND,
+    SERIAL_SAVING,
     Estimate,
     decide,
 )
@@ -99,3 +100,67 @@ def test_bursty_loader_mean_is_decided_with_burst_blocks():
     assert narrow.relative_half_width < 0.10
     wide = Estimate.of_mean(samples)  # blocks shorter than a burst: a falsely wide interval
     assert wide.relative_half_width > narrow.relative_half_width
+
+
+# --- a busy machine (issue 32, item 8): the numbers compare measured with two CPU hogs ------
+def ms_est(value, low, high, n):
+    return Estimate(value / 1e3, low / 1e3, high / 1e3, n)
+
+
+def test_noisy_intervals_far_apart_still_decide_input_bound():
+    # compute_ms=10, load_ms=60 with two hogs: T's interval is +/-36% of its median
+    target, loader, real = ms_est(1.1, 1.0, 1.8, 38), ms_est(66.2, 60.6, 69.8, 8), \
+        ms_est(62.2, 60.6, 64.1, 36)
+    v = decide(target, loader, real)
+    assert v.verdict == INPUT_BOUND, v.reason
+    assert "the target measurements are noisy, the machine may be busy" in v.reason
+
+
+def test_noisy_intervals_far_apart_still_decide_compute_bound():
+    # compute_ms=60, load_ms=10 with two hogs: D and R wider than +/-25%
+    target, loader, real = ms_est(96.0, 77.9, 101.1, 41), ms_est(12.8, 6.4, 20.5, 8), \
+        ms_est(110.4, 88.5, 144.0, 33)
+    v = decide(target, loader, real)
+    assert v.verdict == COMPUTE_BOUND, v.reason
+    assert "the loader, real measurements are noisy" in v.reason
+
+
+def test_noise_across_the_decision_says_the_machine_is_too_busy():
+    # T's interval reaches D's (less than the 10% margin apart): either could bound the run
+    v = decide(ms_est(40, 20, 60, 40), ms_est(64, 62, 66, 40), ms_est(66, 64, 68, 40))
+    assert v.verdict == INCONCLUSIVE
+    assert "too noisy to decide" in v.reason and "the machine is likely too busy" in v.reason
+    # T and D apart, but R's median above both by the forced-sync margin and its interval
+    # reaching down to them: noise could hide a forced sync, so no verdict
+    v = decide(ms_est(20, 18, 22, 40), ms_est(60, 58, 62, 40), ms_est(80, 50, 110, 40))
+    assert v.verdict == INCONCLUSIVE and "too noisy" in v.reason
+    # the same R with its median within the margin: input-bound however noisy R is
+    v = decide(ms_est(20, 18, 22, 40), ms_est(60, 58, 62, 40), ms_est(70, 45, 95, 40))
+    assert v.verdict == INPUT_BOUND
+    # a noisy R whose median is far below the slower part contradicts it: no verdict
+    v = decide(ms_est(50, 49, 51, 40), ms_est(10, 9, 11, 40), ms_est(20, 15, 110, 40))
+    assert v.verdict == INCONCLUSIVE and "the real measurements are too noisy" in v.reason
+
+
+def test_loading_then_syncing_on_the_training_thread_is_forced_sync_however_busy():
+    # compute_ms=25, load_ms=45, float(loss) of the step just dispatched, loading on the
+    # training thread, two CPU hogs: T drifted during the run and R varied with the load,
+    # so their intervals overlap; within R's own steps the thread loaded for 27% of a step,
+    # then waited for the device in the user's sync for 73%
+    target, loader, real = ms_est(74.6, 72.0, 110.8, 41), ms_est(47.2, 46.4, 48.1, 9), \
+        ms_est(170.9, 112.4, 201.0, 37)
+    assert decide(target, loader, real, sync_share=0.73).verdict == INCONCLUSIVE
+    v = decide(target, loader, real, sync_share=0.73, own_load_share=0.267)
+    assert v.verdict == FORCED_SYNC, v.reason
+    assert "loads its batch (27% of the step), then waits for the device" in v.reason
+
+
+def test_a_sync_next_to_little_own_loading_is_not_forced_sync():
+    # compute-bound with float(loss) every step: the thread waits for the device most of
+    # the step, but loads for only 5% of it: overlapping them saves little
+    v = decide(est(60), est(3), est(63), sync_share=0.9, own_load_share=0.05)
+    assert v.verdict == COMPUTE_BOUND
+    # and a loader running beside the thread (own_load_share None) is never paired
+    v = decide(est(20), est(80), est(81), sync_share=0.25)
+    assert v.verdict == INPUT_BOUND
+    assert SERIAL_SAVING == 1 - 1 / 1.2
