@@ -72,7 +72,7 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]
     run = [MAXTEXT_PYTHON, str(MAKE_CORPUS)]
     subprocess.run([*run, str(d / "ids"), "--files", "4", "--docs", "200", "--tokens", "100"],
                    check=True, capture_output=True, timeout=300)
-    subprocess.run([*run, str(d / "long"), "--files", "4", "--docs", "30", "--words", "12000",
+    subprocess.run([*run, str(d / "long"), "--files", "4", "--docs", "16", "--words", "40000",
                     "--tokenizer", str(d / "tok")], check=True, capture_output=True, timeout=300)
     out = str(d / "out")
     return {
@@ -96,8 +96,8 @@ def _pipecheck(*args: str, timeout: int = 400) -> subprocess.CompletedProcess[st
 
 
 def _compare(config: pathlib.Path, out: pathlib.Path, *extra: str) -> dict:
-    proc = _pipecheck("compare", "--maxtext", str(config), *extra, "--steps", "20",
-                      "--target-steps", "10", "--batches", "12", "--quiet", "--force",
+    proc = _pipecheck("compare", "--maxtext", str(config), *extra, "--steps", "30",
+                      "--target-steps", "20", "--batches", "16", "--quiet", "--force",
                       "--json", str(out / "run.json"), "--save-config",
                       str(out / "saved.yml"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
