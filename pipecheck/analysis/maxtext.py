@@ -99,6 +99,11 @@ ANCHOR_WINDOW = 64
 wide enough to reach past a checkpoint or eval that delays a few lines, narrow enough that
 the step times' millisecond rounding cannot drift the chain by more than tens of ms."""
 
+MAX_BREAKS_PER_STEP = 8
+"""Bounds the unknowns ``step_intervals`` puts between chains to this many per step (a log
+that shows only every k-th step would need ``ANCHOR_WINDOW`` per step): past it, the
+window narrows."""
+
 LAG_MIN_PAIRS = 3
 """Consecutive timed step lines needed to tell from the timestamps whether a log writes
 each step's line at once or one step late (fewer: MaxText's ``LOG_LAG_STEPS``)."""
@@ -174,21 +179,32 @@ def step_intervals(numbers: np.ndarray, seconds: np.ndarray, line_at: np.ndarray
     the chain. The line of step N - ``lag`` is written after step N ended, later by whatever
     ran in between (a checkpoint save, an eval), never earlier; so within ``window`` steps
     either side, the line that implies the earliest end is the least delayed, and anchors.
+    Steps the log does not show (a jump in the step numbers: an excerpt, a restart) break
+    the chain, their time unknown: each run of consecutive steps is anchored on its own
+    lines (a log with more breaks than ``MAX_BREAKS_PER_STEP`` a step anchors within a
+    narrower window).
     """
     n = len(numbers)
     if n == 0:
         return np.zeros(0), np.zeros(0)
     cum = np.cumsum(seconds)
+    breaks = np.zeros(0, dtype=np.int64)
     if numbers[-1] - numbers[0] == n - 1:  # sorted, unique and consecutive: no search
         row = np.maximum(np.arange(n) - lag, 0)
     else:
         row = np.searchsorted(numbers, numbers - lag)  # the row of step N - lag, if logged
+        breaks = np.flatnonzero(np.diff(numbers) != 1) + 1  # rows that start a new chain
+        window = max(1, min(window, int(MAX_BREAKS_PER_STEP * n) // max(breaks.size, 1)))
     row = np.minimum(row, n - 1)
     has = numbers[row] == numbers - lag
     stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)
     offset = stamp - cum  # end_k - cum_k, delayed by the work after step k, never early
-    padded = np.concatenate([np.full(window, math.inf), offset, np.full(window, math.inf)])
+    # ``window`` unknowns between two chains keep each row's window within its own chain
+    apart = np.insert(offset, np.repeat(breaks, window), math.inf)
+    padded = np.concatenate([np.full(window, math.inf), apart, np.full(window, math.inf)])
     best = sliding_min(padded, 2 * window + 1)
+    if breaks.size:
+        best = best[np.arange(n) + window * np.searchsorted(breaks, np.arange(n), "right")]
     end = np.where(np.isfinite(best), np.round(cum + best, 6), math.nan)
     return np.round(end - seconds, 6), end
 

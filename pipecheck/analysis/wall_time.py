@@ -15,8 +15,9 @@ Each instant outside the steps is named once, by the first of these that covers 
 (``NAMED_IN_ORDER``): the training thread blocked on a checkpoint (a wait for the previous
 save, for the step to finish, a save's blocking part), an activity (eval, synchronous save,
 restore, profiler), an async save in flight (after the last step: the final save's commit,
-which the run waits for); what none covers is the start-up before the first step and
-otherwise not named by the log (in an excerpt, steps whose lines it cuts off are too).
+which the run waits for); what none covers is the start-up before the first step, steps the
+log does not show where the step numbers jump, and otherwise not named by the log (in an
+excerpt, steps after its last step line too).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ RESTORE = "restore"
 PROFILER = "profiler"
 START_UP = "start-up"
 NOT_NAMED = "not named by the log"
+NOT_SHOWN = "steps the log does not show"
 
 NAMED_IN_ORDER = (WAIT_PREVIOUS, WAIT_STEP, SAVE_BLOCKING, SYNC_SAVE, EVAL, RESTORE, PROFILER,
                   COMMIT)
@@ -102,7 +104,8 @@ def named_stretches(events: Sequence[LogEvent], ops: Iterable[Background],
     return out
 
 
-def _shares(lo: float, hi: float, stretches: Sequence[Stretch], rest: str) -> list[TimeShare]:
+def _shares(lo: float, hi: float, stretches: Sequence[Stretch], rest: str,
+            rest_evidence: str = "") -> list[TimeShare]:
     """``[lo, hi]`` split by cause: each piece to the first cause in ``NAMED_IN_ORDER``
     whose stretches cover it, the rest to ``rest``; largest first."""
     inside = [(max(s, lo), min(e, hi), c, ev) for s, e, c, ev in stretches
@@ -113,7 +116,7 @@ def _shares(lo: float, hi: float, stretches: Sequence[Stretch], rest: str) -> li
     for a, b in zip(cuts, cuts[1:], strict=False):
         covering = [(NAMED_IN_ORDER.index(c), c, ev) for s, e, c, ev in inside
                     if s <= a and e >= b]
-        _, cause, ev = min(covering, default=(len(NAMED_IN_ORDER), rest, ""))
+        _, cause, ev = min(covering, default=(len(NAMED_IN_ORDER), rest, rest_evidence))
         seconds[cause] = seconds.get(cause, 0.0) + (b - a)
         evidence.setdefault(cause, ev)
     return [TimeShare(c, round(s, 6), evidence[c])
@@ -136,7 +139,8 @@ def wall_time(numbers: np.ndarray, start: np.ndarray, end: np.ndarray, first_at:
     reach = np.concatenate(([lo], np.maximum.accumulate(e)[:-1]))
     covered = float(np.maximum(0.0, e - np.maximum(s, reach)).sum())
     outside = [_stretch(float(reach[k]), float(s[k]),
-                        None if k == 0 else int(step[k - 1]), stretches)
+                        None if k == 0 else int(step[k - 1]), stretches,
+                        following=int(step[k]))
                for k in np.flatnonzero(s - reach >= OUTSIDE_MIN_S).tolist()]
     last = float(np.max(e))
     if hi - last >= OUTSIDE_MIN_S:
@@ -146,16 +150,23 @@ def wall_time(numbers: np.ndarray, start: np.ndarray, end: np.ndarray, first_at:
 
 
 def _stretch(lo: float, hi: float, previous: int | None, stretches: Sequence[Stretch],
-             after: int | None = None) -> OutsideSteps:
+             after: int | None = None, following: int | None = None) -> OutsideSteps:
     """The stretch ``[lo, hi]`` outside the steps: before the first (``previous`` None),
-    between two, or after the last (``after``: the last step)."""
+    between two (``previous`` and ``following``: steps the log does not show between them
+    ran then, where nothing else is named), or after the last (``after``: the last step)."""
+    rest, evidence = NOT_NAMED, ""
     if after is not None:
-        where, rest = "after", NOT_NAMED
+        where = "after"
     elif previous is None:
         where, rest = "before", START_UP
     else:
-        where, rest = "between", NOT_NAMED
+        where = "between"
+        if following is not None and following > previous + 1:
+            rest = NOT_SHOWN
+            evidence = (f"step {previous + 1}" if following == previous + 2
+                        else f"steps {previous + 1}-{following - 1}")
     step = after if after is not None else previous
     return OutsideSteps(where=where, start_s=round(lo, 6), end_s=round(hi, 6),
-                        after_step=step, shares=tuple(_shares(lo, hi, stretches, rest)))
+                        after_step=step,
+                        shares=tuple(_shares(lo, hi, stretches, rest, evidence)))
 

@@ -546,15 +546,22 @@ def test_sliding_min_equals_the_window_view_minimum():
 
 
 def _searched_step_intervals(numbers, seconds, line_at, lag, window=64):
-    """``step_intervals`` as it was: each step's row found by search, the window's minimum
-    from a sliding-window view."""
+    """``step_intervals`` by another road: each step's row found by search, each chain of
+    consecutive steps (a missing step breaks it) on its own, its window's minimum from a
+    sliding-window view."""
     n = len(numbers)
     cum = np.cumsum(seconds)
     row = np.minimum(np.searchsorted(numbers, numbers - lag), n - 1)
     has = numbers[row] == numbers - lag
     stamp = np.where(has & np.isfinite(line_at[row]), line_at[row], math.inf)
-    padded = np.concatenate([np.full(window, math.inf), stamp - cum, np.full(window, math.inf)])
-    best = np.lib.stride_tricks.sliding_window_view(padded, 2 * window + 1).min(axis=1)
+    offset = stamp - cum
+    best = np.empty(n)
+    cuts = [0, *(np.flatnonzero(np.diff(numbers) != 1) + 1).tolist(), n]
+    for lo, hi in zip(cuts, cuts[1:]):
+        padded = np.concatenate([np.full(window, math.inf), offset[lo:hi],
+                                 np.full(window, math.inf)])
+        best[lo:hi] = np.lib.stride_tricks.sliding_window_view(
+            padded, 2 * window + 1).min(axis=1)
     end = np.where(np.isfinite(best), np.round(cum + best, 6), math.nan)
     return np.round(end - seconds, 6), end
 
@@ -569,7 +576,8 @@ def test_step_intervals_equal_the_searched_ones():
     line_at[rng.random(n) < 0.3] = np.nan  # lines without a header
     gapped = np.arange(n) + 5
     gapped[n // 2:] += 3  # steps missing from the log: the rows are searched
-    for numbers in (np.arange(n), np.arange(n) + 7, gapped):
+    gappy = np.arange(n) * 2  # every other step missing: a chain a step, narrower windows
+    for numbers in (np.arange(n), np.arange(n) + 7, gapped, gappy):
         for lag in (0, 1):
             got = mt.step_intervals(numbers, seconds, line_at, lag=lag)
             want = _searched_step_intervals(numbers, seconds, line_at, lag)

@@ -93,7 +93,8 @@ def _event(kind: str, line: int, at: float, **fields) -> LogEvent:
 
 def test_a_break_in_the_chain_of_steps_is_named_by_what_ran_in_it():
     """Steps 0-2, then a restore, then steps 10-11: the time between step 2's end and
-    step 10's start is outside the steps; the restore's lines name most of it."""
+    step 10's start is outside the steps; the restore's lines name most of it, the rest is
+    steps 3-9, which the log does not show."""
     numbers = np.array([0, 1, 2, 10, 11])
     start = np.array([1.0, 2.0, 3.0, 20.0, 21.0])
     end = np.array([2.0, 3.0, 4.0, 21.0, 22.0])
@@ -107,8 +108,9 @@ def test_a_break_in_the_chain_of_steps_is_named_by_what_ran_in_it():
                                                                {wall_time.START_UP: 1.0})
     assert (between.where, between.after_step, between.start_s, between.end_s) == (
         "between", 2, 4.0, 20.0)
-    assert _shares(between) == {wall_time.RESTORE: 12.0, wall_time.NOT_NAMED: 4.0}
-    assert [s.cause for s in between.shares] == [wall_time.RESTORE, wall_time.NOT_NAMED]
+    assert _shares(between) == {wall_time.RESTORE: 12.0, wall_time.NOT_SHOWN: 4.0}
+    assert [(s.cause, s.evidence) for s in between.shares][1:] == [
+        (wall_time.NOT_SHOWN, "steps 3-9")]
     assert (after.after_step, after.seconds) == (11, 1.0)
 
 
@@ -180,3 +182,30 @@ def test_every_real_logs_account_adds_up(log: pathlib.Path):
         assert o.seconds >= wall_time.OUTSIDE_MIN_S
         assert sum(s.seconds for s in o.shares) == pytest.approx(o.seconds, abs=1e-5)
         assert w.start_s - 1e-6 <= o.start_s < o.end_s <= w.start_s + w.wall_s + 1e-6
+
+
+def test_the_steps_an_excerpt_leaves_out_are_time_between_its_steps():
+    """The xpk guide's log shows steps 1-5 and 95-99 under Cloud Logging timestamps: the
+    time between step 5's end and step 95's start is steps 6-94, at the logged pace."""
+    run = import_log(REAL / "maxtext_tpu_v5e_xpk_cloud_logging.log")
+    w = run.wall_time
+    assert w is not None
+    between = next(o for o in w.outside if o.where == "between")
+    assert between.after_step == 5
+    (share,) = between.shares
+    assert (share.cause, share.evidence) == (wall_time.NOT_SHOWN, "steps 6-94")
+    # step 4 ends at the stamp above step 3's line (the least delayed), step 5 0.278 s
+    # later; step 97 ends at the stamp above step 96's line, steps 95-97 take 0.844 s
+    by_stamps = (_t("11:49:06.768") - 0.281 - 0.282 - 0.281) - (_t("11:48:40.589") + 0.278)
+    assert between.seconds == pytest.approx(by_stamps, abs=1e-6)
+    # 89 steps at the pace of the steps around them
+    assert between.seconds == pytest.approx(89 * run.step_time.summary.median, rel=0.01)
+
+
+def test_a_break_between_consecutive_steps_is_not_named_without_lines():
+    numbers = np.array([0, 1])
+    start, end = np.array([0.0, 3.0]), np.array([1.0, 4.0])
+    w = wall_time.wall_time(numbers, start, end, 0.0, 4.0, [])
+    assert w is not None
+    (between,) = w.outside
+    assert (between.after_step, _shares(between)) == (0, {wall_time.NOT_NAMED: 2.0})
