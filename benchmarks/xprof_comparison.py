@@ -20,7 +20,7 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipecheck.measure.xprof_view import xprof_input_pipeline  # noqa: E402
+from pipecheck.logs.xprof_view import xprof_input_pipeline  # noqa: E402
 from pipecheck.profiling import ProfileOptions, profile_capture  # noqa: E402
 
 LOOPS = {

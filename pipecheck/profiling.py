@@ -15,7 +15,7 @@ from pipecheck.analysis.findings import sync_findings, user_sync_share
 from pipecheck.analysis.straggler import HostValue, find_straggler
 from pipecheck.analysis.verdict import Verdict
 from pipecheck.errors import CaptureError
-from pipecheck.measure import capture, xprof_view
+from pipecheck.logs import capture, xprof_view
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import (
     Breakdown,

@@ -1,6 +1,6 @@
 """Where a captured step's time went, and the verdict from it: pure functions of a timeline.
 
-A capture (``measure.capture`` reads it) is reduced to a ``Timeline``: the device's op
+A capture (``logs.capture`` reads it) is reduced to a ``Timeline``: the device's op
 intervals, the training thread's events (Python frames ``$file.py:LINE function``, JAX's
 C++ events such as ``PjitFunction(train_step)``), and the step markers. For every step:
 

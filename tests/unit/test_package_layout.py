@@ -48,7 +48,8 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "user_code": frozenset({"errors", "step_types", "units"}),
     # Pure functions of what was measured (files are opened in logs/).
     "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),
-    # Reading files for analysis: MaxText logs (plain or gzip), result files for diff.
+    # Reading files for analysis: MaxText logs (plain or gzip), result files for diff,
+    # jax.profiler captures (and XProf's reading of one).
     "logs": frozenset({"analysis", "errors", "progress", "records"}),
     # Pure text renderers of records.
     "report": frozenset({"analysis", "errors", "progress", "records", "units"}),
@@ -64,7 +65,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "compare": frozenset({"analysis", "config", "measure", "progress", "records", "tuned_config",
                           "units", "workloads"}),
     # Orchestration of one `pipecheck profile` run (reading a capture, then analysis).
-    "profiling": frozenset({"analysis", "errors", "measure", "progress", "records"}),
+    "profiling": frozenset({"analysis", "errors", "logs", "progress", "records"}),
     "cli": frozenset({"analysis", "compare", "config", "errors", "logs", "measure", "profiling",
                       "progress", "records", "report", "tuned_config", "workloads"}),
     # `import pipecheck` (Monitor and grain_options, both imported lazily) and `python -m`.

@@ -11,7 +11,7 @@ import pytest
 
 from pipecheck.analysis.profile import SyncCall
 from pipecheck.errors import CaptureError
-from pipecheck.measure import capture
+from pipecheck.logs import capture
 from pipecheck.profiling import ProfileOptions, profile_capture
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -164,7 +164,7 @@ XPROF_TABLES = json.dumps([
 
 
 def test_xprof_view_reads_a_copy_and_parses_the_conclusion(monkeypatch, tmp_path):
-    from pipecheck.measure import xprof_view
+    from pipecheck.logs import xprof_view
 
     seen = []
 
@@ -188,7 +188,7 @@ def test_xprof_view_reads_a_copy_and_parses_the_conclusion(monkeypatch, tmp_path
 
 
 def test_xprof_missing_is_one_line(monkeypatch):
-    from pipecheck.measure import xprof_view
+    from pipecheck.logs import xprof_view
 
     monkeypatch.setitem(sys.modules, "xprof", None)
     monkeypatch.setitem(sys.modules, "xprof.convert", None)
