@@ -7,10 +7,10 @@ device always has work queued and the measurement does not slow the loop. Whatev
 loop does after ``step`` returns (a checkpoint, an eval, logging) is charged to the step
 just dispatched: the previous step's metrics are flushed before it, so a checkpoint's
 blocking device-to-host copy shows up on the step that checkpointed, not on its
-neighbour. The spans of the loop (``data_wait``, ``dispatch``, ``sync``) are timed inline
-with the recorder's own loggers (``SpanRecorder.log_start``, ``end_logger``,
-``take_mark``): a ``with`` block and its calls would cost more than the rest of a step's
-bookkeeping (``benchmarks/monitor_overhead.py``).
+neighbour. The loop's own spans (``data_wait``, ``dispatch``, ``sync``) and each step's
+mark are logged inline, by the recorder's own loggers (``SpanRecorder.log_start``,
+``end_logger``, ``take_mark``), not as ``with`` blocks: this runs every step, and
+``benchmarks/monitor_overhead.py`` measures what it costs.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pipecheck.measure.synthetic import SYNTHETIC_RUN, steady_distribution
 from pipecheck.records.common import StepRecord
 from tests.fakes import SimDevice
-from tests.unit.measure.test_monitor_unit import C, monitor_for, user_loop
+from tests.unit.monitor.test_monitor_unit import C, monitor_for, user_loop
 
 
 def test_the_synthetic_runs_warning_names_it():
