@@ -5,12 +5,15 @@ clock whose readings tie."""
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import random
 import struct
 
 import numpy as np
 import pytest
 
+from pipecheck.measure import spans as spans_module
 from pipecheck.measure.span_fold import close_interval, end_marker, read_log, resolve_spans
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.events import Span
@@ -215,3 +218,25 @@ def test_a_fold_between_a_marks_counts_and_its_append_leaves_later_folds_working
         clock.advance(1)
         rec.mark()
     assert len(rec.steps) == 6 and rec.steps[0].spans["a"] == pytest.approx(1.0)
+
+
+def test_only_the_recorder_touches_its_logs() -> None:
+    """The span log and the mark layout have one owner: no other module of pipecheck that
+    uses the recorder reads or writes its private state (a loop that times spans inline
+    uses ``log_start``, ``end_logger`` and ``take_mark``)."""
+    private = {name for name in vars(SpanRecorder()) if name.startswith("_")}
+    package = pathlib.Path(spans_module.__file__).parents[1]
+    touched = []
+    for path in sorted(package.rglob("*.py")):
+        if path == pathlib.Path(spans_module.__file__):
+            continue
+        tree = ast.parse(path.read_text())
+        if not any(isinstance(n, ast.ImportFrom) and n.module == "pipecheck.measure.spans"
+                   for n in ast.walk(tree)):
+            continue
+        touched += [f"{path.relative_to(package)}:{n.lineno} {ast.unparse(n)}"
+                    for n in ast.walk(tree)
+                    if isinstance(n, ast.Attribute) and n.attr in private
+                    and not (isinstance(n.value, ast.Name) and n.value.id == "self")]
+    assert {"_log", "_marks", "_ends", "_spans"} <= private
+    assert touched == []
