@@ -85,7 +85,7 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]
             d / "input.yml", base_output_directory=out, run_name="input",
             grain_train_files=str(d / "long" / "*.array_record"), tokenize_train_data=True,
             use_truncation=True, tokenizer_path=str(d / "tok.model"), vocab_size=256,
-            grain_worker_count=0),
+            grain_worker_count=0, num_epoch=100),
         "dir": d,
     }
 
