@@ -210,8 +210,8 @@ def test_a_compare_record_is_plotted_with_rs_median_in_its_title(tmp_path, monke
     store.save(result, tmp_path / "c.json")
     titles: list[str] = []
     monkeypatch.setattr(plot, "render_png",
-                        lambda steps, window, title, anomalies=(): (titles.append(title)
-                                                                    or b"png", "none"))
+                        lambda steps, window, title, anomalies=(), **_: (
+                            titles.append(title) or b"png", "none"))
     plot.plot_run(tmp_path / "c.json", tmp_path / "c.png")
     assert titles == ["c.json (compare): steady-state median 51.0 ms"]
 
