@@ -22,6 +22,7 @@ from pipecheck.analysis.steady_state import (
     with_anomalies,
 )
 from pipecheck.data.grain_pipeline import InputPipeline, read_elements_per_batch
+from pipecheck.data.per_setting import at_setting
 from pipecheck.errors import ConfigError
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.dataloader import LoaderParts
@@ -84,8 +85,9 @@ def plan_real(dataset: InputPipeline, settings: GrainSettings, steps: int) -> Re
     """The real-data run for ``steps`` asked on ``dataset`` read with ``settings``: its
     warm-up counts the batches the start-up buffers hold (the read prefetch holds elements,
     ``read_elements_per_batch`` of which make a batch at least), and it is sized up front
-    so the steady state keeps ``steady_state.STEADY_SHARE`` of the steps asked for."""
-    per_batch = read_elements_per_batch(dataset)
+    so the steady state keeps ``steady_state.STEADY_SHARE`` of the steps asked for. A
+    pipeline its owner builds per setting (MaxText's) is built at ``settings`` to be read."""
+    per_batch = read_elements_per_batch(at_setting(dataset, settings))  # type: ignore[arg-type]
     warmup = warmup_steps(settings.workers, settings.per_worker_buffer, settings.prefetch,
                           per_batch)
     n = real_steps(steps, warmup)

@@ -34,3 +34,19 @@ def test_workers_each_read_ahead_and_hold_their_output_buffers():
     assert plan.steps == plan.warmup + 30 + 1
     assert plan.warning is not None and (
         "32 batches in each of 2 workers, and 2 x 2 in their output buffers" in plan.warning)
+
+
+def test_a_pipeline_built_per_setting_is_read_as_built():
+    from pipecheck.data.per_setting import PerSetting
+
+    built: list[GrainSettings] = []
+
+    def build(settings: GrainSettings):
+        built.append(settings)
+        return packed(4)  # MaxText's tiny config: per_device_batch_size 4, one device
+
+    maxtext_default = GrainSettings(workers=0, threads=16, prefetch=500)
+    plan = plan_real(PerSetting(build, "MaxText's"), maxtext_default, 30)
+    assert built == [maxtext_default]
+    assert plan.warmup == 1 + 125  # 500 documents, at least 4 a batch
+    assert plan.steps == 126 + 15 + 1
