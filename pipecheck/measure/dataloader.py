@@ -43,6 +43,7 @@ from pipecheck.data.grain_pipeline import (
     grain_stage_summary,
     new_shm_tag,
     own_settings,
+    read_elements_per_batch,
 )
 from pipecheck.data.per_setting import PerSetting, at_setting
 from pipecheck.errors import ConfigError, PipelineError
@@ -345,8 +346,9 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
              stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
              tokens_key: str | None, data_loader: bool,
              usage: Resources | None = None,
-             own_note: str | None = None) -> LoaderSetting:
-    """The record of a timed setting: throughput, D, quality warnings, stages."""
+             own_note: str | None = None, per_batch: int = 1) -> LoaderSetting:
+    """The record of a timed setting: throughput, D, quality warnings, stages (``per_batch``:
+    the read elements a batch takes at least, ``read_elements_per_batch``)."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
     batch_time = Distribution.of(timing.samples)
@@ -380,7 +382,8 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
         warnings=tuple(warnings),
         loader_time=loader_estimate(timing.samples, workers, settings.per_worker_buffer,
                                     parallel=settings.parallel_reads(),
-                                    read_prefetch=settings.prefetch),
+                                    read_prefetch=settings.prefetch,
+                                    elements_per_batch=per_batch),
         per_worker_buffer=settings.per_worker_buffer,
         prefetch=settings.prefetch,
         resources=usage,
@@ -388,13 +391,13 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
 
 
 def _resource_window(settings: GrainSettings, n_batches: int, before: set[int],
-                     clock: Callable[[], float]) -> ResourceWindow:
+                     clock: Callable[[], float], per_batch: int = 1) -> ResourceWindow:
     """The probe of this setting's workers (the processes started since ``before``), opened
     past the batches buffered at start-up: the steady batches D counts."""
     return ResourceWindow(
         ResourceProbe(lambda: worker_pids() - before, clock=clock),
         steady_batch_start(n_batches, settings.workers, settings.per_worker_buffer,
-                           settings.prefetch))
+                           settings.prefetch, per_batch))
 
 
 @dataclasses.dataclass
@@ -461,7 +464,8 @@ def measure_setting(
     shm_tag = new_shm_tag()
     pipeline = OpenedPipeline(build_iter_dataset(dataset, settings, stage_timing=True,
                                                  shm_tag=shm_tag))
-    window = _resource_window(settings, n_batches, before, clock) if resources else None
+    per_batch = read_elements_per_batch(dataset)
+    window = _resource_window(settings, n_batches, before, clock, per_batch) if resources else None
 
     def report_first(seconds: float) -> None:
         progress.say(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
@@ -487,7 +491,7 @@ def measure_setting(
     assert timed is not None
     return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
                     stage_wait_s, tokens_key, data_loader, timed.usage,
-                    None if per_setting else own.note())
+                    None if per_setting else own.note(), per_batch)
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],

@@ -27,7 +27,14 @@ from pipecheck.analysis.tuner import (
     tune_grain,
 )
 from pipecheck.config import RunConfig
-from pipecheck.data.grain_pipeline import Asked, InputPipeline, OwnSettings, own_settings
+from pipecheck.data.grain_pipeline import (
+    Asked,
+    InputPipeline,
+    OwnSettings,
+    own_settings,
+    read_elements_per_batch,
+)
+from pipecheck.data.per_setting import at_setting
 from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import (
     BUFFER_WARNING_FACTOR,
@@ -71,12 +78,13 @@ class LoaderChoice:
 
 
 def batches_for(workers: int, batches: int,
-                per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER, read_prefetch: int = 0) -> int:
+                per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER, read_prefetch: int = 0,
+                elements_per_batch: int = 1) -> int:
     """Batches to time for a setting: enough that the batches buffered while starting up
-    (workers' output buffers and read prefetch; served instantly) cannot pass for the
-    steady state."""
-    return max(batches, BUFFER_WARNING_FACTOR * buffered_at_start(workers, per_worker_buffer,
-                                                                  read_prefetch))
+    (workers' output buffers and read prefetch, its elements counted in batches; served
+    instantly) cannot pass for the steady state."""
+    return max(batches, BUFFER_WARNING_FACTOR * buffered_at_start(
+        workers, per_worker_buffer, read_prefetch, elements_per_batch))
 
 
 def loader_trial(setting: LoaderSetting) -> Trial:
@@ -222,7 +230,8 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
 
     def measure_settings(g: GrainSettings) -> Trial:
         g = as_run(dataset, g)
-        n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch)
+        n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch,
+                        read_elements_per_batch(at_setting(dataset, g)))
         progress.say(f"[2/4] loader: {g.label()}, {n} batches")
         s = measure_setting(dataset, g, n, put=put, tokens_key=tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,

@@ -109,6 +109,8 @@ def test_read_prefetch_of_documents_leaves_a_steady_state(tmp_path, steps):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
+    # D: 4x the 4 batches buffered at start-up are timed (256 when they counted as 64)
+    assert data["loader"][0]["batch_time"]["n"] == 16
     tags = step_tags(data)
     warmup = [i for i, t in enumerate(tags) if "warmup" in t]
     assert warmup == [1, 2, 3, 4]  # 64 elements, >= 16 per batch: 4 batches buffered
