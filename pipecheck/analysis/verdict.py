@@ -14,9 +14,11 @@ Decisions compare intervals, not single numbers, with the named margins below;
 a run whose numbers cannot separate the cases is ``inconclusive`` and says
 what to do. A noisy estimate (a busy machine) makes the run inconclusive only when its
 interval reaches across the decision: T and D whose whole intervals lie apart by the margin
-decide input- or compute-bound however wide they are. A compute-bound run measured twice must never be called
-forced-sync because of noise: that needs R's whole interval above the slower of
-T and D's intervals by ``FORCED_SYNC_MARGIN``.
+decide input- or compute-bound however wide they are. A compute-bound run measured twice
+must never be called forced-sync because of noise: that needs R's whole interval above the
+slower of T and D's intervals by ``FORCED_SYNC_MARGIN``, or, within R's own steps, the
+training thread's own loading and its wait in the user's sync one after the other
+(``SERIAL_SAVING``), which noise cannot make.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ LOADER_HEADROOM = 0.90
 """The tuner picks the smallest setting with D <= 0.9 T: 10% headroom for jitter."""
 
 MAX_RELATIVE_HALF_WIDTH = 0.25
-"""An estimate whose interval half-width exceeds 25% of its median is too noisy to decide on."""
+"""An estimate whose interval half-width exceeds 25% of its median is too noisy to decide on
+(unless the intervals lie apart whatever their width: ``_apart_despite_noise``)."""
 
 FORCED_SYNC_EVIDENCE = 0.10
 """Calling forced-sync also needs the sync locator to find user syncs costing at least 10%
