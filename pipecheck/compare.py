@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Any, Callable, Mapping, Protocol
+from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
@@ -38,6 +38,7 @@ from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again,
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
+from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
@@ -109,20 +110,71 @@ def _loader_times(loader: ls.LoaderChoice, hosts: AcrossHosts | None
         f"(this host's is {ms(own_d.value)}): every host waits for it at each step"]
 
 
+class TargetStage(Protocol):
+    """T read from a file or measured (``measure.target.target_stage``)."""
+
+    def __call__(self, config: RunConfig, path: str | None, steps: int,
+                 workload: Workload | None, progress: Progress,
+                 clock: Callable[[], float], /) -> Target: ...
+
+
+class TargetAgain(Protocol):
+    """T measured again after R: its samples and a drift warning
+    (``measure.target.target_again``)."""
+
+    def __call__(self, config: RunConfig, steps: int, workload: Workload, before: Target,
+                 clock: Callable[[], float], /
+                 ) -> tuple[tuple[float, ...], str | None]: ...
+
+
+class LoaderStage(Protocol):
+    """D read from a file or searched (``measure.loader_search.loader_stage``)."""
+
+    def __call__(self, config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],
+                 target_s: float, opts: ls.SearchOptions, progress: Progress,
+                 clock: Callable[[], float], /) -> ls.LoaderChoice: ...
+
+
+class RealStage(Protocol):
+    """R measured on the real pipeline at the chosen setting
+    (``measure.real_run.real_stage``)."""
+
+    def __call__(self, workload: Workload, parts: Callable[[], LoaderParts],
+                 chosen: LoaderSetting, steps: int, timeout_s: float | None,
+                 progress: Progress, clock: Callable[[], float], /, *,
+                 profile_dir: str | None) -> RealRun: ...
+
+
+class LoadReal(Protocol):
+    """The Monitor run given as R, read (``measure.real_run.load_real_run``)."""
+
+    def __call__(self, path: str, config: Mapping[str, object], one_workload: bool, /
+                 ) -> MonitorResult: ...
+
+
+class RealOf(Protocol):
+    """R from a Monitor run (``measure.real_run.real_of``)."""
+
+    def __call__(self, path: str, run: MonitorResult, config: Mapping[str, object], /
+                 ) -> RealRun: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Stages:
     """compare's stages and what it reads of the machine (the real ones unless a test gives
-    fakes): build the workload and its pipeline, T (and T again), D, R measured or R read."""
+    fakes): build the workload and its pipeline, T (and T again), D, R measured or R read.
+    Each is typed by its call as ``compare_run`` makes it (positional arguments, in order), so
+    a checker holds a fake to the real stage's signature."""
 
     build_workload: Callable[[RunConfig], Workload] = build_workload
     loader_parts: Callable[[RunConfig, Workload | None], LoaderParts] = loader_parts
-    target: Callable[..., Target] = target_stage
-    target_again: Callable[..., tuple[tuple[float, ...], str | None]] = target_again
-    loader: Callable[..., ls.LoaderChoice] = ls.loader_stage
-    real: Callable[..., RealRun] = real_stage
-    load_real: Callable[..., MonitorResult] = load_real_run
-    real_of: Callable[..., RealRun] = real_of
-    env: Callable[[], Mapping[str, Any]] = collect_env
+    target: TargetStage = target_stage
+    target_again: TargetAgain = target_again
+    loader: LoaderStage = ls.loader_stage
+    real: RealStage = real_stage
+    load_real: LoadReal = load_real_run
+    real_of: RealOf = real_of
+    env: Callable[[], Mapping[str, object]] = collect_env
     cores: Callable[[], int] = usable_cores
     ram_budget_mb: Callable[[], float] = default_ram_budget_mb
 

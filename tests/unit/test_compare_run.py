@@ -4,6 +4,7 @@ with the chosen setting, the findings and the recommendation the real stages wou
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable, cast
 
 import pytest
 
@@ -12,9 +13,10 @@ from pipecheck.analysis.tuner import outcome
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError
 from pipecheck.measure.dataloader import LoaderParts
-from pipecheck.measure.loader_search import LoaderChoice, loader_trial
+from pipecheck.measure.loader_search import LoaderChoice, SearchOptions, loader_trial
 from pipecheck.measure.real_run import RealRun, read_real_run
 from pipecheck.measure.target import Target
+from pipecheck.progress import Progress
 from pipecheck.records import store
 from pipecheck.records.common import (
     Breakdown,
@@ -25,12 +27,17 @@ from pipecheck.records.common import (
     SyncSite,
     Throughput,
 )
+from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.workloads.base import Workload
 
 CONFIG = RunConfig("demo", {"batch_size": 8, "run_steps": 0})
 SYNC_LINE = "/home/me/train.py:42"
+WORKLOAD = cast(Workload, "workload")
+"""What the faked build gives: the fakes never look inside it."""
 
 
 def around(ms: float, n: int = 40, spread: float = 0.01) -> list[float]:
@@ -53,10 +60,12 @@ def setting(workers: int, ms: float) -> LoaderSetting:
         loader_time=Estimate.mean_of(Distribution.of(samples)))
 
 
-def loader(*settings: LoaderSetting):
+def loader(*settings: LoaderSetting) -> compare.LoaderStage:
     """The loader stage: the settings in the order tried, the tuner's choice among them."""
 
-    def stage(config, path, parts, target_s, opts, progress, clock):
+    def stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],
+              target_s: float, opts: SearchOptions, progress: Progress,
+              clock: Callable[[], float]) -> LoaderChoice:
         tuning = outcome([loader_trial(s) for s in settings], target_s, 2, "fixed", "faked")
         chosen = next(s for s in settings if s.settings == tuning.chosen.settings)
         return LoaderChoice(tuple(settings), chosen, tuning)
@@ -64,23 +73,29 @@ def loader(*settings: LoaderSetting):
     return stage
 
 
-def real(ms: list[float], sync_s: float = 0.0):
-    """The real-data stage: steps of ``ms``; ``sync_s`` per step blocked at SYNC_LINE."""
-    ran: list = []
+class real:  # noqa: N801 (a stage, called like the functions beside it)
+    """The real-data stage: steps of ``ms``; ``sync_s`` per step blocked at SYNC_LINE;
+    ``ran``: the settings it ran at."""
 
-    def stage(workload, parts, chosen, steps, timeout_s, progress, clock, profile_dir=None):
-        ran.append(chosen.settings)
+    def __init__(self, ms: list[float], sync_s: float = 0.0) -> None:
+        self.ms, self.sync_s = ms, sync_s
+        self.ran: list[GrainSettings] = []
+
+    def __call__(self, workload: Workload, parts: Callable[[], LoaderParts],
+                 chosen: LoaderSetting, steps: int, timeout_s: float | None,
+                 progress: Progress, clock: Callable[[], float], /, *,
+                 profile_dir: str | None = None) -> RealRun:
+        self.ran.append(chosen.settings)
+        ms, sync_s = self.ms, self.sync_s
         sites = (SyncSite(SYNC_LINE, "train", "float(loss)", sync_s * len(ms), len(ms),
                           False),) if sync_s else ()
         return RealRun(tuple(StepRecord(i, t) for i, t in enumerate(ms)), sites)
 
-    stage.ran = ran  # type: ignore[attr-defined]
-    return stage
 
-
-def stages(t_ms: float, loader_stage, real_stage) -> compare.Stages:
+def stages(t_ms: float, loader_stage: compare.LoaderStage,
+           real_stage: compare.RealStage) -> compare.Stages:
     return compare.Stages(
-        build_workload=lambda config: "workload",
+        build_workload=lambda config: WORKLOAD,
         loader_parts=lambda config, workload: LoaderParts(None, lambda b: b, None),
         target=lambda config, path, steps, workload, progress, clock: target(t_ms),
         target_again=lambda config, steps, workload, before, clock: (tuple(around(t_ms, 20)),
@@ -89,7 +104,8 @@ def stages(t_ms: float, loader_stage, real_stage) -> compare.Stages:
         cores=lambda: 2, ram_budget_mb=lambda: 4096.0)
 
 
-def run(t_ms: float, loader_stage, real_stage):
+def run(t_ms: float, loader_stage: compare.LoaderStage,
+        real_stage: compare.RealStage) -> CompareResult:
     return compare.compare_run(CONFIG, stages=stages(t_ms, loader_stage, real_stage)).result
 
 
@@ -150,9 +166,14 @@ def test_a_monitor_run_of_the_users_loop_is_not_judged_against_the_demo(tmp_path
     """--real RUN.json from the user's own loop, without --config: T and D would come from
     the built-in demo. Refused before anything is measured, in one line saying how."""
     path = monitor_run(tmp_path, {"example": "nnx_train", "lr": 0.1})
-    built: list = []
+    built: list[RunConfig] = []
+
+    def build(config: RunConfig) -> Workload:
+        built.append(config)
+        return WORKLOAD
+
     s = dataclasses.replace(stages(50.0, loader(setting(0, 10.0)), real([])),
-                            build_workload=built.append)
+                            build_workload=build)
     with pytest.raises(ConfigError) as e:
         compare.compare_run(CONFIG, compare.CompareOptions(real_file=path), stages=s)
     assert str(e.value).startswith(
@@ -189,8 +210,6 @@ def test_compare_real_without_config_refuses_in_one_line(capsys, tmp_path):
 
 
 def test_compare_reports_its_stages_through_progress():
-    from pipecheck.progress import Progress
-
     said: list[str] = []
 
     class Lines(Progress):
@@ -209,9 +228,13 @@ def test_a_compare_record_is_plotted_with_rs_median_in_its_title(tmp_path, monke
     result = run(50.0, loader(setting(0, 10.0)), real(around(51.0)))
     store.save(result, tmp_path / "c.json")
     titles: list[str] = []
-    monkeypatch.setattr(plot, "render_png",
-                        lambda steps, window, title, anomalies=(), **_: (
-                            titles.append(title) or b"png", "none"))
+
+    def render_png(steps: object, window: object, title: str, anomalies: object = (),
+                   **_: object) -> tuple[bytes, str]:
+        titles.append(title)
+        return b"png", "none"
+
+    monkeypatch.setattr(plot, "render_png", render_png)
     plot.plot_run(tmp_path / "c.json", tmp_path / "c.png")
     assert titles == ["c.json (compare): steady-state median 51.0 ms"]
 
@@ -226,12 +249,17 @@ def own_workers_pipeline():
 
 
 def test_an_option_the_pipeline_would_ignore_is_refused_before_anything_is_measured():
-    measured: list = []
+    measured: list[str] = []
+
+    def measure_t(*args: object) -> Target:
+        measured.append("T")
+        return target(50.0)
+
     s = dataclasses.replace(
         stages(50.0, loader(setting(2, 10.0)), real([])),
         loader_parts=lambda config, workload: LoaderParts(own_workers_pipeline(), lambda b: b,
                                                           None),
-        target=lambda *args: measured.append("T"))
+        target=measure_t)
     for opts, start in ((dict(workers=(4,)), "--workers 4 cannot change this pipeline's worker "
                                              "processes: it calls mp_prefetch("),
                         (dict(max_workers=6, max_workers_given=True),
@@ -243,10 +271,12 @@ def test_an_option_the_pipeline_would_ignore_is_refused_before_anything_is_measu
     assert measured == []
 
 
-def pipeline_as_it_is(workers: int, ms: float):
+def pipeline_as_it_is(workers: int, ms: float) -> compare.LoaderStage:
     """The loader stage on a pipeline that runs its own workers: one setting, no search."""
 
-    def stage(config, path, parts, target_s, opts, progress, clock):
+    def stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],
+              target_s: float, opts: SearchOptions, progress: Progress,
+              clock: Callable[[], float]) -> LoaderChoice:
         s = setting(workers, ms)
         tuning = outcome([loader_trial(s)], target_s, 2, "pipeline", "measured as it is")
         return LoaderChoice((s,), s, tuning)
@@ -276,7 +306,9 @@ def test_own_loading_then_a_sync_is_forced_sync_when_busy_intervals_overlap():
     busy = [0.085 * (1 + 0.01 * (i % 3)) if i % 9 < 5 else 0.2 for i in range(40)]
     steps = tuple(StepRecord(i, t, spans={"data_wait": 0.046}) for i, t in enumerate(busy))
 
-    def real_stage(workload, parts, chosen, n, timeout_s, progress, clock, profile_dir=None):
+    def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
+                   n: int, timeout_s: float | None, progress: Progress,
+                   clock: Callable[[], float], profile_dir: str | None = None) -> RealRun:
         sites = (SyncSite(SYNC_LINE, "train", "float(loss)", 0.05 * len(steps), len(steps),
                           False),)
         return RealRun(steps, sites)
