@@ -10,6 +10,7 @@ import click
 from pipecheck import compare as compare_mod
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.hosts import distributed_options, joined, report
+from pipecheck.cli.option_specs import OptionSpec, agreed_values, declare, refuse_replaced
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
@@ -38,91 +39,106 @@ from pipecheck.workloads import maxtext, maxtext_model
 from pipecheck.workloads.base import Workload
 
 
-def _refuse_what_files_replace(given: Mapping[str, bool], synthetic_file: str | None,
-                               dataloader_file: str | None, real_file: str | None) -> None:
-    """An option given for a measurement that a file replaces is a usage error, not
-    ignored (``given``: whether the command line gave each option)."""
-    replaced = (("--workers", "workers_opt", dataloader_file),
-                ("--max-workers", "max_workers", dataloader_file),
-                ("--batches", "batches", dataloader_file),
-                ("--threads", "threads", dataloader_file),
-                ("--ram-budget-mb", "ram_budget_mb", dataloader_file),
-                ("--target-steps", "target_steps", synthetic_file),
-                ("--steps", "steps", real_file), ("--profile", "profile_dir", real_file))
-    ignored = [opt for opt, name, source in replaced if given[name] and source]
-    if ignored:
-        raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
-                               "replaces that measurement (--dataloader, --synthetic, --real)")
-    if given["trace_path"] and real_file:
-        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
-                               "writes its trace with mon.write_trace(PATH)")
-
-
 def _wrote_capture(profile_dir: str | None) -> None:
     if profile_dir:
         click.echo(f"captured 30 more real-data steps in {profile_dir} (read it with: "
                    f"pipecheck profile {profile_dir})")
 
 
-# long: each option passed on once (the command's steps are helpers of this module)
+def _workers(ctx: click.Context, param: click.Parameter,
+             value: str | None) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int_list(ctx, param, value))
+
+
+COMPARE_OPTIONS = (
+    OptionSpec("--steps", "steps", dict(
+        type=click.IntRange(min=5), default=DEFAULT_STEPS, show_default=True,
+        help="Real-data training steps to time."), replaced_by="real_file", agreed=True),
+    OptionSpec("--target-steps", "target_steps", dict(
+        type=click.IntRange(min=5), default=DEFAULT_TARGET_STEPS, show_default=True,
+        help="Synthetic steps for the target step time T."),
+        replaced_by="synthetic_file", agreed=True),
+    OptionSpec("--batches", "batches", dict(
+        type=click.IntRange(min=3), default=DEFAULT_BATCHES, show_default=True,
+        help="Batches timed per loader setting, after the first."),
+        replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--workers", "workers", dict(
+        metavar="N[,N...]", default=None, callback=_workers,
+        help="Fix the Grain worker count, or give a list to choose from, instead of "
+             "searching."), replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--threads", "threads", dict(
+        type=click.IntRange(min=0), default=DEFAULT_THREADS, show_default=True,
+        help="Grain read threads per worker (ReadOptions.num_threads); searched with the "
+             "workers unless given."), replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--max-workers", "max_workers", dict(
+        type=click.IntRange(min=1), default=DEFAULT_MAX_WORKERS,
+        show_default="max(8, 2 x cores)",
+        help="Ceiling of the worker search; above the core count by default because "
+             "latency-bound pipelines keep gaining past the cores."),
+        replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--ram-budget-mb", "ram_budget_mb", dict(
+        type=click.FloatRange(min=1), default=None, metavar="MB",
+        show_default="half of the available RAM",
+        help="RAM the loader may use: the search measures each worker's peak memory and "
+             "stops before the budget."), replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--save-config", "save_config_path", dict(
+        type=click.Path(dir_okay=False), metavar="FILE",
+        help="Write the config with the chosen Grain settings as YAML, for --config or "
+             "pipecheck.grain_options(FILE) in your own code.")),
+    OptionSpec("--synthetic", "synthetic_file", dict(
+        type=click.Path(exists=True, dir_okay=False),
+        help="Take the target step time from this `pipecheck synthetic --json` file."),
+        agreed=True),
+    OptionSpec("--dataloader", "dataloader_file", dict(
+        type=click.Path(exists=True, dir_okay=False),
+        help="Take the loader settings from this `pipecheck dataloader --json` file."),
+        agreed=True),
+    OptionSpec("--real", "real_file", dict(
+        type=click.Path(exists=True, dir_okay=False),
+        help="Take the real-data step times and sync sites from a pipecheck.Monitor run of "
+             "your own loop (RUN.json)."), agreed=True),
+    OptionSpec("--timeout", "timeout_s", dict(
+        type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        show_default=True,
+        help="Stop if the pipeline produces no batch for this many seconds (0: wait "
+             "forever).")),
+    OptionSpec("--trace", "trace_path", dict(
+        type=click.Path(dir_okay=False),
+        help="Write a Chrome trace event JSON of the real-data run (open in ui.perfetto.dev "
+             "or chrome://tracing).")),
+    OptionSpec("--profile", "profile_dir", dict(
+        type=click.Path(file_okay=False),
+        help="After the real-data run, train 30 more steps captured with jax.profiler into "
+             "this folder (the measured steps are not profiled), for 'pipecheck profile "
+             "DIR', XProf or Perfetto (see docs/profile.md)."), replaced_by="real_file"),
+)
+"""compare's own options, in --help's order. Each sets the ``CompareOptions`` field of its
+name, except the outputs (OUTPUTS)."""
+
+OUTPUTS = ("save_config_path", "trace_path")
+"""The options of COMPARE_OPTIONS that name files compare writes, not what it measures."""
+
+
+def _compare_options(given: Mapping[str, bool], values: Mapping[str, object]
+                     ) -> compare_mod.CompareOptions:
+    """What to measure, from the command line: each option's value as its field, the
+    read threads searched unless --threads was given."""
+    fields: dict[str, Any] = {s.name: values[s.name] for s in COMPARE_OPTIONS
+                              if s.name not in OUTPUTS}
+    return compare_mod.CompareOptions(**fields, search_threads=not given["threads"],
+                                      max_workers_given=given["max_workers"])
+
+
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @config_options
 @maxtext_options
-@click.option("--steps", type=click.IntRange(min=5), default=DEFAULT_STEPS,
-              show_default=True, help="Real-data training steps to time.")
-@click.option("--target-steps", type=click.IntRange(min=5), default=DEFAULT_TARGET_STEPS,
-              show_default=True, help="Synthetic steps for the target step time T.")
-@click.option("--batches", type=click.IntRange(min=3), default=DEFAULT_BATCHES,
-              show_default=True, help="Batches timed per loader setting, after the first.")
-@click.option("--workers", "workers_opt", metavar="N[,N...]", default=None,
-              callback=lambda ctx, param, value: None if value is None
-              else int_list(ctx, param, value),
-              help="Fix the Grain worker count, or give a list to choose from, instead of "
-                   "searching.")
-@click.option("--threads", type=click.IntRange(min=0), default=DEFAULT_THREADS,
-              show_default=True,
-              help="Grain read threads per worker (ReadOptions.num_threads); searched with the "
-                   "workers unless given.")
-@click.option("--max-workers", type=click.IntRange(min=1), default=DEFAULT_MAX_WORKERS,
-              show_default="max(8, 2 x cores)",
-              help="Ceiling of the worker search; above the core count by default because "
-                   "latency-bound pipelines keep gaining past the cores.")
-@click.option("--ram-budget-mb", "ram_budget_mb", type=click.FloatRange(min=1), default=None,
-              metavar="MB", show_default="half of the available RAM",
-              help="RAM the loader may use: the search measures each worker's peak memory "
-                   "and stops before the budget.")
-@click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
-              metavar="FILE",
-              help="Write the config with the chosen Grain settings as YAML, for --config or "
-                   "pipecheck.grain_options(FILE) in your own code.")
-@click.option("--synthetic", "synthetic_file", type=click.Path(exists=True, dir_okay=False),
-              help="Take the target step time from this `pipecheck synthetic --json` file.")
-@click.option("--dataloader", "dataloader_file", type=click.Path(exists=True, dir_okay=False),
-              help="Take the loader settings from this `pipecheck dataloader --json` file.")
-@click.option("--real", "real_file", type=click.Path(exists=True, dir_okay=False),
-              help="Take the real-data step times and sync sites from a pipecheck.Monitor run "
-                   "of your own loop (RUN.json).")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0), default=DEFAULT_TIMEOUT_S,
-              metavar="SECONDS", show_default=True,
-              help="Stop if the pipeline produces no batch for this many seconds (0: wait "
-                   "forever).")
-@click.option("--trace", "trace_path", type=click.Path(dir_okay=False),
-              help="Write a Chrome trace event JSON of the real-data run (open in "
-                   "ui.perfetto.dev or chrome://tracing).")
-@click.option("--profile", "profile_dir", type=click.Path(file_okay=False),
-              help="After the real-data run, train 30 more steps captured with jax.profiler "
-                   "into this folder (the measured steps are not profiled), for 'pipecheck "
-                   "profile DIR', XProf or Perfetto (see docs/profile.md).")
+@declare(COMPARE_OPTIONS)
 @output_options
 @quiet_option
 @distributed_options
-def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
-            target_steps: int, batches: int, workers_opt: list[int] | None,
-            threads: int, max_workers: int, ram_budget_mb: float | None,
-            save_config_path: str | None, synthetic_file: str | None,
-            dataloader_file: str | None, real_file: str | None, timeout_s: float,
-            quiet: bool, trace_path: str | None, profile_dir: str | None,
-            json_path: str | None, force: bool, dist: DistributedOptions) -> None:
+def compare(config_path: str | None, overrides: tuple[str, ...], save_config_path: str | None,
+            trace_path: str | None, quiet: bool, json_path: str | None, force: bool,
+            dist: DistributedOptions, **values: object) -> None:
     """Is the run input-bound, compute-bound, or held back by a forced host sync?
 
     Measures the target step time T (as `synthetic`), searches Grain's workers, read
@@ -134,22 +150,12 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
     cfg = load_config(config_path, overrides)
     check_outputs(force, json_path, trace_path, save_config_path)
     given = given_options()
-    _refuse_what_files_replace(given, synthetic_file, dataloader_file, real_file)
-
-    opts = compare_mod.CompareOptions(
-        steps=steps, target_steps=target_steps, batches=batches,
-        workers=tuple(workers_opt) if workers_opt else None, threads=threads,
-        max_workers=max_workers, timeout_s=timeout_s, synthetic_file=synthetic_file,
-        dataloader_file=dataloader_file, real_file=real_file,
-        search_threads=not given["threads"], ram_budget_mb=ram_budget_mb,
-        profile_dir=profile_dir, max_workers_given=given["max_workers"])
-    fixed: dict[str, object] = {key: value if given[name] else None for key, name, value in (
-        ("steps", "steps", steps), ("target_steps", "target_steps", target_steps),
-        ("batches", "batches", batches), ("workers", "workers_opt", workers_opt),
-        ("threads", "threads", threads), ("max_workers", "max_workers", max_workers),
-        ("ram_budget_mb", "ram_budget_mb", ram_budget_mb))}
-    fixed.update(synthetic=synthetic_file, dataloader=dataloader_file, real=real_file)
-    with joined(dist, "compare", cfg, fixed) as session:
+    refuse_replaced(COMPARE_OPTIONS, given, values)
+    opts = _compare_options(given, values)
+    if given["trace_path"] and opts.real_file:
+        raise click.UsageError("--trace needs pipecheck's own real-data run; a Monitor run "
+                               "writes its trace with mon.write_trace(PATH)")
+    with joined(dist, "compare", cfg, agreed_values(COMPARE_OPTIONS, given, values)) as session:
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
         run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet),
@@ -158,11 +164,18 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
         run = dataclasses.replace(run, result=dataclasses.replace(
             run.result, recommendation=maxtext.recommendation(run.result.recommendation,
                                                               run.result.tuning.chosen)))
-    _say_if_ended_early(real_file, session)
+    _say_if_ended_early(opts.real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=run.result.tuning.chosen)
+    if reported is not None:
+        _write_outputs(cfg, run, save_config_path, trace_path, opts.profile_dir, force)
+
+
+def _write_outputs(cfg: RunConfig, run: compare_mod.CompareRun, save_config_path: str | None,
+                   trace_path: str | None, profile_dir: str | None, force: bool) -> None:
+    """After the report: the saved config, the trace, and where the capture is."""
     chosen = run.result.tuning.chosen
-    if save_config_path and reported is not None and chosen is not None:
+    if save_config_path and chosen is not None:
         save_settings(save_config_path, cfg, chosen,
                       {"command": "compare", "loader_s": run.result.loader_step_s,
                        "target_s": run.result.target_step_s, "verdict": run.result.verdict},
@@ -170,12 +183,12 @@ def compare(config_path: str | None, overrides: tuple[str, ...], steps: int,
         label = maxtext.overrides_text(chosen) if cfg.workload == maxtext.NAME else \
             chosen.label()
         click.echo(f"wrote {save_config_path}: {label}")
-    if trace_path and reported is not None and run.real.recorder is not None:
+    if trace_path and run.real.recorder is not None:
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
-    _wrote_capture(profile_dir if reported is not None else None)
+    _wrote_capture(profile_dir)
 
 
 def _stages(cfg: RunConfig) -> compare_mod.Stages:
