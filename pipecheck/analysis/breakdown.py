@@ -1,8 +1,9 @@
 """Where a run's wall time went: a goodput-style table from the step records.
 
 The wall time is the sum of the step intervals (from just before step 0 is fetched to
-the sync on the last step's loss). Every second of it is charged to one category, from
-the host's point of view (the host thread that runs the training loop):
+the sync on the last step's loss). Every second of it is charged to one kind of time
+(``records.kinds.TimeKind``; its row named as ``kinds.WALL_ROWS`` says), from the host's
+point of view (the host thread that runs the training loop):
 
 ========== ==================================================================================
 compile    JAX tracing, lowering and compiling the train step inside the timed steps (as
@@ -36,16 +37,26 @@ from typing import Iterable, Sequence
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
 from pipecheck.records.events import StepTotals
-from pipecheck.records.kinds import SPAN_NAMES
+from pipecheck.records.kinds import (
+    CHECKPOINT,
+    COMPILE,
+    COMPUTE,
+    EVAL,
+    GC,
+    INPUT,
+    OTHER,
+    SPAN_NAMES,
+    SPANS_OF,
+    SYNC,
+    WALL_ROWS,
+    TimeKind,
+)
 
-CATEGORIES = ("compile", "data wait", "compute", "sync stall", "checkpoint", "eval", "gc")
-"""The fixed categories, in table order; user spans follow them, then ``other``."""
+WALL_TABLE_KINDS: tuple[TimeKind, ...] = (COMPILE, INPUT, COMPUTE, SYNC, CHECKPOINT, EVAL, GC)
+"""The kinds of time with a fixed row, in table order (``kinds.WALL_ROWS`` names each row);
+user spans follow them, then ``other``."""
 
 _BUILTIN_SPANS = (*SPAN_NAMES, "other")
-
-
-
-
 
 
 def breakdown(
@@ -62,28 +73,22 @@ def breakdown(
     """
     sp = totals.spans
 
-    def get(name: str) -> float:
-        return sp.get(name, 0.0)
+    def spans(kind: TimeKind) -> float:
+        return sum(sp.get(name, 0.0) for name in SPANS_OF.get(kind, ()))
 
-    dispatch_sync = get("dispatch") + get("sync")
     compile_part = totals.compile_dispatch_s if compile_s is None else min(
         compile_s, totals.compile_dispatch_s)
-    compile_part = min(compile_part, dispatch_sync)
-    other = get("other")
+    compile_part = min(compile_part, spans(COMPUTE))
+    other = sp.get("other", 0.0)
     moved = min(max(forced_sync_s, 0.0), other)
-    seconds: dict[str, float] = {
-        "compile": compile_part,
-        "data wait": get("data_wait") + get("device_put"),
-        "compute": dispatch_sync - compile_part,
-        "sync stall": get("log") + moved,
-        "checkpoint": get("checkpoint"),
-        "eval": get("eval"),
-        "gc": get("gc"),
-    }
+    by_kind = {kind: spans(kind) for kind in WALL_TABLE_KINDS}
+    by_kind.update({COMPILE: compile_part, COMPUTE: by_kind[COMPUTE] - compile_part,
+                    SYNC: by_kind[SYNC] + moved})
+    seconds = {WALL_ROWS[kind]: by_kind[kind] for kind in WALL_TABLE_KINDS}
     for name in sorted(sp):
         if name not in _BUILTIN_SPANS:
             seconds[name] = sp[name]
-    seconds["other"] = other - moved
+    seconds[WALL_ROWS[OTHER]] = other - moved
     wall = totals.wall_s
     rows = tuple(
         BreakdownRow(category=k, seconds=float(v), share=float(v / wall) if wall > 0 else 0.0)

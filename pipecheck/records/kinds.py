@@ -1,5 +1,6 @@
 """The closed sets of names a record may carry: verdicts, how a pipeline scales, why a
-worker search stopped, host span names, step tags and finding kinds.
+worker search stopped, host span names, where a step's time went, step tags and finding
+kinds.
 
 They are ``Literal`` types, so mypy checks every place that makes or reads one; in JSON
 they are plain strings."""
@@ -7,7 +8,7 @@ they are plain strings."""
 from __future__ import annotations
 
 import typing
-from typing import Literal
+from typing import Literal, Mapping
 
 VerdictKind = Literal["compute-bound", "input-bound", "forced-sync", "inconclusive"]
 
@@ -39,6 +40,55 @@ DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
 """The spans that wait for or move input data."""
 HOOK_SPANS: tuple[SpanName, ...] = ("checkpoint", "eval", "log", "gc")
 """Host work a step's hooks (or a collection) do outside fetching and running steps."""
+
+TimeKind = Literal["input", "compile", "compute", "sync", "dispatch", "checkpoint", "eval",
+                   "gc", "host", "other"]
+"""Where a step's time went: the one vocabulary of the Monitor's and pipecheck's own loops
+(their spans), the wall-time table (compare, synthetic, the Monitor), a capture's device
+idle time (profile) and the page. ``input``: waiting for a batch and moving it to the
+devices; ``compile``: JAX tracing and compiling; ``compute``: the host dispatching the step
+and waiting in the lagged sync while the device computes; ``sync``: blocked in a sync the
+loop did not need; ``dispatch``: launching jitted calls (a capture tells it apart; a timed
+loop counts it in ``compute``); ``checkpoint``, ``eval``, ``gc``: that host work; ``host``:
+a capture's other host work; ``other``: the rest of a timed loop's interval (loop
+overhead, user code outside any span). Each view keeps its own names in files (the tables
+below): those are the format, these are what they mean."""
+TIME_KINDS: tuple[TimeKind, ...] = typing.get_args(TimeKind)
+INPUT: TimeKind = "input"
+COMPILE: TimeKind = "compile"
+COMPUTE: TimeKind = "compute"
+SYNC: TimeKind = "sync"
+DISPATCH: TimeKind = "dispatch"
+CHECKPOINT: TimeKind = "checkpoint"
+EVAL: TimeKind = "eval"
+GC: TimeKind = "gc"
+HOST: TimeKind = "host"
+OTHER: TimeKind = "other"
+
+SPANS_OF: Mapping[TimeKind, tuple[SpanName, ...]] = {
+    INPUT: DATA_SPANS, COMPUTE: ("dispatch", "sync"), SYNC: ("log",),
+    CHECKPOINT: ("checkpoint",), EVAL: ("eval",), GC: ("gc",)}
+"""The host spans a timed loop (the Monitor's, compare's, synthetic's) charges to each kind
+(``compile`` is taken out of ``compute`` by the compile events; ``other`` is what no span
+covers)."""
+
+WALL_ROWS: Mapping[TimeKind, str] = {
+    COMPILE: "compile", INPUT: "data wait", COMPUTE: "compute", SYNC: "sync stall",
+    CHECKPOINT: "checkpoint", EVAL: "eval", GC: "gc", OTHER: "other"}
+"""The wall-time table's row of each kind (``Breakdown.rows[].category`` in files), in the
+table's order; user spans come before ``other``."""
+
+IDLE_ROWS: Mapping[TimeKind, str] = {
+    INPUT: "idle: input wait", SYNC: "idle: sync", COMPILE: "idle: compile",
+    CHECKPOINT: "idle: checkpoint", DISPATCH: "idle: dispatch", HOST: "idle: host work"}
+"""A capture's device-time table: the row of the device's idle time charged to each kind
+(``DeviceIdle``'s fields are the kinds themselves)."""
+
+THREAD_SPANS: Mapping[TimeKind, str] = {
+    INPUT: "data_wait", SYNC: "sync", COMPILE: "compile", CHECKPOINT: "checkpoint",
+    DISPATCH: "dispatch"}
+"""The span a capture's step record keeps the training thread's time in each kind under (a
+profile's ``sync`` span is any sync the thread blocked in, lagged or forced)."""
 
 StepTag = Literal["compile", "checkpoint", "eval", "gc", "drain", "warmup", "slow", "fast",
                   "attribution_shift", "outlier"]
