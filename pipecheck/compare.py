@@ -250,11 +250,8 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                                     real.sync_sites, real.n_steps, cores, ram_budget)
     t = loader.tuning
     return CompareResult(
-        env=dict(stages.env()), config=config.to_dict(), target_step_s=est.target.value,
-        target=target_dist, loader=loader.settings,
-        chosen_workers=loader.chosen.workers, chosen_threads=loader.chosen.threads,
-        loader_step_s=est.loader.value, real_step_s=real_est.value,
-        real=real_dist,
+        env=dict(stages.env()), config=config.to_dict(), target=target_dist,
+        loader=loader.settings, real=real_dist,
         verdict=verdict.verdict, verdict_reason=verdict.reason, findings=tuple(findings),
         recommendation=fnd.recommendation_for(verdict, loader.chosen.workers, findings,
                                               t.meets_target, loader.chosen.settings,

@@ -17,6 +17,7 @@ from pipecheck.analysis.verdict import Verdict
 from pipecheck.errors import CaptureError
 from pipecheck.logs import capture, xprof_view
 from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.codec import float_column
 from pipecheck.records.common import (
     Breakdown,
     BreakdownRow,
@@ -33,7 +34,6 @@ from pipecheck.records.profile import (
     PickedStep,
     ProfileResult,
 )
-from pipecheck.records.steps import float_column
 
 MIN_STEPS = 3
 """Fewer steady steps than this have no median worth deciding on."""

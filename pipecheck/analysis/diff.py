@@ -24,13 +24,14 @@ from pipecheck.analysis import anomalies
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
-from pipecheck.records.base import check_version
+from pipecheck.records.codec import SERIAL, ArrayEncoder, float_column
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable, column_of, compress_ahead, float_column
+from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.versions import upgrade
 from pipecheck.units import ms, p_value
 
 VERSION_KEYS = ("jax", "jaxlib", "backend", "device_kind", "device_count")
@@ -112,7 +113,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
     when present, ``throughput``, ``compile``, ``step_time`` and ``warnings``."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
-    check_version(data, origin)
+    data = upgrade(data, origin)
     kind = str(data["kind"])
     if kind == ImportedRun.KIND:
         try:
@@ -354,13 +355,13 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
 
 
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
-              progress: Progress = NO_PROGRESS, to_save: bool = False) -> DiffResult:
+              progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
-    ``progress`` hears of each bootstrap (seconds each on million-step runs). ``to_save``:
-    the record will be written, so the runs' step columns are compressed on another thread
-    (``compress_ahead``) while they are compared."""
-    if to_save:
-        compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
+    ``progress`` hears of each bootstrap (seconds each on million-step runs). ``encoder``:
+    the one the record will be written with, given the runs' step columns first (a
+    ``pipecheck.encoding.ParallelEncoder`` compresses them on another thread while they are
+    compared)."""
+    encoder.compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
     median_row = _tested_row("step time median", "s", xa, xb, confidence, progress)

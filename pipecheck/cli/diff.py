@@ -13,8 +13,10 @@ from pipecheck.cli.options import (
     save_json,
 )
 from pipecheck.cli.progress import command_progress
+from pipecheck.encoding import ParallelEncoder
 from pipecheck.logs.maxtext import import_log
 from pipecheck.logs.side_by_side import load_runs
+from pipecheck.records.codec import SERIAL
 from pipecheck.report.diff import format_diff, format_imported
 
 
@@ -34,10 +36,12 @@ def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> Non
     """
     check_outputs(force, json_path)
     progress = command_progress(quiet)
-    run_a, run_b = load_runs(a, b, progress, to_save=json_path is not None)
-    result = diff_runs(run_a, run_b, progress=progress, to_save=json_path is not None)
+    encoder = ParallelEncoder()  # with --json, the columns are compressed while diff works
+    ahead = encoder if json_path is not None else SERIAL
+    run_a, run_b = load_runs(a, b, progress, encoder=ahead)
+    result = diff_runs(run_a, run_b, progress=progress, encoder=ahead)
     click.echo(format_diff(result))
-    save_json(result, json_path, force)
+    save_json(result, json_path, force, encoder)
 
 
 @cli.command("import", context_settings=CONTEXT_SETTINGS)
@@ -53,6 +57,8 @@ def import_log_command(log: str, json_path: str | None, force: bool, quiet: bool
     'pipecheck diff' also accepts.
     """
     check_outputs(force, json_path)
-    run = import_log(log, command_progress(quiet), to_save=json_path is not None)
+    encoder = ParallelEncoder()  # with --json, the columns are compressed while it reads
+    run = import_log(log, command_progress(quiet),
+                     encoder=encoder if json_path is not None else SERIAL)
     click.echo(format_imported(run))
-    save_json(run, json_path, force)
+    save_json(run, json_path, force, encoder)

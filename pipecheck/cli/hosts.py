@@ -11,6 +11,7 @@ import click
 
 from pipecheck.cli.options import save_json
 from pipecheck.config import RunConfig
+from pipecheck.encoding import ParallelEncoder
 from pipecheck.errors import ConfigError, DistributedError, PipecheckError
 from pipecheck.measure.distributed import (
     DEFAULT_TIMEOUT_S,
@@ -131,7 +132,8 @@ def report(session: Session | None, dist: DistributedOptions, result: H,
 
     gathered = gather_hosts(session, result, setting)
     if dist.json_per_host and json_path:
-        store.save(gathered.own, per_host_path(json_path, session.process_id), force)
+        store.save(gathered.own, per_host_path(json_path, session.process_id), force,
+                   ParallelEncoder())
     reported = gathered.reported
     if reported is not None:
         click.echo(render(reported))

@@ -9,8 +9,10 @@ import click
 from click.core import ParameterSource
 
 from pipecheck import config as config_mod
+from pipecheck.encoding import ParallelEncoder
 from pipecheck.records import store
 from pipecheck.records.base import Record
+from pipecheck.records.codec import ArrayEncoder
 from pipecheck.report.page import write_page
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.tuned_config import machine_warning, save_config
@@ -78,10 +80,12 @@ def check_outputs(force: bool, *paths: str | None) -> None:
                                "name the same file; give them different paths")
 
 
-def save_json(record: Record, json_path: str | None, force: bool) -> None:
-    """Write the record when --json was given, its page when --html was, and say so."""
+def save_json(record: Record, json_path: str | None, force: bool,
+              encoder: ArrayEncoder | None = None) -> None:
+    """Write the record when --json was given (its large arrays compressed on threads, by
+    ``encoder`` if the command gave it some ahead), its page when --html was, and say so."""
     if json_path:
-        store.save(record, json_path, force)
+        store.save(record, json_path, force, encoder or ParallelEncoder())
         click.echo(f"\nwrote {json_path}")
     html_path = _html_path()
     if html_path:

@@ -20,8 +20,8 @@ from pipecheck.errors import PipecheckError
 from pipecheck.logs.forked import Child, sigint_held, why_not_fork
 from pipecheck.logs.runs import is_result_file, load_run
 from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.codec import SERIAL, ArrayEncoder
 from pipecheck.records.diff import RunSummary
-from pipecheck.records.steps import compress_ahead
 
 SIDE_BY_SIDE_MIN_BYTES = 4 << 20
 """Both inputs must be MaxText logs of at least this size (4 MiB, ~20,000 steps) to read B
@@ -52,14 +52,15 @@ def why_one_after_the_other(a: str | os.PathLike[str], b: str | os.PathLike[str]
 
 def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
               progress: Progress = NO_PROGRESS, min_bytes: int | None = None,
-              to_save: bool = False) -> tuple[RunSummary, RunSummary]:
+              encoder: ArrayEncoder = SERIAL) -> tuple[RunSummary, RunSummary]:
     """``(load_run(a), load_run(b))``, B read in a second process when it helps and is safe
-    (``min_bytes``: ``SIDE_BY_SIDE_MIN_BYTES`` unless given). ``to_save``: a record of
-    both will be written, so A's step columns are compressed on another thread
-    (``compress_ahead``) while B is read or awaited."""
+    (``min_bytes``: ``SIDE_BY_SIDE_MIN_BYTES`` unless given). ``encoder``: the one a record
+    of both will be written with, given A's step columns as soon as A is read (a
+    ``pipecheck.encoding.ParallelEncoder`` compresses them on another thread while B is
+    read or awaited)."""
     limit = SIDE_BY_SIDE_MIN_BYTES if min_bytes is None else min_bytes
     if why_one_after_the_other(a, b, limit) is not None:
-        return _load_a(a, progress, to_save), load_run(b, progress)
+        return _load_a(a, progress, encoder), load_run(b, progress)
     child: ChildRead | None = None
     try:
         with sigint_held():  # a Ctrl-C lands once ``child`` is set, so it is reaped
@@ -68,7 +69,7 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
         # A bar (drawn on a terminal only), so a piped stderr holds what it always did.
         with progress.task(f"reading {os.path.basename(str(b))} alongside, in a second "
                            "process", size, "B") as task:
-            run_a = _load_a(a, progress, to_save)
+            run_a = _load_a(a, progress, encoder)
             run_b: RunSummary = child.result()
             task.advance(size)
     finally:
@@ -77,11 +78,11 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
     return run_a, run_b
 
 
-def _load_a(a: str | os.PathLike[str], progress: Progress, to_save: bool) -> RunSummary:
-    """``load_run(a)``, its step columns then compressed ahead if a record will be saved."""
+def _load_a(a: str | os.PathLike[str], progress: Progress, encoder: ArrayEncoder
+            ) -> RunSummary:
+    """``load_run(a)``, its step columns then handed to ``encoder`` to compress ahead."""
     run = load_run(a, progress)
-    if to_save:
-        compress_ahead(run.per_step_arrays())
+    encoder.compress_ahead(run.per_step_arrays())
     return run
 
 

@@ -369,8 +369,7 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
     if own_note is not None:
         warnings.append(own_note)
     return LoaderSetting(
-        workers=workers,
-        threads=settings.threads,
+        settings=settings,
         first_batch_s=timing.first_batch_s,
         batch_time=batch_time,
         batches_per_s=bps,
@@ -384,8 +383,6 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
                                     parallel=settings.parallel_reads(),
                                     read_prefetch=settings.prefetch,
                                     elements_per_batch=per_batch),
-        per_worker_buffer=settings.per_worker_buffer,
-        prefetch=settings.prefetch,
         resources=usage,
     )
 

@@ -8,6 +8,7 @@ import dataclasses
 import warnings
 from typing import Callable
 
+from pipecheck.encoding import ParallelEncoder
 from pipecheck.errors import PipecheckError
 from pipecheck.measure import distributed
 from pipecheck.measure.hosts import gather_hosts
@@ -71,9 +72,10 @@ class Hosts:
         if session is not None and self.json_per_host:
             own = dataclasses.replace(result, hosts=tuple(
                 h for h in result.hosts if h.process_id == session.process_id))
-            store.save(own, distributed.per_host_path(path, session.process_id), force)
+            store.save(own, distributed.per_host_path(path, session.process_id), force,
+                       ParallelEncoder())
         if self.is_reporter:
-            store.save(result, path, force)
+            store.save(result, path, force, ParallelEncoder())
 
     def elsewhere(self) -> str | None:
         """What the report says on a process other than 0 (None on process 0)."""

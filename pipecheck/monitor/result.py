@@ -10,6 +10,7 @@ from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.steady_state import table_with_anomalies
+from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
@@ -96,6 +97,6 @@ def encode_result(encoder: ChunkEncoder, result: MonitorResult) -> str:
     ``encoder``'s last table (a run's writes share one encoder)."""
     steps = result.steps
     table = steps if isinstance(steps, StepTable) else StepTable.from_rows(StepRecord, steps)
-    data = to_dict(dataclasses.replace(result, steps=()))
+    data = to_dict(dataclasses.replace(result, steps=()), ParallelEncoder())
     data["steps"] = encoder.table_json(table)
     return store.dumps(data)

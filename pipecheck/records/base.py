@@ -15,22 +15,17 @@ import typing
 from typing import Any, Callable, ClassVar, Mapping, TypeVar
 
 from pipecheck.errors import ResultFormatError
-from pipecheck.records.steps import (
+from pipecheck.records.codec import (
+    SERIAL,
+    ArrayEncoder,
     Floats,
-    StepTable,
     float_column_from_json,
     float_column_to_json,
     float_items,
-    is_columnar_row,
     is_float_column,
-    parallel_encoding,
 )
-
-FORMAT_VERSION = 4
-"""The version of the record format this pipecheck writes and reads, bumped whenever a
-field changes meaning, shape or is removed; a file of any other version is refused
-(docs/json-format.md keeps the history)."""
-
+from pipecheck.records.steps import StepTable, is_columnar_row
+from pipecheck.records.versions import FORMAT_VERSION
 
 T = TypeVar("T")
 
@@ -97,16 +92,6 @@ def _converter_of(tp: Any) -> Converter:
     if tp is float:
         return lambda value, where: float(value) if isinstance(value, (int, float)) else value
     return _identity
-
-
-def check_version(data: Mapping[str, Any], origin: str) -> None:
-    """Refuse a record whose ``format_version`` this pipecheck cannot read."""
-    version = data.get("format_version")
-    if version != FORMAT_VERSION or isinstance(version, bool):
-        raise ResultFormatError(
-            f"{origin} has format_version {version!r}; this pipecheck reads version "
-            f"{FORMAT_VERSION} (re-run the measurement with this version, or upgrade pipecheck)"
-        )
 
 
 def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
@@ -182,10 +167,11 @@ def _layout_of(kind: type) -> _Layout | None:
     return _LAYOUTS[kind]
 
 
-def _fields_out(value: Any, layout: _Layout) -> dict[str, Any]:
+def _fields_out(value: Any, layout: _Layout, encoder: ArrayEncoder) -> dict[str, Any]:
     """A dataclass instance as a dict: derived values first, then each field (the plain
     values of most fields taken as they are, without a call each)."""
-    out = {k: _convert_out(v) for k, v in value.derived().items()} if layout.derives else {}
+    out = ({k: _convert_out(v, encoder) for k, v in value.derived().items()}
+           if layout.derives else {})
     for name in layout.names:
         v = getattr(value, name)
         kind = type(v)
@@ -194,13 +180,13 @@ def _fields_out(value: Any, layout: _Layout) -> dict[str, Any]:
         elif kind is float:
             out[name] = v if math.isfinite(v) else None
         elif name in layout.columns:
-            out[name] = float_column_to_json(v)
+            out[name] = float_column_to_json(v, encoder)
         else:
-            out[name] = _convert_out(v)
+            out[name] = _convert_out(v, encoder)
     return out
 
 
-def _convert_out(value: Any) -> Any:
+def _convert_out(value: Any, encoder: ArrayEncoder) -> Any:
     kind = type(value)
     if kind is str or kind is int or kind is bool or value is None:  # most values: no checks
         return value
@@ -208,28 +194,33 @@ def _convert_out(value: Any) -> Any:
         return value if math.isfinite(value) else None
     layout = _LAYOUTS[kind] if kind in _LAYOUTS else _layout_of(kind)
     if layout is not None:
-        return _fields_out(value, layout)
+        return _fields_out(value, layout, encoder)
     if isinstance(value, StepTable):
-        return value.to_json()
+        return value.to_json(encoder=encoder)
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
-        return StepTable.from_rows(type(value[0]), value).to_json()
+        return StepTable.from_rows(type(value[0]), value).to_json(encoder=encoder)
     if kind is Floats or (isinstance(value, tuple) and value and type(value[0]) is float
                           and all(type(v) is float for v in value)):
         return float_items(value)  # raw samples: up to one per step, no call per number
     if isinstance(value, (tuple, list)):
-        return [_convert_out(v) for v in value]
+        return [_convert_out(v, encoder) for v in value]
     if isinstance(value, Mapping):
-        return {str(k): _convert_out(v) for k, v in value.items()}
+        return {str(k): _convert_out(v, encoder) for k, v in value.items()}
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
 
 
-def to_dict(record: object) -> dict[str, Any]:
-    """A JSON-ready dict of a record (non-finite floats become null); its large arrays are
-    compressed in parallel (``parallel_encoding``)."""
-    with parallel_encoding():
-        out = _convert_out(record)
+def to_dict(record: object, encoder: ArrayEncoder = SERIAL) -> dict[str, Any]:
+    """A JSON-ready dict of a record (non-finite floats become null), its arrays encoded by
+    ``encoder`` (``pipecheck.encoding.ParallelEncoder`` compresses the large ones on
+    threads; the bytes are the same)."""
+    try:
+        out = _convert_out(record, encoder)
+    except BaseException:
+        encoder.discard()
+        raise
+    encoder.finish()
     assert isinstance(out, dict)
     return out
 
@@ -245,18 +236,41 @@ class Record:
         """The values of ``DERIVED_KEYS``, written before the fields."""
         return {}
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_dict(self)
+    def to_dict(self, encoder: ArrayEncoder = SERIAL) -> dict[str, Any]:
+        return to_dict(self, encoder)
 
     @classmethod
     def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
         return from_dict(cls, data)
 
 
-_KINDS: dict[str, type] = {}
+class TopRecord(Record):
+    """A record a file holds as a whole: its ``KIND`` (one spelling per class) and the
+    format version are written before its fields, and skipped on reading (the version
+    is checked, and an older one converted, before: ``versions.upgrade``)."""
+
+    KIND: ClassVar[str]
+    DERIVED_KEYS: ClassVar[frozenset[str]] = frozenset({"format_version", "kind"})
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    @property
+    def format_version(self) -> int:
+        """The version this record is held in: the one this pipecheck writes (an older
+        file is converted on reading)."""
+        return FORMAT_VERSION
+
+    def derived(self) -> dict[str, Any]:
+        return {"format_version": FORMAT_VERSION, "kind": self.KIND}
+
+
+_KINDS: dict[str, type[TopRecord]] = {}
 
 
 def register_kind(cls: type[T]) -> type[T]:
     """Class decorator: make ``load`` understand files whose ``kind`` is ``cls.KIND``."""
-    _KINDS[cls.KIND] = cls  # type: ignore[attr-defined]
+    assert issubclass(cls, TopRecord)
+    _KINDS[cls.KIND] = cls
     return cls

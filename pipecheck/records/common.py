@@ -10,8 +10,8 @@ from typing import ClassVar, Literal, Mapping, Sequence
 
 from pipecheck import stats
 from pipecheck.records.base import Record
+from pipecheck.records.codec import FloatColumn, float_column
 from pipecheck.records.kinds import FindingKind
-from pipecheck.records.steps import FloatColumn, float_column
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import (
     Anomaly,
     CompileInfo,
@@ -55,22 +55,16 @@ class Estimates(Record):
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class CompareResult(Record):
+class CompareResult(TopRecord):
     """``pipecheck compare``: the verdict with the evidence behind it."""
 
     KIND: ClassVar[str] = "compare"
     env: Mapping[str, Any]
     config: Mapping[str, Any]
-    target_step_s: float
-    """Median target step time T (before and after the real run, pooled)."""
     target: Distribution
+    """Target step times T (before and after the real run, pooled)."""
     loader: tuple[LoaderSetting, ...]
     """Every loader setting tried, in the order tried."""
-    chosen_workers: int
-    chosen_threads: int
-    loader_step_s: float
-    """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in bursts)."""
-    real_step_s: float
     real: Distribution
     verdict: VerdictKind
     verdict_reason: str
@@ -95,5 +89,30 @@ class CompareResult(Record):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     estimates: Estimates = dataclasses.field(kw_only=True)
     """T, D and R with their intervals, as the verdict was decided on them."""
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND
+
+    # Each of these is stored once, where the verdict took it from (format version 4
+    # wrote them again, as fields of their own).
+
+    @property
+    def target_step_s(self) -> float:
+        """T: the median target step time (before and after the real run, pooled)."""
+        return self.estimates.target.value
+
+    @property
+    def loader_step_s(self) -> float:
+        """D at the chosen setting: mean seconds per batch (1 / throughput; batches come in
+        bursts)."""
+        return self.estimates.loader.value
+
+    @property
+    def real_step_s(self) -> float:
+        """R: the real-data step time the verdict used."""
+        return self.estimates.real.value
+
+    @property
+    def chosen_workers(self) -> int:
+        return self.tuning.chosen.workers
+
+    @property
+    def chosen_threads(self) -> int:
+        return self.tuning.chosen.threads

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping, Sequence
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
-from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -90,8 +90,8 @@ class LoaderSetting(Record):
     """The pipeline measured at one setting of Grain's four knobs (workers, threads,
     per-worker buffer, read prefetch)."""
 
-    workers: int
-    threads: int
+    settings: GrainSettings
+    """The setting measured: workers, per-worker buffer, read threads, read prefetch."""
     first_batch_s: float
     batch_time: Distribution
     batches_per_s: float
@@ -105,20 +105,30 @@ class LoaderSetting(Record):
     loader_time: Estimate = dataclasses.field(kw_only=True)
     """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
     with its interval: the loader time the verdict uses."""
-    per_worker_buffer: int = DEFAULT_PER_WORKER_BUFFER
-    """MultiprocessingOptions.per_worker_buffer_size."""
-    prefetch: int = 0
-    """ReadOptions.prefetch_buffer_size (0: ``default_prefetch(threads)``)."""
     resources: Resources | None = None
 
+    # The knobs, read where they are stored once (``settings``).
+
     @property
-    def settings(self) -> GrainSettings:
-        return GrainSettings(self.workers, self.per_worker_buffer, self.threads, self.prefetch)
+    def workers(self) -> int:
+        return self.settings.workers
+
+    @property
+    def threads(self) -> int:
+        return self.settings.threads
+
+    @property
+    def per_worker_buffer(self) -> int:
+        return self.settings.per_worker_buffer
+
+    @property
+    def prefetch(self) -> int:
+        return self.settings.prefetch
 
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class DataloaderResult(Record):
+class DataloaderResult(TopRecord):
     """``pipecheck dataloader``: one LoaderSetting per (workers, threads) setting."""
 
     KIND: ClassVar[str] = "dataloader"
@@ -140,5 +150,3 @@ class DataloaderResult(Record):
     """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
     then memory), judged when measured against the cores this process may use and
     ``ram_budget_mb``."""
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND

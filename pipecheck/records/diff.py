@@ -7,7 +7,8 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
+from pipecheck.records.codec import FloatColumn, Floats
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.imported import (
     Anomaly,
@@ -18,7 +19,7 @@ from pipecheck.records.imported import (
     mean_inflation,
 )
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import FloatColumn, Floats, StepTable
+from pipecheck.records.steps import StepTable
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -110,7 +111,7 @@ class VersionRow(Record):
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class DiffResult(Record):
+class DiffResult(TopRecord):
     """``pipecheck diff``: two runs, the compared rows, the step-time verdict, warnings."""
 
     KIND: ClassVar[str] = "diff"
@@ -121,8 +122,6 @@ class DiffResult(Record):
     verdict: str
     warnings: tuple[str, ...] = ()
     confidence: float = DEFAULT_CONFIDENCE
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND
 
     def row(self, name: str) -> DiffRow:
         for r in self.rows:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Mapping
 
 import numpy as np
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import Anomaly, Distribution
 from pipecheck.records.steps import StepTable
 
@@ -123,7 +123,7 @@ class WallTime(Record):
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class ImportedRun(Record):
+class ImportedRun(TopRecord):
     """``pipecheck import``: a MaxText training log, parsed and summarized."""
 
     KIND: ClassVar[str] = "imported"
@@ -155,8 +155,6 @@ class ImportedRun(Record):
     """Where the wall time went by the log's timestamps (None: the log has none to tell);
     absent from records written before it was added, which then read as None."""
     log_format: str = "maxtext"
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):  # built from a tuple of LogStep rows

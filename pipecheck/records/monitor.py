@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.errors import ResultFormatError
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import (
     Anomaly,
     Breakdown,
@@ -59,7 +59,7 @@ exited without ``finish()``, or (a periodic write) the run was still going when 
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class MonitorResult(Record):
+class MonitorResult(TopRecord):
     """A Monitor run of the user's own training loop."""
 
     KIND: ClassVar[str] = "monitor"
@@ -91,8 +91,6 @@ class MonitorResult(Record):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     incomplete: RunEnd | None = None
     """Set when the run did not finish: how it ended and at which step (None: it finished)."""
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND
 
     @property
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import Record, TopRecord, register_kind
+from pipecheck.records.codec import FloatColumn
 from pipecheck.records.common import (
     Anomaly,
     Breakdown,
@@ -16,7 +17,6 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.hosts import Straggler
 from pipecheck.records.kinds import VerdictKind
-from pipecheck.records.steps import FloatColumn
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +105,7 @@ class PickedStep(Record):
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class ProfileResult(Record):
+class ProfileResult(TopRecord):
     """A capture's steps, where their time went on the device and the training thread, and
     the verdict (see docs/profile.md)."""
 
@@ -154,5 +154,3 @@ class ProfileResult(Record):
     """No steps found (no markers, no ``--step-fn``, no function picked): the capture read
     as one window. ``steps`` is then empty and the estimates are single numbers (n = 1) over
     the capture (see docs/profile.md)."""
-    format_version: int = FORMAT_VERSION
-    kind: str = "profile"

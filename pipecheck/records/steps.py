@@ -15,7 +15,7 @@ How each field of the row type is stored follows its type hint:
 - anything else: a plain list.
 
 On disk (``to_json``) each array is its little-endian bytes, zlib-compressed and
-base64-encoded: ``{"dtype": "float64", "zlib_base64": "..."}``.
+base64-encoded: ``{"dtype": "float64", "zlib_base64": "..."}`` (``records.codec``).
 """
 
 from __future__ import annotations
@@ -23,23 +23,16 @@ from __future__ import annotations
 import array
 import base64
 import collections.abc
-import concurrent.futures
-import contextlib
-import contextvars
 import dataclasses
 import functools
 import math
-import os
 import types
 import typing
-import weakref
 import zlib
 from typing import (
-    Annotated,
     Any,
     Callable,
     Generic,
-    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -50,15 +43,18 @@ from typing import (
 import numpy as np
 
 from pipecheck.errors import ResultFormatError
+from pipecheck.records.codec import (
+    SERIAL,
+    ZLIB_LEVEL,
+    ArrayEncoder,
+    decode_array,
+    little_endian,
+)
 
 R = TypeVar("R")
 
 ITER_CHUNK = 65536
 """Rows converted to Python objects at a time while iterating: bounds the temporary lists."""
-
-ZLIB_LEVEL = 1
-"""zlib's fastest level: on a generated 1M-step MaxText log's columns, 0.6 s for 9.6 MB
-against 5.8 s for 8.8 MB at the default level 6."""
 
 _SCALAR, _OPTIONAL, _TAGS, _MAP, _LIST = "scalar", "optional", "tags", "map", "list"
 
@@ -340,19 +336,19 @@ class StepTable(Sequence[R], Generic[R]):
 
     # --- JSON -------------------------------------------------------------------------
 
-    def to_json(self, encode: Callable[[str, np.ndarray], dict[str, str]] | None = None
-                ) -> dict[str, Any]:
+    def to_json(self, encode: Callable[[str, np.ndarray], dict[str, str]] | None = None,
+                encoder: ArrayEncoder = SERIAL) -> dict[str, Any]:
         """The columnar JSON form. ``encode(name, per-step array)`` encodes the per-step
-        columns (default: ``encode_array``)."""
-        enc = encode or (lambda _, a: encode_array(a))
+        columns (default: ``encoder``, which also encodes the tags' arrays)."""
+        enc = encode or (lambda _, a: encoder.encode(a))
         cols: dict[str, Any] = {}
         for f in schema(self.row_type):
             if f.kind in (_SCALAR, _OPTIONAL):
                 cols[f.name] = enc(f.name, self._columns[f.name])
             elif f.kind == _TAGS:
                 t = self._tags[f.name]
-                cols[f.name] = {"names": list(t.names), "rows": encode_array(t.rows),
-                                "ids": encode_array(t.ids)}
+                cols[f.name] = {"names": list(t.names), "rows": encoder.encode(t.rows),
+                                "ids": encoder.encode(t.ids)}
             elif f.kind == _MAP:
                 cols[f.name] = {k: enc(f"{f.name}.{k}", c)
                                 for k, c in self._maps[f.name].items()}
@@ -513,236 +509,6 @@ class StepTableBuilder(Generic[R]):
         return StepTable(self.row_type, n, columns, tags, maps, self._lists)
 
 
-PARALLEL_MIN_BYTES = 1 << 18
-"""Arrays from this size on (256 KiB, 32,768 float64 values) are compressed on worker threads
-inside ``parallel_encoding`` or ahead (``compress_ahead``; zlib releases the GIL while it
-deflates); smaller ones are not worth a hand-off. From 1 MiB, a 100,000-step ``import
---json`` compressed its columns on its own thread after the analysis: 3.7-3.9x the
-long-run benchmark's regex pass against 2.8-3.4x from 256 KiB."""
-
-_DEFERRED: contextvars.ContextVar[list[tuple[dict[str, str], np.ndarray]] | None] = \
-    contextvars.ContextVar("pipecheck_deferred_arrays", default=None)
-
-
-class Base64Text(str):
-    """Base64 text: ``A-Z``, ``a-z``, ``0-9``, ``+``, ``/`` and ``=`` alone, so JSON holds
-    it between quotes as it is (``store.dumps`` writes it without scanning it for what to
-    escape: megabytes a column)."""
-
-    __slots__ = ()
-
-
-def _zlib_base64(data: np.ndarray) -> str:
-    return Base64Text(base64.b64encode(zlib.compress(data.data, ZLIB_LEVEL)).decode("ascii"))
-
-
-_AHEAD: dict[int, concurrent.futures.Future[str]] = {}
-"""Large arrays being compressed ahead of ``encode_array`` (``compress_ahead``), by the id
-of the array (an entry leaves when its array is freed, so an id found is that array's)."""
-
-
-def _little_endian(a: np.ndarray) -> np.ndarray:
-    """``a``'s values as a contiguous little-endian array (``a`` itself where it is one):
-    the bytes an encoded array holds."""
-    return np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
-
-
-def compress_ahead(arrays: Iterable[np.ndarray]) -> None:
-    """Start compressing the large ``arrays``, one after the other on a thread of their
-    own, for an ``encode_array`` of the same (unchanged) array later on to take (an error
-    is raised there); meanwhile this thread goes on, on another core (zlib releases the
-    GIL). Where a record's columns are known before the rest of it is computed
-    (``import``: the steps before their analysis), writing it then costs less."""
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pipecheck-compress")
-    for a in arrays:
-        if a.nbytes < PARALLEL_MIN_BYTES or id(a) in _AHEAD:
-            continue
-        key = id(a)
-        _AHEAD[key] = pool.submit(_zlib_base64, _little_endian(a))
-        weakref.finalize(a, _AHEAD.pop, key, None)
-    pool.shutdown(wait=False)
-
-
-def encode_array(a: np.ndarray) -> dict[str, str]:
-    """An array as ``{"dtype", "zlib_base64"}``: little-endian bytes, zlib, base64 (inside
-    ``parallel_encoding``, a large one is filled in when it ends). One ``compress_ahead``
-    has started is taken when done; one it has not yet started is taken back and
-    compressed here, alongside the rest (so no core waits on that one thread)."""
-    ahead = _AHEAD.pop(id(a), None)
-    if ahead is not None and not ahead.cancel():  # started (or done): wait for it
-        return {"dtype": a.dtype.name, "zlib_base64": ahead.result()}
-    data = _little_endian(a)
-    out = {"dtype": a.dtype.name, "zlib_base64": ""}
-    deferred = _DEFERRED.get()
-    if deferred is None or data.nbytes < PARALLEL_MIN_BYTES:
-        out["zlib_base64"] = _zlib_base64(data)
-    else:
-        deferred.append((out, data))
-    return out
-
-
-@contextlib.contextmanager
-def parallel_encoding() -> Iterator[None]:
-    """Within it, ``encode_array`` hands large arrays over; when it ends (without an
-    error) they are compressed on up to one thread per CPU and their dicts filled in, the
-    same bytes as one at a time."""
-    deferred: list[tuple[dict[str, str], np.ndarray]] = []
-    token = _DEFERRED.set(deferred)
-    try:
-        yield
-    finally:
-        _DEFERRED.reset(token)
-    workers = min(len(deferred), os.cpu_count() or 1)
-    if workers <= 1:
-        texts = [_zlib_base64(data) for _, data in deferred]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            texts = list(pool.map(_zlib_base64, [data for _, data in deferred]))
-    for (out, _), text in zip(deferred, texts, strict=True):
-        out["zlib_base64"] = text
-
-
-_DTYPES = {"int64", "int32", "float64"}
-
-
-class _Column:
-    """The marker ``FloatColumn`` carries: the record base stores such a field as one
-    encoded array (see ``is_float_column``)."""
-
-    def __repr__(self) -> str:
-        return "COLUMN"
-
-
-COLUMN = _Column()
-
-FloatColumn = Annotated[tuple[float, ...], COLUMN]
-"""Up to one number per step (raw samples, per-step rates): a tuple of floats in memory,
-one encoded array (``encode_array``) on disk, NaN for an absent value."""
-
-
-def is_float_column(tp: Any) -> bool:
-    """Whether the type hint ``tp`` (read with ``include_extras=True``) is ``FloatColumn``."""
-    return typing.get_origin(tp) is Annotated and COLUMN in getattr(tp, "__metadata__", ())
-
-
-class Floats(collections.abc.Sequence):  # type: ignore[type-arg]
-    """A ``FloatColumn`` value made from an array: a read-only copy of the array that reads,
-    compares, hashes and adds like the tuple of its floats. That tuple is made only when a
-    caller iterates, slices or hashes it, so a million-step column costs one array, not a
-    million float objects; ``np.asarray`` returns the array itself through ``__array__``."""
-
-    __slots__ = ("_array", "_floats")
-
-    def __init__(self, arr: np.ndarray) -> None:
-        self._array = arr
-        self._floats: tuple[float, ...] | None = None
-
-    def _items(self) -> tuple[float, ...]:
-        if self._floats is None:
-            self._floats = tuple(self._array.tolist())
-        return self._floats
-
-    def __len__(self) -> int:
-        return int(self._array.shape[0])
-
-    def __getitem__(self, index: Any) -> Any:
-        if isinstance(index, slice) or self._floats is not None:
-            return self._items()[index]
-        if not -len(self) <= index < len(self):  # the tuple's message, not numpy's
-            raise IndexError("tuple index out of range")
-        return float(self._array[index])
-
-    def __iter__(self) -> Iterator[float]:
-        return iter(self._items())
-
-    def __reversed__(self) -> Iterator[float]:
-        return reversed(self._items())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, Floats):
-            # a NaN is unequal to every NaN but itself, as in two tuples of distinct floats
-            return self is other or bool(np.array_equal(self._array, other._array))
-        if isinstance(other, tuple):
-            return self._items() == other
-        return NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._items())
-
-    def __add__(self, other: object) -> tuple[float, ...]:
-        if isinstance(other, (tuple, Floats)):
-            return self._items() + tuple(other)
-        return NotImplemented
-
-    def __radd__(self, other: object) -> tuple[float, ...]:
-        if isinstance(other, tuple):
-            return other + self._items()
-        return NotImplemented
-
-    def __repr__(self) -> str:
-        return repr(self._items())
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
-        return arr.copy() if copy else arr
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # The array alone, rebuilt by float_column: pickled as a tuple, a million-step
-        # column would be a million floats (2x the bytes, 10x the time).
-        return _float_column_of_own, (self._array,)
-
-
-def float_column(values: Any) -> tuple[float, ...]:
-    """A ``FloatColumn`` value of ``values`` (an array or any sequence of numbers): a
-    ``Floats``, typed as the tuple it stands for."""
-    arr = np.array(values, dtype=np.float64).reshape(-1)
-    arr.flags.writeable = False
-    return typing.cast("tuple[float, ...]", Floats(arr))
-
-
-def _float_column_of_own(arr: np.ndarray) -> Floats:
-    """A ``Floats`` of an array nobody else holds (one just unpickled): kept, not copied."""
-    arr = np.asarray(arr, dtype=np.float64).reshape(-1)
-    arr.flags.writeable = False
-    return Floats(arr)
-
-
-def float_items(value: Any) -> list[float | None]:
-    """A float column's values as JSON holds a list of numbers: each non-finite one None."""
-    arr = np.asarray(value, dtype=np.float64)
-    finite = np.isfinite(arr)
-    if finite.all():
-        return arr.tolist()  # type: ignore[no-any-return]
-    return [v if ok else None for v, ok in zip(arr.tolist(), finite.tolist(), strict=True)]
-
-
-def float_column_to_json(values: Sequence[float]) -> dict[str, str]:
-    """A ``FloatColumn`` value in its on-disk form."""
-    return encode_array(np.asarray(values, dtype=np.float64))
-
-
-def float_column_from_json(value: Any, origin: str) -> tuple[float, ...]:
-    """The inverse of ``float_column_to_json``."""
-    return float_column(decode_array(value, origin))
-
-
-def decode_array(value: Any, origin: str) -> np.ndarray:
-    """The inverse of ``encode_array``; a malformed value is a ResultFormatError."""
-    if not isinstance(value, Mapping) or set(value) != {"dtype", "zlib_base64"}:
-        raise ResultFormatError(f"{origin} is not an encoded array "
-                                "({'dtype': ..., 'zlib_base64': ...})")
-    if value["dtype"] not in _DTYPES:
-        raise ResultFormatError(f"{origin} has dtype {value['dtype']!r}; expected one of "
-                                f"{sorted(_DTYPES)}")
-    try:
-        raw = zlib.decompress(base64.b64decode(value["zlib_base64"], validate=True))
-        return np.frombuffer(raw, dtype=np.dtype(value["dtype"]).newbyteorder("<")).astype(
-            value["dtype"])
-    except (ValueError, TypeError, zlib.error) as e:
-        raise ResultFormatError(f"{origin} cannot be decoded ({e.__class__.__name__}: "
-                                f"{e})") from None
-
-
 def column_of(steps: Sequence[Any], name: str) -> np.ndarray:
     """The array of field ``name`` over ``steps`` (a StepTable or any sequence of rows);
     None becomes NaN."""
@@ -849,7 +615,7 @@ class ChunkEncoder:
                ) -> dict[str, str]:
         """One column (``encode_array``'s form) cut into ``pieces`` (chunk id, start, stop)."""
         arr = np.ascontiguousarray(a)
-        raw = _little_endian(arr).tobytes()
+        raw = little_endian(arr).tobytes()
         size = arr.dtype.itemsize
         self.column_bytes += len(raw)
         body = []

@@ -30,16 +30,12 @@ from pipecheck.records import (  # noqa: F401
     profile,
     synthetic,
 )
-from pipecheck.records.base import (
-    _KINDS,
-    FORMAT_VERSION,  # noqa: F401 - read as store.FORMAT_VERSION
-    Record,
-    T,
-    check_version,
-    from_dict,
-    to_dict,
+from pipecheck.records.base import _KINDS, Record, T, from_dict, to_dict
+from pipecheck.records.codec import SERIAL, ArrayEncoder, Base64Text
+from pipecheck.records.versions import (  # noqa: F401 - FORMAT_VERSION read as store.FORMAT_VERSION
+    FORMAT_VERSION,
+    upgrade,
 )
-from pipecheck.records.steps import Base64Text
 
 _ONE_LINE = json.JSONEncoder(allow_nan=False, separators=(", ", ": ")).encode
 """A value as JSON on one line, by json's C encoder (NaN refused: ``to_dict`` made it null)."""
@@ -76,15 +72,17 @@ def _lay_out(value: Any, level: int, out: list[str]) -> None:
         out.append(_ONE_LINE(value))
 
 
-def record_to_json(record: Record) -> str:
-    return dumps(to_dict(record))
+def record_to_json(record: Record, encoder: ArrayEncoder = SERIAL) -> str:
+    """A record's JSON text, its arrays encoded by ``encoder``."""
+    return dumps(to_dict(record, encoder))
 
 
 def load_dict(data: Mapping[str, Any], origin: str = "input") -> Record:
-    """Turn a loaded JSON object into its record class, checking version and kind."""
+    """Turn a loaded JSON object into its record class, checking version and kind (an
+    older version read is converted: ``versions.upgrade``)."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:
         raise ResultFormatError(f"{origin} is not a pipecheck result (no kind/format_version)")
-    check_version(data, origin)
+    data = upgrade(data, origin)
     kind = data["kind"]
     if not isinstance(kind, str):
         raise ResultFormatError(f"{origin} is not a pipecheck result (kind is not a string)")
@@ -199,10 +197,12 @@ def _fsync_directory(directory: pathlib.Path) -> None:
         os.close(fd)
 
 
-def save(record: Record, path: str | os.PathLike[str], force: bool = False) -> None:
-    """Write a record as JSON, atomically."""
+def save(record: Record, path: str | os.PathLike[str], force: bool = False,
+         encoder: ArrayEncoder = SERIAL) -> None:
+    """Write a record as JSON, atomically, its arrays encoded by ``encoder``
+    (``pipecheck.encoding.ParallelEncoder`` compresses the large ones on threads)."""
     try:
-        text = record_to_json(record)
+        text = record_to_json(record, encoder)
     except ValueError as e:  # pragma: no cover - would be a pipecheck bug
         raise PipecheckError(f"cannot serialize result: {e}") from None
     write_text_atomic(path, text, force)

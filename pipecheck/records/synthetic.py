@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Mapping
 
-from pipecheck.records.base import FORMAT_VERSION, Record, register_kind
+from pipecheck.records.base import TopRecord, register_kind
 from pipecheck.records.common import (
     Anomaly,
     CompileInfo,
@@ -19,7 +19,7 @@ from pipecheck.records.hosts import HostSummary, Straggler
 
 @register_kind
 @dataclasses.dataclass(frozen=True)
-class SyntheticResult(Record):
+class SyntheticResult(TopRecord):
     """``pipecheck synthetic``: the target step time (compute alone)."""
 
     KIND: ClassVar[str] = "synthetic"
@@ -38,5 +38,3 @@ class SyntheticResult(Record):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     anomalies: tuple[Anomaly, ...] = ()
     """Steps far from the steady state (kept out of it), each with its likely cause."""
-    format_version: int = FORMAT_VERSION
-    kind: str = KIND

@@ -22,7 +22,7 @@ from multiprocessing import shared_memory
 import psutil
 import pytest
 
-from pipecheck.records.steps import decode_array
+from pipecheck.records.codec import decode_array
 
 from ..conftest import REPO, run_cli
 from .doc_examples import skeleton_problems

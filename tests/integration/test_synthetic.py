@@ -8,8 +8,9 @@ import time
 
 from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.records import store
+from pipecheck.records.codec import decode_array
 from pipecheck.records.common import StepRecord
-from pipecheck.records.steps import StepTable, decode_array
+from pipecheck.records.steps import StepTable
 from pipecheck.workloads import build_workload, resolve
 
 from ..conftest import run_cli

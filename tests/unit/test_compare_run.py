@@ -55,7 +55,8 @@ def setting(workers: int, ms: float) -> LoaderSetting:
     """D = ``ms`` per batch, every batch steady (an estimate of its own samples)."""
     samples = around(ms)
     return LoaderSetting(
-        workers=workers, threads=1, first_batch_s=0.5, batch_time=Distribution.of(samples),
+        settings=GrainSettings(workers=workers, threads=1), first_batch_s=0.5,
+        batch_time=Distribution.of(samples),
         batches_per_s=1000.0 / ms, examples_per_s=8000.0 / ms,
         loader_time=Estimate.mean_of(Distribution.of(samples)))
 

@@ -48,6 +48,9 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "user_code": frozenset({"errors", "step_types", "units"}),
     # Pure functions of what was measured (files are opened in logs/).
     "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),
+    # A record's large arrays compressed on threads, ahead of a write and during it (the
+    # records themselves hold no threads).
+    "encoding": frozenset({"records"}),
     # Reading files for analysis: MaxText logs (plain or gzip), result files for diff,
     # jax.profiler captures (and XProf's reading of one).
     "logs": frozenset({"analysis", "errors", "progress", "records"}),
@@ -61,13 +64,14 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
                           "workloads"}),
     # pipecheck.Monitor, in the user's own loop: measures with measure/, renders its own
     # report with report/.
-    "monitor": frozenset({"analysis", "errors", "measure", "records", "report", "step_types"}),
+    "monitor": frozenset({"analysis", "encoding", "errors", "measure", "records", "report",
+                          "step_types"}),
     "compare": frozenset({"analysis", "config", "measure", "progress", "records", "tuned_config",
                           "units", "workloads"}),
     # Orchestration of one `pipecheck profile` run (reading a capture, then analysis).
     "profiling": frozenset({"analysis", "errors", "logs", "progress", "records"}),
-    "cli": frozenset({"analysis", "compare", "config", "errors", "logs", "measure", "profiling",
-                      "progress", "records", "report", "tuned_config", "workloads"}),
+    "cli": frozenset({"analysis", "compare", "config", "encoding", "errors", "logs", "measure",
+                      "profiling", "progress", "records", "report", "tuned_config", "workloads"}),
     # `import pipecheck` (Monitor and grain_options, both imported lazily) and `python -m`.
     "pipecheck": frozenset({"monitor", "tuned_config"}),
     "__main__": frozenset({"cli"}),

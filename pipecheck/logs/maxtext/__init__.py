@@ -61,8 +61,8 @@ from pipecheck.logs.maxtext.halves import HALVES_MIN_BYTES, parse_file
 from pipecheck.logs.maxtext.patterns import GLOG_HEADER, PROFILER_STEP_MARK, STEP_MARK
 from pipecheck.logs.maxtext.reader import Reader, read_file
 from pipecheck.progress import NO_PROGRESS, Progress
+from pipecheck.records.codec import SERIAL, ArrayEncoder
 from pipecheck.records.imported import ImportedRun
-from pipecheck.records.steps import compress_ahead
 
 __all__ = ["GLOG_HEADER", "HALVES_MIN_BYTES", "PROFILER_STEP_MARK", "STEP_MARK", "ParsedLog",
            "import_lines", "import_log", "imported", "parse_file", "parse_lines"]
@@ -122,15 +122,13 @@ def imported(p: ParsedLog, source: str) -> ImportedRun:
 
 
 def import_log(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS,
-               to_save: bool = False) -> ImportedRun:
+               encoder: ArrayEncoder = SERIAL) -> ImportedRun:
     """Read and parse a MaxText training log file (plain or gzip), streaming it line by
-    line. ``to_save``: the record will be written, so its step columns are compressed on
-    another thread (``compress_ahead``) while the steps are analysed, and its steady step
-    times while it is reported."""
+    line. ``encoder``: the one the record will be written with, given its step columns
+    while the steps are analysed and its steady step times while it is reported (a
+    ``pipecheck.encoding.ParallelEncoder`` compresses them meanwhile, on another thread)."""
     p = parse_file(path, progress)
-    if to_save:
-        compress_ahead(p.steps.per_step_arrays())
+    encoder.compress_ahead(p.steps.per_step_arrays())
     run = imported(p, str(path))
-    if to_save:
-        compress_ahead([np.asarray(run.step_time.samples_s)])
+    encoder.compress_ahead([np.asarray(run.step_time.samples_s)])
     return run

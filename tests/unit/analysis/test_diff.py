@@ -256,27 +256,34 @@ def test_cli_missing_file(tmp_path, capsys):
     assert err.count("\n") == 1 and "does not exist" in err
 
 
-def _written_from_ahead(record, arrays, monkeypatch) -> str:
-    """``record`` written as JSON once each of ``arrays`` (all large) was compressed ahead:
-    checked to take each one's text, none compressed again, none left behind."""
-    from pipecheck.records import steps as steps_module
+def _written_from_ahead(record, arrays, encoder, compressed_now) -> str:
+    """``record`` written as JSON once each of ``arrays`` (all large) was compressed ahead
+    by ``encoder``: checked to take each one's text, none compressed again
+    (``compressed_now``: the sizes ``encoder`` compressed since), none left behind."""
+    from pipecheck.encoding import PARALLEL_MIN_BYTES
     from pipecheck.records.base import to_dict
 
-    assert all(x.nbytes >= steps_module.PARALLEL_MIN_BYTES for x in arrays)
-    for x in arrays:
-        steps_module._AHEAD[id(x)].result()
-    compressed_now = []
-    real = steps_module._zlib_base64
-    monkeypatch.setattr(steps_module, "_zlib_base64",
-                        lambda data: compressed_now.append(data.nbytes) or real(data))
-    text = json.dumps(to_dict(record))
-    assert not [n for n in compressed_now if n >= steps_module.PARALLEL_MIN_BYTES]
-    assert not any(id(x) in steps_module._AHEAD for x in arrays)  # each taken once
+    assert all(x.nbytes >= PARALLEL_MIN_BYTES for x in arrays)
+    assert all(encoder.is_ahead(x) for x in arrays)
+    encoder.wait_ahead()
+    compressed_now.clear()
+    text = json.dumps(to_dict(record, encoder))
+    assert not [n for n in compressed_now if n >= PARALLEL_MIN_BYTES]
+    assert not any(encoder.is_ahead(x) for x in arrays)  # each taken once
     return text
 
 
+def _counting_encoder(compressed: list[int]):
+    """A ParallelEncoder that notes the size of every array it compresses."""
+    from pipecheck.encoding import ParallelEncoder
+    from pipecheck.records.codec import zlib_base64
+
+    return ParallelEncoder(compress=lambda data: compressed.append(data.nbytes)
+                           or zlib_base64(data))
+
+
 def test_a_diff_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
-        tmp_path, monkeypatch):
+        tmp_path):
     """``diff --json``: the runs' step columns and per-step rates are compressed while the
     runs are compared; the record is the same as one encoded when written, and writing
     it compresses none of them again."""
@@ -288,12 +295,14 @@ def test_a_diff_to_save_has_its_columns_compressed_ahead_and_writes_the_same_rec
     arrays = [*a.per_step_arrays(), *b.per_step_arrays()]
     assert len(arrays) >= 8
     expected = json.dumps(to_dict(diff.diff_runs(a, b)))
-    result = diff.diff_runs(a, b, to_save=True)
-    assert _written_from_ahead(result, arrays, monkeypatch) == expected
+    compressed: list[int] = []
+    encoder = _counting_encoder(compressed)
+    result = diff.diff_runs(a, b, encoder=encoder)
+    assert _written_from_ahead(result, arrays, encoder, compressed) == expected
 
 
 def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_record(
-        tmp_path, monkeypatch):
+        tmp_path):
     """``import --json``: the steps' columns are compressed while they are analysed, the
     steady step times while the run is reported; writing compresses none of them again."""
     from pipecheck.records.base import to_dict
@@ -302,6 +311,8 @@ def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_
     log = tmp_path / "a.log"
     write_log(log, 140_000)  # 1.1 MB a column: past PARALLEL_MIN_BYTES
     expected = json.dumps(to_dict(maxtext.import_log(log)))
-    run = maxtext.import_log(log, to_save=True)
+    compressed: list[int] = []
+    encoder = _counting_encoder(compressed)
+    run = maxtext.import_log(log, encoder=encoder)
     arrays = [*run.steps.per_step_arrays(), np.asarray(run.step_time.samples_s)]
-    assert _written_from_ahead(run, arrays, monkeypatch) == expected
+    assert _written_from_ahead(run, arrays, encoder, compressed) == expected

@@ -15,6 +15,7 @@ from pipecheck.analysis.tuner import Trial, TuningOutcome
 from pipecheck.analysis.verdict import COMPUTE_BOUND, FORCED_SYNC, INPUT_BOUND, Verdict
 from pipecheck.records.common import Distribution, Finding, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
 
 USER = SyncSite("/home/me/train.py:88", "train", "float(loss)", seconds=2.0, samples=600,
                 internal=False)
@@ -53,7 +54,7 @@ def test_recommendations_say_what_to_do():
 
 def setting(workers, mean_ms):
     samples = [mean_ms / 1000.0] * 10
-    return LoaderSetting(workers=workers, threads=1, first_batch_s=1.0,
+    return LoaderSetting(settings=GrainSettings(workers=workers, threads=1), first_batch_s=1.0,
                          batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
                          examples_per_s=32000.0 / mean_ms,
                          loader_time=loader_estimate(samples, workers, 2))

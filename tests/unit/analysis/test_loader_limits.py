@@ -21,6 +21,7 @@ from pipecheck.analysis.loader_limits import (
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting, Resources
+from pipecheck.records.grain_settings import GrainSettings
 
 
 def setting(workers, main_cpu_s, worker_cpu_s, wall_s=1.0, batches=50, worker_rss=200.0,
@@ -31,7 +32,8 @@ def setting(workers, main_cpu_s, worker_cpu_s, wall_s=1.0, batches=50, worker_rs
                   workers_rss_mb=worker_rss * workers, worker_wait_s=worker_wait_s,
                   main_wait_s=main_wait_s)
     d = Distribution.of([wall_s / batches] * batches)
-    return LoaderSetting(workers=workers, threads=1, first_batch_s=1.0, batch_time=d,
+    return LoaderSetting(settings=GrainSettings(workers=workers, threads=1), first_batch_s=1.0,
+                         batch_time=d,
                          batches_per_s=batches / wall_s, examples_per_s=0.0, resources=r,
                          loader_time=loader_estimate(d.samples_s, workers, 2))
 

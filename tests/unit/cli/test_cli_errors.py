@@ -68,7 +68,8 @@ def test_a_pre_release_result_file_is_refused(capsys, tmp_path):
     old.write_text(json.dumps({**record.to_dict(), "format_version": 3}))
     err = one_line_error(capsys, ["diff", str(old), str(new)], 2)
     assert err == (f"pipecheck: error: {old} has format_version 3; this pipecheck reads "
-                   "version 4 (re-run the measurement with this version, or upgrade pipecheck)")
+                   "versions 4 and 5 (re-run the measurement with this version, or upgrade "
+                   "pipecheck)")
 
 
 def test_existing_output_refused_before_running(capsys, tmp_path):

@@ -164,15 +164,17 @@ def test_the_pipe_from_a_child_is_widened_where_the_system_allows(monkeypatch):
 def test_to_save_compresses_a_while_b_is_read(tmp_path):
     """``diff --json``: A's step columns are compressed while B is read (here one after
     the other: this process has JAX imported), and taken when the record is written."""
-    from pipecheck.records import steps as steps_module
+    from pipecheck.encoding import ParallelEncoder
+    from pipecheck.records.codec import encode_array
     from tests.maxtext_log import write_log_pair
 
     la, lb = write_log_pair(tmp_path, 40_000)  # 320 KB a column: past PARALLEL_MIN_BYTES
-    run_a, run_b = load_runs(la, lb, to_save=True)
-    ahead_a = [id(x) in steps_module._AHEAD for x in run_a.per_step_arrays()]
-    ahead_b = [id(x) in steps_module._AHEAD for x in run_b.per_step_arrays()]
+    encoder = ParallelEncoder()
+    run_a, run_b = load_runs(la, lb, encoder=encoder)
+    ahead_a = [encoder.is_ahead(x) for x in run_a.per_step_arrays()]
+    ahead_b = [encoder.is_ahead(x) for x in run_b.per_step_arrays()]
     assert all(ahead_a) and len(ahead_a) >= 4 and not any(ahead_b)
     for x in run_a.per_step_arrays():
-        assert steps_module.encode_array(x) == steps_module.encode_array(x.copy())
-    plain_a, _ = load_runs(la, lb)
-    assert not any(id(x) in steps_module._AHEAD for x in plain_a.per_step_arrays())
+        assert encoder.encode(x) == encode_array(x.copy())
+    plain_a, _ = load_runs(la, lb)  # no encoder given: nothing compressed ahead
+    assert not any(encoder.is_ahead(x) for x in plain_a.per_step_arrays())

@@ -19,9 +19,10 @@ from pipecheck.measure.dataloader import (
     time_batches,
 )
 from pipecheck.records import store
+from pipecheck.records.codec import decode_array
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
-from pipecheck.records.steps import decode_array
+from pipecheck.records.grain_settings import GrainSettings
 from tests.fakes import FakeClock
 
 
@@ -179,7 +180,7 @@ def test_collect_stages_gives_up_after_the_wait():
 
 def make_result():
     setting = LoaderSetting(
-        workers=2, threads=1, first_batch_s=1.5,
+        settings=GrainSettings(workers=2, threads=1), first_batch_s=1.5,
         batch_time=Distribution.of([0.01, 0.02, 0.03, 0.04]),
         batches_per_s=40.0, examples_per_s=320.0, tokens_per_s=40960.0, examples_per_batch=8,
         stages=stages_from_summary(_summary(WORKER_SUMMARY)), stages_complete=True,

@@ -28,7 +28,7 @@ def measured(workers: int, mean_ms: float, first_s: float = 1.0) -> LoaderSettin
     samples = [mean_ms / 1000.0] * 20
     knobs = GrainSettings(workers, DEFAULT_PER_WORKER_BUFFER, 1, default_prefetch(1))
     return LoaderSetting(
-        workers=workers, threads=1, first_batch_s=first_s,
+        settings=knobs, first_batch_s=first_s,
         batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
         examples_per_s=32000.0 / mean_ms,
         loader_time=loader_estimate(samples, workers, knobs.per_worker_buffer,

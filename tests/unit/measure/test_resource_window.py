@@ -11,6 +11,7 @@ from pipecheck.measure.dataloader import time_batches
 from pipecheck.measure.resources import ResourceWindow
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting, Resources
+from pipecheck.records.grain_settings import GrainSettings
 
 CONSUME_S = 0.020
 """CPU the training process spends on every batch (a consumer_ms=20 transform)."""
@@ -80,7 +81,8 @@ def measured(window_at: int, n: int = 20) -> LoaderSetting:
     timing = time_batches(consumer_bound_pipeline(m, n, 0.3), n, clock=m.clock,
                           window_at=window.start_after, on_window=window.open)
     usage = window.close(n)
-    return LoaderSetting(workers=2, threads=1, first_batch_s=timing.first_batch_s,
+    return LoaderSetting(settings=GrainSettings(workers=2, threads=1),
+                         first_batch_s=timing.first_batch_s,
                          batch_time=Distribution.of(timing.samples), batches_per_s=0.0,
                          examples_per_s=0.0, resources=usage,
                          loader_time=loader_estimate(timing.samples, 2, 2))

@@ -22,10 +22,11 @@ from pipecheck.measure.span_fold import close_interval, fold_intervals
 from pipecheck.monitor import Monitor
 from pipecheck.monitor.run_saver import RUNNING_MESSAGE, SignalChain, remove_stale_temporaries
 from pipecheck.records import store
+from pipecheck.records.codec import decode_array
 from pipecheck.records.common import StepRecord
 from pipecheck.records.events import Span
 from pipecheck.records.monitor import MonitorResult, RunEnd
-from pipecheck.records.steps import ChunkEncoder, StepTable, concat, decode_array
+from pipecheck.records.steps import ChunkEncoder, StepTable, concat
 from pipecheck.report.monitor import ended_early
 from tests.fakes import FakeClock
 

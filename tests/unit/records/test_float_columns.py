@@ -14,6 +14,7 @@ from pipecheck.analysis.diff import diff_runs, summary_from_imported
 from pipecheck.errors import ResultFormatError
 from pipecheck.logs.maxtext import import_log
 from pipecheck.records import store
+from pipecheck.records.codec import Floats, decode_array, float_column
 from pipecheck.records.common import (
     Breakdown,
     BreakdownRow,
@@ -26,9 +27,9 @@ from pipecheck.records.common import (
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.diff import DiffResult
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
-from pipecheck.records.steps import Floats, decode_array, float_column
 from pipecheck.records.synthetic import SyntheticResult
 
 LOGS = pathlib.Path(__file__).parents[2] / "data"
@@ -52,7 +53,7 @@ def synthetic() -> SyntheticResult:
 
 
 def loader_setting() -> LoaderSetting:
-    return LoaderSetting(workers=2, threads=1, first_batch_s=1.5,
+    return LoaderSetting(settings=GrainSettings(workers=2, threads=1), first_batch_s=1.5,
                          batch_time=Distribution.of([0.01, 0.02, 0.03, 0.04]),
                          batches_per_s=40.0, examples_per_s=320.0,
                          loader_time=Estimate(0.025, 0.02, 0.03, 4, "mean"))
@@ -66,8 +67,7 @@ def dataloader() -> DataloaderResult:
 def compare() -> CompareResult:
     est = Estimate(0.05, 0.049, 0.051, 4)
     return CompareResult(
-        env={}, config={}, target_step_s=0.05, target=SAMPLES, loader=(loader_setting(),),
-        chosen_workers=2, chosen_threads=1, loader_step_s=0.025, real_step_s=0.052,
+        env={}, config={}, target=SAMPLES, loader=(loader_setting(),),
         real=Distribution.of([0.052, 0.053, 0.051]), verdict="compute-bound",
         verdict_reason="T is the step", findings=(), recommendation="nothing to do",
         tuning=Tuning(True, "latency-bound", 0.05, "met", 0.9, 1, "met",
@@ -109,7 +109,7 @@ def test_every_record_with_a_distribution_round_trips_with_encoded_samples(build
     record = build()
     assert through_json(record) == record
     data = record.to_dict()
-    assert data["format_version"] == store.FORMAT_VERSION == 4
+    assert data["format_version"] == store.FORMAT_VERSION == 5
     found = list(distributions(data))
     assert found
     for d in found:
@@ -154,7 +154,7 @@ def test_a_long_series_is_far_smaller_than_its_json_list():
 def test_a_float_column_made_from_an_array_keeps_it_read_only():
     import pickle
 
-    from pipecheck.records.steps import Floats, float_column
+    from pipecheck.records.codec import Floats, float_column
 
     arr = np.array([0.5, 0.25, 4.0, 3.0])
     col = float_column(arr)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import numpy as np
 import pytest
@@ -98,95 +97,3 @@ def test_a_million_step_record_stays_small():
     text = json.dumps(t.to_json())
     assert len(text) < 25e6  # well under the 50 MB a million-step record may take
     assert sum(c.nbytes for c in columns.values()) < 50e6
-
-
-
-def test_parallel_encoding_gives_the_bytes_of_one_at_a_time(monkeypatch):
-    from pipecheck.records import steps as steps_mod
-
-    rng = np.random.default_rng(0)
-    arrays = [np.round(rng.gamma(20, 0.0256, 300_000), 3), np.arange(200_000),
-              np.array([1.5, 2.5])]  # the last below PARALLEL_MIN_BYTES: encoded at once
-    serial = [steps_mod.encode_array(a) for a in arrays]
-    monkeypatch.setattr(steps_mod.os, "cpu_count", lambda: 4)  # threads even on one CPU
-    with steps_mod.parallel_encoding():
-        deferred = [steps_mod.encode_array(a) for a in arrays]
-        assert [d["zlib_base64"] == "" for d in deferred] == [True, True, False]
-    assert deferred == serial
-    for a, d in zip(arrays, deferred, strict=True):
-        assert np.array_equal(steps_mod.decode_array(d, "x"), a)
-    # an error inside leaves nothing deferred for the next encoding
-    with pytest.raises(RuntimeError), steps_mod.parallel_encoding():
-        steps_mod.encode_array(arrays[0])
-        raise RuntimeError("boom")
-    assert steps_mod.encode_array(arrays[0]) == serial[0]
-
-
-def test_an_array_compressed_ahead_encodes_as_it_would_now(monkeypatch):
-    from pipecheck.records import steps as steps_module
-
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal(300_000)  # 2.4 MB: past PARALLEL_MIN_BYTES
-    small = np.arange(10.0)
-    expected = steps_module.encode_array(a)
-    steps_module.compress_ahead([a, small])
-    assert id(a) in steps_module._AHEAD and id(small) not in steps_module._AHEAD
-    assert steps_module.encode_array(a) == expected
-    assert id(a) not in steps_module._AHEAD  # taken once
-    b = rng.standard_normal(300_000)
-    steps_module.compress_ahead([b])
-    key = id(b)
-    steps_module._AHEAD[key].result()
-    del b  # an array freed (once compressed) before it is encoded leaves nothing behind
-    deadline = time.monotonic() + 10
-    while key in steps_module._AHEAD and time.monotonic() < deadline:
-        time.sleep(0.01)  # the compressing thread lets go of it as it ends
-    assert key not in steps_module._AHEAD
-
-
-def test_an_error_while_compressing_ahead_is_raised_where_the_result_is_taken(monkeypatch):
-    from pipecheck.records import steps as steps_module
-
-    def fail(data):
-        raise MemoryError("no room")
-
-    monkeypatch.setattr(steps_module, "_zlib_base64", fail)
-    a, b = np.zeros(300_000), np.ones(300_000)
-    steps_module.compress_ahead([a, b])
-    for x in (a, b):  # the error, not a wait that never ends
-        with pytest.raises(MemoryError, match="no room"):
-            steps_module.encode_array(x)
-
-
-def test_an_array_not_yet_compressed_ahead_is_compressed_where_it_is_taken(monkeypatch):
-    """Writing does not wait for the one thread compressing ahead to reach an array it
-    has not started: that array is compressed where it is taken, the same bytes."""
-    import threading
-
-    from pipecheck.records import steps as steps_module
-
-    rng = np.random.default_rng(1)
-    a, b = rng.standard_normal(300_000), rng.standard_normal(300_000)
-    expected = steps_module.encode_array(b)
-    release = threading.Event()
-    real = steps_module._zlib_base64
-    held, finished = [], []
-
-    def first_held(data):
-        if not held:
-            held.append(threading.current_thread().name)
-            release.wait(30)  # the first array ahead: busy until released
-            finished.append(True)
-        return real(data)
-
-    monkeypatch.setattr(steps_module, "_zlib_base64", first_held)
-    steps_module.compress_ahead([a, b])
-    deadline = time.monotonic() + 10
-    while not held and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert held and held[0].startswith("pipecheck-compress")
-    assert steps_module.encode_array(b) == expected  # b not started: compressed here
-    assert not finished  # ... not after the thread ahead got through a, then b
-    release.set()
-    assert np.array_equal(steps_module.decode_array(steps_module.encode_array(a), "a"), a)
-    assert id(a) not in steps_module._AHEAD and id(b) not in steps_module._AHEAD

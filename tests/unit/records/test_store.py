@@ -75,8 +75,8 @@ def test_pre_release_format_versions_are_refused_in_one_line(tmp_path, version):
     with pytest.raises(ResultFormatError) as e:
         store.load(p)
     assert str(e.value) == (
-        f"{p} has format_version {version}; this pipecheck reads version 4 (re-run the "
-        "measurement with this version, or upgrade pipecheck)")
+        f"{p} has format_version {version}; this pipecheck reads versions 4 and 5 (re-run "
+        "the measurement with this version, or upgrade pipecheck)")
 
 
 def test_unknown_version_and_kind_are_refused(tmp_path):
@@ -204,7 +204,7 @@ def test_dumps_lays_a_record_out_one_key_and_one_list_item_a_line():
 def test_an_encoded_array_is_written_as_json_writes_its_text():
     """Base64 text goes into the file between quotes without being scanned for escapes:
     the same characters json writes for it."""
-    from pipecheck.records.steps import Base64Text, encode_array
+    from pipecheck.records.codec import Base64Text, encode_array
 
     encoded = encode_array(np.random.default_rng(0).standard_normal(5000))
     assert type(encoded["zlib_base64"]) is Base64Text

@@ -10,12 +10,13 @@ from pipecheck.records import store
 from pipecheck.records.common import CompileInfo, Distribution, Estimate, Finding
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.report.compare import format_compare, tried_table
 
 
 def setting(workers, mean_ms, first_s=1.0):
     samples = [mean_ms / 1000.0] * 10
-    return LoaderSetting(workers=workers, threads=1, first_batch_s=first_s,
+    return LoaderSetting(settings=GrainSettings(workers=workers, threads=1), first_batch_s=first_s,
                          batch_time=Distribution.of(samples), batches_per_s=1000.0 / mean_ms,
                          examples_per_s=32000.0 / mean_ms, examples_per_batch=32,
                          loader_time=loader_estimate(samples, workers, 2))
@@ -27,9 +28,7 @@ def make_compare():
     target, real = [0.040] * 20, [0.041] * 20
     return CompareResult(
         env={}, config={"workload": "calibrated"},
-        target_step_s=0.040, target=Distribution.of(target),
-        loader=loader, chosen_workers=4, chosen_threads=1, loader_step_s=0.030,
-        real_step_s=0.041, real=Distribution.of(real),
+        target=Distribution.of(target), loader=loader, real=Distribution.of(real),
         verdict=INPUT_BOUND, verdict_reason="input-bound as loaded at first",
         findings=(Finding("input-bound", "0 worker(s) give 120.0 ms/batch", fix="use 4"),),
         recommendation="use 4 Grain workers",
