@@ -27,6 +27,7 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.hosts import Straggler
+from pipecheck.records.kinds import HOST, IDLE_ROWS, INPUT, THREAD_SPANS
 from pipecheck.records.profile import (
     CaptureEstimates,
     DeviceIdle,
@@ -57,34 +58,34 @@ class ProfileOptions:
     """Also run XProf's input-pipeline analyzer on the capture (the ``xprof`` extra)."""
 
 
-def _step_records(bd: ap.StepBreakdown) -> tuple[StepRecord, ...]:
+def _step_records(bd: ap.StepSplit) -> tuple[StepRecord, ...]:
     times = bd.times
     out = []
     for i, number in enumerate(bd.steps.numbers.tolist()):
-        spans = {ap.SPAN_OF[c]: float(bd.thread_by[c][i]) for c in ap.CATEGORIES
+        spans = {THREAD_SPANS[c]: float(bd.thread_by[c][i]) for c in ap.THREAD_KINDS
                  if bd.thread_by[c][i] > 0}
         tags = ("compile",) if bd.compiled[i] else ()
         out.append(StepRecord(int(number), float(times[i]), tags, spans))
     return tuple(out)
 
 
-def _device_time(bd: ap.StepBreakdown, steady: np.ndarray, steps: int | None = None) -> Breakdown:
+def _device_time(bd: ap.StepSplit, steady: np.ndarray, steps: int | None = None) -> Breakdown:
     wall = float(bd.times[steady].sum())
     rows = [BreakdownRow("device busy", float(bd.busy[steady].sum()), 0.0)]
-    rows += [BreakdownRow(ap.IDLE_LABELS[c], float(bd.idle_by[c][steady].sum()), 0.0)
-             for c in (*ap.CATEGORIES, ap.HOST)]
+    rows += [BreakdownRow(IDLE_ROWS[c], float(bd.idle_by[c][steady].sum()), 0.0)
+             for c in (*ap.THREAD_KINDS, HOST)]
     rows = [dataclasses.replace(r, share=r.seconds / wall if wall > 0 else 0.0) for r in rows]
     return Breakdown(wall, int(steady.sum()) if steps is None else steps, tuple(rows))
 
 
-def _device_idle(bd: ap.StepBreakdown, per_step: bool = True) -> DeviceIdle:
+def _device_idle(bd: ap.StepSplit, per_step: bool = True) -> DeviceIdle:
     """The device's idle seconds in each step by cause (``per_step`` False: a whole-capture
     reading, no steps, so empty columns as its ``device_busy_s``)."""
     return DeviceIdle(**{c: float_column(bd.idle_by[c] if per_step else ())
-                         for c in (*ap.CATEGORIES, ap.HOST)})
+                         for c in (*ap.THREAD_KINDS, HOST)})
 
 
-def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
+def _sync_sites(t: ap.CaptureTimeline, steps: ap.Steps, steady: np.ndarray,
                 search: Sequence[str]) -> list[SyncSite]:
     sites = []
     for call in ap.sync_calls(t, steps, steady):
@@ -94,7 +95,7 @@ def _sync_sites(t: ap.Timeline, steps: ap.Steps, steady: np.ndarray,
     return sites
 
 
-def _warnings(t: ap.Timeline, n_steady: int | None) -> list[str]:
+def _warnings(t: ap.CaptureTimeline, n_steady: int | None) -> list[str]:
     """Warnings on the capture (``n_steady`` None: read whole, no steps)."""
     out = []
     if not t.python_frames:
@@ -107,7 +108,8 @@ def _warnings(t: ap.Timeline, n_steady: int | None) -> list[str]:
     return out
 
 
-def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str]) -> ProfileResult:
+def analyze_host(t: ap.CaptureTimeline, options: ProfileOptions,
+                 search: Sequence[str]) -> ProfileResult:
     """One host's timeline as a ``profile`` record: its steps from the markers, from
     ``--step-fn``, or, with neither, from the jitted function that clearly repeats
     (``analysis.unmarked.pick_step``); with none of these, the whole capture read as one
@@ -122,7 +124,7 @@ def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str])
         if picked is None:
             return _whole_capture(t, options, search, ())
     steps = ap.find_steps(t, options.step_fn or (picked.function if picked else None))
-    bd = ap.breakdown(t, steps)
+    bd = ap.split_steps(t, steps)
     tagged, anomalies = steady_state.with_anomalies(_step_records(bd))
     steady = steady_state.steady_mask(tagged)
     if steady.sum() < MIN_STEPS and picked is not None:
@@ -141,8 +143,8 @@ def analyze_host(t: ap.Timeline, options: ProfileOptions, search: Sequence[str])
                                                picked.device_share))
 
 
-def _stepped(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
-             bd: ap.StepBreakdown, tagged: tuple[StepRecord, ...],
+def _stepped(t: ap.CaptureTimeline, options: ProfileOptions, search: Sequence[str],
+             bd: ap.StepSplit, tagged: tuple[StepRecord, ...],
              steady: np.ndarray) -> ProfileResult:
     """The record of a capture read step by step."""
     steps = bd.steps
@@ -166,11 +168,11 @@ def _stepped(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
                    warnings=tuple(_warnings(t, int(steady.sum()))))
 
 
-def _whole_capture(t: ap.Timeline, options: ProfileOptions, search: Sequence[str],
+def _whole_capture(t: ap.CaptureTimeline, options: ProfileOptions, search: Sequence[str],
                    notes: tuple[str, ...]) -> ProfileResult:
     """The record of a capture with no steps found: the whole capture as one window."""
     window = unmarked.window(t)
-    bd = ap.breakdown(t, window)
+    bd = ap.split_steps(t, window)
     r = unmarked.reading(bd)
     verdict, host_bound = unmarked.verdict(r)
     sites = _sync_sites(t, window, np.ones(1, dtype=bool), search)
@@ -189,8 +191,8 @@ def _whole_capture(t: ap.Timeline, options: ProfileOptions, search: Sequence[str
                    warnings=tuple(warnings), whole_capture=True)
 
 
-def _result(t: ap.Timeline, options: ProfileOptions, steps_from: str, verdict: Verdict,
-            host_bound: bool, est: ap.Estimates, findings: list[Finding],
+def _result(t: ap.CaptureTimeline, options: ProfileOptions, steps_from: str, verdict: Verdict,
+            host_bound: bool, est: ap.ProfileEstimates, findings: list[Finding],
             **fields: Any) -> ProfileResult:
     """The record's common part: how the capture was read, the verdict, the estimates."""
     sync_text = next((f.message for f in findings if f.kind == "forced-sync"), None)
@@ -211,7 +213,7 @@ def _host_profile(r: ProfileResult) -> HostProfile:
     rows = {row.category: row.seconds for row in r.device_time.rows}
     n = max(r.device_time.steps, 1)
     return HostProfile(str(r.env.get("host", "")), len(r.steps), steady.summary.median,
-                       r.estimates.compute.value, rows.get(ap.IDLE_LABELS[ap.INPUT], 0.0) / n,
+                       r.estimates.compute.value, rows.get(IDLE_ROWS[INPUT], 0.0) / n,
                        r.verdict)
 
 

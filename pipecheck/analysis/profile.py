@@ -1,13 +1,13 @@
 """Where a captured step's time went, and the verdict from it: pure functions of a timeline.
 
-A capture (``logs.capture`` reads it) is reduced to a ``Timeline``: the device's op
+A capture (``logs.capture`` reads it) is reduced to a ``CaptureTimeline``: the device's op
 intervals, the training thread's events (Python frames ``$file.py:LINE function``, JAX's
 C++ events such as ``PjitFunction(train_step)``), and the step markers. For every step:
 
 - **device busy**: the union of the device's op intervals inside the step (on CPU the XLA
   executor threads' ops, on GPU the streams' kernels, on TPU the ``XLA Ops`` line);
 - **device idle**: the rest of the step, each idle stretch charged to what the training
-  thread was doing then (``CATEGORIES``, by the names of its events): waiting for input,
+  thread was doing then (``THREAD_KINDS``, by the names of its events): waiting for input,
   blocked on a sync, compiling, checkpointing, dispatching, or other host work;
 - the training thread's time in input and in syncs, whether or not the device was idle.
 
@@ -33,15 +33,24 @@ import numpy as np
 from pipecheck.analysis.verdict import FORCED_SYNC_EVIDENCE, FORCED_SYNC_MARGIN, Verdict, decide
 from pipecheck.errors import CaptureError
 from pipecheck.records.common import Estimate
-from pipecheck.records.kinds import COMPUTE_BOUND, FORCED_SYNC, INCONCLUSIVE
+from pipecheck.records.kinds import (
+    CHECKPOINT,
+    COMPILE,
+    COMPUTE_BOUND,
+    DISPATCH,
+    FORCED_SYNC,
+    HOST,
+    INCONCLUSIVE,
+    INPUT,
+    SYNC,
+    TimeKind,
+)
 from pipecheck.units import ms
 
-INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH, HOST = (
-    "input", "checkpoint", "compile", "sync", "dispatch", "host")
-CATEGORIES = (INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH)
-"""What the training thread can be doing, in priority order: where events of several
-categories cover the same instant (a compilation inside a dispatch, a sync inside a
-generator), the first one listed counts. Anything else is ``host`` work."""
+THREAD_KINDS: tuple[TimeKind, ...] = (INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH)
+"""What the training thread can be doing (``records.kinds.TimeKind``), in priority order:
+where events of several kinds cover the same instant (a compilation inside a dispatch, a
+sync inside a generator), the first one listed counts. Anything else is ``host`` work."""
 
 HOST_BOUND = "host-bound (dispatch)"
 """The device waits for the host to launch its work (many small jitted calls)."""
@@ -106,7 +115,7 @@ DISPATCH_MIN_CALLS = 10
 
 
 @dataclasses.dataclass(frozen=True)
-class Timeline:
+class CaptureTimeline:
     """One host's capture as plain arrays, seconds from the capture's start."""
 
     host: str
@@ -148,15 +157,15 @@ class Steps:
 
 
 @dataclasses.dataclass(frozen=True)
-class StepBreakdown:
+class StepSplit:
     """Per step (arrays over the steps, seconds)."""
 
     steps: Steps
     busy: np.ndarray
-    idle_by: Mapping[str, np.ndarray]
-    """Device idle time charged to each of ``CATEGORIES`` and ``host``."""
-    thread_by: Mapping[str, np.ndarray]
-    """The training thread's time in each category, device idle or not."""
+    idle_by: Mapping[TimeKind, np.ndarray]
+    """Device idle time charged to each of ``THREAD_KINDS`` and ``host``."""
+    thread_by: Mapping[TimeKind, np.ndarray]
+    """The training thread's time in each kind, device idle or not."""
     blocked_input: np.ndarray
     """Input time spent blocked on another thread or process."""
     compiled: np.ndarray
@@ -174,11 +183,11 @@ class StepBreakdown:
 
 
 @functools.lru_cache(maxsize=65536)
-def classify(name: str) -> str:
-    """The category of an event of the training thread (``host`` when none)."""
-    for category in CATEGORIES:
-        if _PATTERNS[category].search(name):
-            return category
+def classify(name: str) -> TimeKind:
+    """The kind of time an event of the training thread is (``host`` when none)."""
+    for kind in THREAD_KINDS:
+        if _PATTERNS[kind].search(name):
+            return kind
     return HOST
 
 
@@ -195,7 +204,7 @@ def outermost(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return np.asarray(keep, dtype=int)
 
 
-def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
+def find_steps(t: CaptureTimeline, step_fn: str | None = None) -> Steps:
     """The steps: from the markers (each runs to the next marker's start, the last to its
     own end) unless ``step_fn`` names the train step, whose executions then delimit them
     (one step from one execution's start to the next's): on the device where the capture
@@ -230,7 +239,7 @@ def find_steps(t: Timeline, step_fn: str | None = None) -> Steps:
     return Steps(np.arange(len(starts) - 1), starts[:-1], starts[1:], wanted)
 
 
-def _device_paced(t: Timeline, marked: Steps) -> Steps | None:
+def _device_paced(t: CaptureTimeline, marked: Steps) -> Steps | None:
     """The device's executions of the train step as the steps, when the host ran ahead of
     the device (``HOST_AHEAD_SHARE``) and one module ran once per marked step."""
     bs, be = merge(t.busy)
@@ -248,7 +257,7 @@ def _device_paced(t: Timeline, marked: Steps) -> Steps | None:
                  f"{name} on the device (the host ran ahead of it)")
 
 
-def _functions_hint(t: Timeline, limit: int = 5) -> str:
+def _functions_hint(t: CaptureTimeline, limit: int = 5) -> str:
     """The jitted functions the capture calls most, for a message."""
     counts: dict[str, int] = {}
     for code in t.names.tolist():
@@ -290,16 +299,18 @@ def covered(starts: np.ndarray, ends: np.ndarray, t: np.ndarray) -> np.ndarray:
     return cum[last] + inside
 
 
-def _labelled_segments(t: Timeline, steps: Steps) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Disjoint segments (start, end, category code) covering the steps: cut at every
-    boundary of a categorized event and of a step, each labelled with the first category
-    (``CATEGORIES`` order) whose events cover it; ``len(CATEGORIES)`` means host work."""
-    codes = np.asarray([CATEGORIES.index(c) if (c := classify(n)) != HOST else len(CATEGORIES)
+def _labelled_segments(t: CaptureTimeline, steps: Steps
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Disjoint segments (start, end, kind code) covering the steps: cut at every
+    boundary of a classified event and of a step, each labelled with the first kind
+    (``THREAD_KINDS`` order) whose events cover it; ``len(THREAD_KINDS)`` means host work."""
+    codes = np.asarray([THREAD_KINDS.index(c) if (c := classify(n)) != HOST
+                        else len(THREAD_KINDS)
                         for n in t.name_table], dtype=int)
     event_cat = codes[t.names] if len(t.names) else np.zeros(0, dtype=int)
     unions = []
     bounds = [steps.starts, steps.ends]
-    for k in range(len(CATEGORIES)):
+    for k in range(len(THREAD_KINDS)):
         sel = event_cat == k
         s, e = merge(np.column_stack([t.starts[sel], t.ends[sel]]))
         unions.append((s, e))
@@ -308,8 +319,8 @@ def _labelled_segments(t: Timeline, steps: Steps) -> tuple[np.ndarray, np.ndarra
     cuts = cuts[(cuts >= steps.starts.min()) & (cuts <= steps.ends.max())]
     a, b = cuts[:-1], cuts[1:]
     mid = (a + b) / 2
-    label = np.full(len(mid), len(CATEGORIES))
-    for k in reversed(range(len(CATEGORIES))):
+    label = np.full(len(mid), len(THREAD_KINDS))
+    for k in reversed(range(len(THREAD_KINDS))):
         s, e = unions[k]
         if len(s):
             j = np.searchsorted(s, mid, side="right") - 1
@@ -318,7 +329,7 @@ def _labelled_segments(t: Timeline, steps: Steps) -> tuple[np.ndarray, np.ndarra
     return a, b, label
 
 
-def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
+def split_steps(t: CaptureTimeline, steps: Steps) -> StepSplit:
     """Device busy and idle per step, the idle charged to what the thread was doing."""
     bs, be = merge(t.busy)
     busy = covered(bs, be, steps.ends) - covered(bs, be, steps.starts)
@@ -327,7 +338,7 @@ def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
     step_of = np.searchsorted(steps.starts, (a + b) / 2, side="right") - 1
     ok = (step_of >= 0) & ((a + b) / 2 < steps.ends[np.maximum(step_of, 0)])
     n = len(steps.starts)
-    names = (*CATEGORIES, HOST)
+    names = (*THREAD_KINDS, HOST)
     idle_by, thread_by = {}, {}
     for k, name in enumerate(names):
         sel = ok & (label == k)
@@ -336,10 +347,10 @@ def breakdown(t: Timeline, steps: Steps) -> StepBreakdown:
         thread_by[name] = np.bincount(step_of[sel], weights=(b - a)[sel], minlength=n)
     blocked = _blocked_input(t, steps)
     compiled = _compiled(t, steps)
-    return StepBreakdown(steps, busy, idle_by, thread_by, blocked, compiled, _calls(t, steps))
+    return StepSplit(steps, busy, idle_by, thread_by, blocked, compiled, _calls(t, steps))
 
 
-def _calls(t: Timeline, steps: Steps) -> np.ndarray:
+def _calls(t: CaptureTimeline, steps: Steps) -> np.ndarray:
     idx = [i for i, n in enumerate(t.name_table) if n.startswith("PjitFunction(")]
     mask = np.isin(t.names, idx)
     s, e = t.starts[mask], t.ends[mask]
@@ -355,13 +366,13 @@ def _per_step(steps: Steps, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return covered(s, e, steps.ends) - covered(s, e, steps.starts)
 
 
-def _blocked_input(t: Timeline, steps: Steps) -> np.ndarray:
+def _blocked_input(t: CaptureTimeline, steps: Steps) -> np.ndarray:
     idx = [i for i, n in enumerate(t.name_table) if _BLOCKING.search(n)]
     mask = np.isin(t.names, idx)
     return _per_step(steps, t.starts[mask], t.ends[mask])
 
 
-def _compiled(t: Timeline, steps: Steps) -> np.ndarray:
+def _compiled(t: CaptureTimeline, steps: Steps) -> np.ndarray:
     idx = [i for i, n in enumerate(t.name_table) if classify(n) == COMPILE]
     mask = np.isin(t.names, idx)
     return _per_step(steps, t.starts[mask], t.ends[mask]) > 0
@@ -391,7 +402,7 @@ INTERNAL_SYNCS = frozenset({("loop.py", "read_scalar")})
 """(file, function) of pipecheck's own lagged sync."""
 
 
-def sync_calls(t: Timeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:
+def sync_calls(t: CaptureTimeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:
     """The user's functions that blocked on the device in the steady steps, costliest
     first. Each outermost sync event is charged to the nearest enclosing Python frame
     outside JAX and NumPy (``file.py:?? <loop>`` when the loop itself holds it: the
@@ -418,7 +429,7 @@ def sync_calls(t: Timeline, steps: Steps, steady: np.ndarray) -> list[SyncCall]:
     return sorted(calls, key=lambda c: -c.seconds)
 
 
-def _holder(t: Timeline, stack: Sequence[int], sync_name: str) -> tuple[str, int, str, str]:
+def _holder(t: CaptureTimeline, stack: Sequence[int], sync_name: str) -> tuple[str, int, str, str]:
     sync = sync_name.split()[-1] if sync_name.startswith("$") else sync_name
     for j in reversed(stack):
         m = _FRAME.match(t.name_table[t.names[j]])
@@ -428,7 +439,7 @@ def _holder(t: Timeline, stack: Sequence[int], sync_name: str) -> tuple[str, int
 
 
 @dataclasses.dataclass(frozen=True)
-class Estimates:
+class ProfileEstimates:
     """T, D and R read off the capture (see the module docstring), with the sync share."""
 
     compute: Estimate
@@ -449,7 +460,7 @@ class Estimates:
     step against its own parts (a busy machine slows all three together)."""
 
 
-def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
+def estimates(bd: StepSplit, steady: np.ndarray) -> ProfileEstimates:
     """The three estimates over the steady steps."""
     times = bd.times[steady]
     input_time = bd.thread_by[INPUT][steady]
@@ -464,7 +475,7 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
     idle = bd.idle[steady]
     loader = np.maximum(loader, NO_INPUT_S)
     bound = np.maximum(np.maximum(bd.busy[steady], loader), 1e-12)
-    return Estimates(
+    return ProfileEstimates(
         compute=Estimate.of(bd.busy[steady].tolist()),
         loader=Estimate.of(loader.tolist()),
         step=Estimate.of(times.tolist()),
@@ -480,7 +491,7 @@ def estimates(bd: StepBreakdown, steady: np.ndarray) -> Estimates:
     )
 
 
-def _paired_forced_sync(e: Estimates) -> bool:
+def _paired_forced_sync(e: ProfileEstimates) -> bool:
     """compare's forced-sync rule on the steps paired with their own parts: each step's
     time over the slower of its compute and loading, whole interval above the margin, with
     the user's syncs as evidence."""
@@ -489,7 +500,7 @@ def _paired_forced_sync(e: Estimates) -> bool:
             and p.low > 1.0 + FORCED_SYNC_MARGIN and e.sync_share >= FORCED_SYNC_EVIDENCE)
 
 
-def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
+def profile_verdict(e: ProfileEstimates) -> tuple[Verdict, bool]:
     """compare's verdict on the capture's estimates, and whether the run is host-bound
     (dispatch): the device idle most of each step while the thread only dispatches."""
     host_bound = (e.idle_share >= DISPATCH_BOUND_SHARE
@@ -520,16 +531,7 @@ def profile_verdict(e: Estimates) -> tuple[Verdict, bool]:
     return v, False
 
 
-IDLE_LABELS = {INPUT: "idle: input wait", SYNC: "idle: sync", COMPILE: "idle: compile",
-               CHECKPOINT: "idle: checkpoint", DISPATCH: "idle: dispatch", HOST: "idle: host work"}
-"""The device-time table's rows for the device's idle time, by what the thread did."""
-
-SPAN_OF = {INPUT: "data_wait", SYNC: "sync", COMPILE: "compile", CHECKPOINT: "checkpoint",
-           DISPATCH: "dispatch"}
-"""The span name a category's thread time is stored under in a step record."""
-
-
-def profile_recommendation(verdict: Verdict, host_bound: bool, e: Estimates,
+def profile_recommendation(verdict: Verdict, host_bound: bool, e: ProfileEstimates,
                            sync_text: str | None) -> str:
     """One sentence: what to do first (compare's texts where the verdict is the same)."""
     if host_bound:

@@ -1,6 +1,6 @@
 """A capture without step markers, read without ``--step-fn``: the train step picked
 automatically when one jitted function clearly repeats, else the whole capture read as one
-window (pure functions of a ``Timeline``; ``profiling`` chooses between them).
+window (pure functions of a ``CaptureTimeline``; ``profiling`` chooses between them).
 
 **The picked step.** Each jitted function the training thread calls is a candidate: its
 executions are counted where ``--step-fn`` would take them (its module's executions on the
@@ -13,7 +13,7 @@ exactly as with ``--step-fn NAME``.
 
 **The whole-capture reading.** Otherwise the capture, from its first event to its last, is
 one window: the device's busy time, its idle time charged to what the thread was doing
-(``analysis.profile.breakdown``), the thread's time in input and in syncs, and its jitted
+(``analysis.profile.split_steps``), the thread's time in input and in syncs, and its jitted
 calls. Time the device sat idle while JAX compiled is set apart (as compiling steps are).
 The verdict follows compare's rule on these single numbers, without intervals:
 host-bound (dispatch) first; then a capture clearly longer than the slower of the device's
@@ -37,7 +37,17 @@ from pipecheck.analysis.verdict import (
     Verdict,
 )
 from pipecheck.records.common import Estimate, Finding, SyncSite
-from pipecheck.records.kinds import COMPUTE_BOUND, FORCED_SYNC, INCONCLUSIVE, INPUT_BOUND
+from pipecheck.records.kinds import (
+    COMPILE,
+    COMPUTE_BOUND,
+    DISPATCH,
+    FORCED_SYNC,
+    HOST,
+    INCONCLUSIVE,
+    INPUT,
+    INPUT_BOUND,
+    SYNC,
+)
 from pipecheck.units import ms, short_location
 
 AUTO_MIN_EXECUTIONS = 5
@@ -71,7 +81,7 @@ class Candidate:
     jitted calls, where the capture has no per-module device time)."""
 
 
-def jitted_calls(t: ap.Timeline) -> dict[str, int]:
+def jitted_calls(t: ap.CaptureTimeline) -> dict[str, int]:
     """The thread's outermost jitted calls per function (calls made while tracing another
     function are nested in its call and not counted)."""
     idx = [i for i, n in enumerate(t.name_table) if n.startswith("PjitFunction(")]
@@ -84,7 +94,7 @@ def jitted_calls(t: ap.Timeline) -> dict[str, int]:
             for c, k in zip(codes.tolist(), counts.tolist(), strict=True)}
 
 
-def candidates(t: ap.Timeline) -> list[Candidate]:
+def candidates(t: ap.CaptureTimeline) -> list[Candidate]:
     """Every jitted function the thread calls, the largest device share first."""
     calls = jitted_calls(t)
     device = {name[len("jit_"):]: float((r[:, 1] - r[:, 0]).sum())
@@ -99,7 +109,7 @@ def candidates(t: ap.Timeline) -> list[Candidate]:
     return sorted(out, key=lambda c: (-c.device_share, -c.executions, c.function))
 
 
-def pick_step(t: ap.Timeline) -> Candidate | None:
+def pick_step(t: ap.CaptureTimeline) -> Candidate | None:
     """The jitted function that clearly is the train step (``AUTO_MIN_EXECUTIONS``,
     ``AUTO_DEVICE_SHARE``), or None."""
     for c in candidates(t):
@@ -108,7 +118,7 @@ def pick_step(t: ap.Timeline) -> Candidate | None:
     return None
 
 
-def window(t: ap.Timeline) -> ap.Steps:
+def window(t: ap.CaptureTimeline) -> ap.Steps:
     """The whole capture as one step: from its first event (thread or device) to its last."""
     lo = min(float(t.starts.min()) if len(t.starts) else np.inf, float(t.busy[:, 0].min()))
     hi = max(float(t.ends.max()) if len(t.ends) else -np.inf, float(t.busy[:, 1].max()))
@@ -137,25 +147,25 @@ class Reading:
     compile_idle: float
 
 
-def reading(bd: ap.StepBreakdown) -> Reading:
+def reading(bd: ap.StepSplit) -> Reading:
     """The one-window breakdown (``window``) as the whole capture's numbers."""
-    compile_idle = float(bd.idle_by[ap.COMPILE][0])
+    compile_idle = float(bd.idle_by[COMPILE][0])
     wall = max(float(bd.times[0]) - compile_idle, 1e-12)
-    input_s = float(bd.thread_by[ap.INPUT][0])
+    input_s = float(bd.thread_by[INPUT][0])
     background = bool(input_s > 0 and bd.blocked_input[0] >= ap.BACKGROUND_SHARE * input_s)
     waited = background and input_s >= ap.WAITED_SHARE * wall
     return Reading(
         wall=wall, busy=float(bd.busy[0]), loader=max(wall if waited else input_s, ap.NO_INPUT_S),
-        input_s=input_s, sync_s=float(bd.thread_by[ap.SYNC][0]),
+        input_s=input_s, sync_s=float(bd.thread_by[SYNC][0]),
         idle=max(float(bd.idle[0]) - compile_idle, 0.0),
-        dispatch_idle=float(bd.idle_by[ap.DISPATCH][0] + bd.idle_by[ap.HOST][0]),
-        launching=float(bd.thread_by[ap.DISPATCH][0]), calls=int(bd.calls[0]),
+        dispatch_idle=float(bd.idle_by[DISPATCH][0] + bd.idle_by[HOST][0]),
+        launching=float(bd.thread_by[DISPATCH][0]), calls=int(bd.calls[0]),
         background_loader=background, compile_idle=compile_idle)
 
 
-def estimates(r: Reading) -> ap.Estimates:
+def estimates(r: Reading) -> ap.ProfileEstimates:
     """The reading as single-sample estimates (n = 1: no intervals), for the record."""
-    return ap.Estimates(
+    return ap.ProfileEstimates(
         compute=Estimate.of([r.busy]), loader=Estimate.of([r.loader]),
         step=Estimate.of([r.wall]), sync_share=r.sync_s / r.wall,
         background_loader=r.background_loader, idle_share=r.idle / r.wall,

@@ -1,4 +1,5 @@
-"""Reading a jax.profiler capture into plain timelines (``analysis.profile.Timeline``).
+"""Reading a jax.profiler capture into plain timelines
+(``analysis.profile.CaptureTimeline``).
 
 ``jax.profiler.start_trace(DIR)`` writes ``DIR/plugins/profile/<run>/<host>.xplane.pb``
 (one file per host) beside ``<host>.trace.json.gz``. The ``.xplane.pb`` is read with JAX's
@@ -32,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipecheck.analysis.profile import SyncCall, Timeline
+from pipecheck.analysis.profile import CaptureTimeline, SyncCall
 from pipecheck.errors import CaptureError, one_line
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -185,8 +186,8 @@ def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
     return env
 
 
-def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
-    """One host's capture as a ``Timeline`` (``host``: its name; default the file's)."""
+def read_timeline(path: pathlib.Path, host: str | None = None) -> CaptureTimeline:
+    """One host's capture as a ``CaptureTimeline`` (``host``: its name; default the file's)."""
     planes = (_trace_planes(path) if path.name.endswith(TRACE_SUFFIX)
               else list(_load(path).planes))
     host = host or _host_of(path)
@@ -212,7 +213,7 @@ def read_timeline(path: pathlib.Path, host: str | None = None) -> Timeline:
     starts = (np.asarray(start_ns, dtype=float) - t0) / 1e9
     ends = starts + np.asarray(dur_ns, dtype=float) / 1e9
     mk = np.asarray(markers, dtype=float).reshape(-1, 3)
-    return Timeline(
+    return CaptureTimeline(
         host=host, device=device,
         busy=(np.asarray(busy, dtype=float).reshape(-1, 2) - t0) / 1e9,
         starts=starts, ends=ends, names=codes, name_table=tuple(table),

@@ -17,6 +17,7 @@ import numpy as np
 from pipecheck.records.common import Anomaly, Breakdown, Distribution, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.kinds import COMPILE, DISPATCH, IDLE_ROWS, INPUT, SYNC, TimeKind
 from pipecheck.records.profile import DeviceIdle
 from pipecheck.records.steps import StepTable, column_of
 from pipecheck.report import svg
@@ -547,19 +548,30 @@ its idle time where the record does not say what the thread was doing then."""
 
 @dataclasses.dataclass(frozen=True)
 class IdleCause:
-    """An idle cause drawn on its own: its device-time row, its ``DeviceIdle`` field, the
-    label and colour it is drawn with."""
+    """An idle cause drawn on its own: the kind of time (``records.kinds.TimeKind``, its
+    ``DeviceIdle`` field), its colour; its device-time row and label follow from the kind."""
 
-    row: str
-    field: str
-    label: str
+    kind: TimeKind
     color: str
 
+    @property
+    def row(self) -> str:
+        """Its row of the device-time table (``kinds.IDLE_ROWS``)."""
+        return IDLE_ROWS[self.kind]
 
-IDLE_CAUSES = (IdleCause("idle: input wait", "input", "idle: input", "#1f77b4"),
-               IdleCause("idle: sync", "sync", "idle: sync", "#e377c2"),
-               IdleCause("idle: compile", "compile", "idle: compile", "#bcbd22"),
-               IdleCause("idle: dispatch", "dispatch", "idle: dispatch", "#7f7f7f"))
+    @property
+    def field(self) -> str:
+        """Its ``DeviceIdle`` field."""
+        return self.kind
+
+    @property
+    def label(self) -> str:
+        """How the chart names it."""
+        return f"idle: {self.kind}"
+
+
+IDLE_CAUSES = (IdleCause(INPUT, "#1f77b4"), IdleCause(SYNC, "#e377c2"),
+               IdleCause(COMPILE, "#bcbd22"), IdleCause(DISPATCH, "#7f7f7f"))
 """The device's idle time drawn by cause; the other causes (checkpoint, host work) are
 drawn together as ``IDLE_OTHER``."""
 

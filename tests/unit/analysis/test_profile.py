@@ -15,7 +15,7 @@ def timeline(busy, events, markers=(), runs=None):
     table = {}
     codes = [table.setdefault(n, len(table)) for _, _, n in events]
     mk = np.asarray(markers, dtype=float).reshape(-1, 3)
-    return ap.Timeline(
+    return ap.CaptureTimeline(
         host="h", device="cpu", busy=np.asarray(busy, dtype=float).reshape(-1, 2),
         starts=np.asarray([e[0] for e in events], dtype=float),
         ends=np.asarray([e[1] for e in events], dtype=float),
@@ -56,7 +56,7 @@ def test_idle_charged_to_what_the_thread_did():
         busy += [(o + 6.5, o + 8.0), (o + 7.5, o + 9.5)]
     t = timeline(busy, events, markers)
     steps = ap.find_steps(t)
-    bd = ap.breakdown(t, steps)
+    bd = ap.split_steps(t, steps)
     assert bd.times.tolist() == [10.0, 10.0]
     assert bd.busy.tolist() == [3.0, 3.0]
     assert bd.idle_by[ap.INPUT].tolist() == [6.0, 6.0]
@@ -90,8 +90,8 @@ def estimates(compute, loader, step, sync=0.0, idle=0.5, dispatch=0.0, calls=1.0
               background=False):
     def est(v):
         return Estimate(v, v * 0.98, v * 1.02, 20)
-    return ap.Estimates(est(compute), est(loader), est(step), sync, background, idle, dispatch,
-                        calls)
+    return ap.ProfileEstimates(est(compute), est(loader), est(step), sync, background, idle,
+                               dispatch, calls)
 
 
 @pytest.mark.parametrize("args, kwargs, verdict", [
@@ -126,7 +126,7 @@ def test_background_loader_time_is_the_step_where_the_thread_waited():
                    (o + 0.020, o + 0.030, "$array.py:298 __float__")]
         busy.append((o + 0.020, o + 0.030))
     t = timeline(busy, events, markers)
-    bd = ap.breakdown(t, ap.find_steps(t))
+    bd = ap.split_steps(t, ap.find_steps(t))
     steady = np.arange(8) > 0
     e = ap.estimates(bd, steady)
     assert e.background_loader
@@ -210,7 +210,7 @@ def test_whole_capture_window_sets_compile_idle_apart():
     t = timeline([(2.0, 3.0)], events)
     w = unmarked.window(t)
     assert (w.starts.tolist(), w.ends.tolist(), w.source) == ([0.0], [3.0], "the whole capture")
-    r = unmarked.reading(ap.breakdown(t, w))
+    r = unmarked.reading(ap.split_steps(t, w))
     assert (r.wall, r.busy, r.input_s, r.compile_idle) == pytest.approx((2.0, 1.0, 1.0, 1.0))
     assert r.idle == pytest.approx(1.0) and r.sync_s == pytest.approx(0.99) and r.calls == 1
     e = unmarked.estimates(r)

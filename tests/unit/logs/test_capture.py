@@ -143,11 +143,12 @@ def test_real_gpu_capture():
 def test_no_device_activity():
     import numpy as np
 
-    from pipecheck.analysis.profile import Timeline
+    from pipecheck.analysis.profile import CaptureTimeline
     from pipecheck.profiling import analyze_host
 
-    t = Timeline("h", "cpu", np.zeros((0, 2)), np.array([0.0]), np.array([1.0]), np.array([0]),
-                 ("train",), np.array([0]), np.array([0.0]), np.array([1.0]))
+    t = CaptureTimeline("h", "cpu", np.zeros((0, 2)), np.array([0.0]), np.array([1.0]),
+                        np.array([0]), ("train",), np.array([0]), np.array([0.0]),
+                        np.array([1.0]))
     with pytest.raises(CaptureError, match="no device activity"):
         analyze_host(t, ProfileOptions("x"), [])
 
