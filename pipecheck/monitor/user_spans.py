@@ -7,9 +7,11 @@ import contextlib
 from typing import Callable
 
 from pipecheck.measure.spans import SpanRecorder
+from pipecheck.records.kinds import CHECKPOINT, EVAL, GC, SPANS_OF
 
-TAGGING_SPANS = frozenset({"checkpoint", "eval", "gc"})
-"""Spans that also tag their step: work that does not happen every step."""
+TAGGING_SPANS = frozenset(name for kind in (CHECKPOINT, EVAL, GC) for name in SPANS_OF[kind])
+"""Spans that also tag their step: the time kinds of work that does not happen every step
+(checkpoint, eval, gc)."""
 
 
 class MonitorSpans(dict[str, contextlib.AbstractContextManager[None]]):
