@@ -314,7 +314,7 @@ def test_own_loading_then_a_sync_is_forced_sync_when_busy_intervals_overlap():
                           False),)
         return RealRun(steps, sites)
 
-    own = dataclasses.replace(setting(0, 47.0), threads=0)
+    own = dataclasses.replace(setting(0, 47.0), settings=GrainSettings(workers=0, threads=0))
     result = run(75.0, loader(own), real_stage)
     assert result.verdict == "forced-sync", result.verdict_reason
     assert result.verdict_reason.startswith("in each real-data step")
