@@ -44,8 +44,8 @@ def sets(**kv):
 def test_compute_bound(tmp_path):
     data, proc = compare(tmp_path, *sets(compute_ms=60), "--steps", "40")
     assert data["verdict"] == "compute-bound", data["verdict_reason"]
-    assert data["chosen_workers"] == 0  # a cheap loader needs no workers
-    assert data["loader_step_s"] < data["target_step_s"]
+    assert data["tuning"]["chosen"]["workers"] == 0  # a cheap loader needs no workers
+    assert data["estimates"]["loader"]["value"] < data["estimates"]["target"]["value"]
     assert not [f for f in data["findings"] if f["kind"] in ("forced-sync", "input-bound")]
     assert "pipecheck compare: COMPUTE-BOUND" in proc.stdout
     assert "[3/4] real-data training" in proc.stderr  # progress on the terminal
@@ -54,21 +54,22 @@ def test_compute_bound(tmp_path):
 def test_input_bound_fixed_by_tuning(tmp_path):
     data, proc = compare(tmp_path, *sets(compute_ms=20, load_ms=60), "--steps", "40")
     assert data["verdict"] == "input-bound", data["verdict_reason"]
-    first = data["loader"][0]
-    assert first["workers"] == 0 and first["batch_time"]["mean_s"] > data["target_step_s"]
+    first, est = data["loader"][0], data["estimates"]
+    assert first["settings"]["workers"] == 0
+    assert first["batch_time"]["mean_s"] > est["target"]["value"]
     chosen = data["tuning"]["chosen"]
-    assert chosen["workers"] == data["chosen_workers"]
+    assert chosen in [s["settings"] for s in data["loader"]]  # one of the settings tried
     # 60 ms of sleep per batch against 20 ms of compute: several parallel reads, as workers
     # or (cheaper: no processes) as read threads
     assert max(chosen["workers"], 1) * chosen["threads"] >= 2
-    assert data["loader_step_s"] < first["batch_time"]["mean_s"] / 2
+    assert est["loader"]["value"] < first["batch_time"]["mean_s"] / 2
     assert data["tuning"]["meets_target"] is True
     # adaptive: workers 0, 1, the predicted count and the one below it, then read threads
     # without workers until they meet the goal, then a smaller prefetch: far under the 250
     # settings of the grid (0..8 workers x 5 thread counts x 3 buffers x 2 prefetch sizes)
     assert len(data["loader"]) <= 10
     finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
-    assert f"{data['chosen_workers']} workers" in finding["message"]
+    assert f"{chosen['workers']} workers" in finding["message"]
     assert f"num_threads={chosen['threads']}" in data["recommendation"]
     assert skeleton_problems("compare-input-bound", proc.stdout) == []  # docs/compare.md
 
@@ -77,7 +78,8 @@ def test_forced_sync_named_at_the_loops_line(tmp_path):
     data, proc = compare(tmp_path, *sets(compute_ms=40, load_ms=30, host_sync="every_step"),
                          "--workers", "0", "--threads", "0", "--steps", "40")
     assert data["verdict"] == "forced-sync", data["verdict_reason"]
-    assert data["real_step_s"] > 1.2 * max(data["target_step_s"], data["loader_step_s"])
+    est = data["estimates"]
+    assert est["real"]["value"] > 1.2 * max(est["target"]["value"], est["loader"]["value"])
     (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
     line = line_of(CALIBRATED, 'loss = float(metrics["loss"])')
     assert sync["location"] == f"{CALIBRATED}:{line}"
@@ -105,7 +107,7 @@ def test_default_demo_compare_is_compute_bound(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["verdict"] == "compute-bound", data["verdict_reason"]
-    assert data["loader_step_s"] < data["target_step_s"] / 2
+    assert data["estimates"]["loader"]["value"] < data["estimates"]["target"]["value"] / 2
     assert proc.stdout.splitlines()[0] == "pipecheck compare: COMPUTE-BOUND"
     assert f"recommendation: {data['recommendation']}" in proc.stdout
     assert skeleton_problems("compare-default", proc.stdout) == []  # docs/compare.md
@@ -155,8 +157,9 @@ def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):
     data, _ = compare(tmp_path, *workload, "--synthetic", str(syn), "--dataloader", str(dl),
                       "--steps", "30")
     assert data["sources"]["target"] == str(syn) and data["sources"]["loader"] == str(dl)
-    assert [s["workers"] for s in data["loader"]] == [0, 1, 4]  # read, not measured again
+    # read, not measured again
+    assert [s["settings"]["workers"] for s in data["loader"]] == [0, 1, 4]
     # 60 ms per batch: 0 and 1 workers are slower than ~30 ms of compute, 4 give ~15 ms
-    assert data["chosen_workers"] == 4
+    assert data["tuning"]["chosen"]["workers"] == 4
     assert data["verdict"] == "input-bound", data["verdict_reason"]
     assert "4 Grain workers" in data["recommendation"]

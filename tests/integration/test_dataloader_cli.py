@@ -83,7 +83,8 @@ def test_demo_sweep_json_and_per_example_stages_are_the_slow_ones(tmp_path):
     assert data["kind"] == "dataloader" and data["config"]["workload"] == "demo"
     assert skeleton_problems("dataloader-demo", proc.stdout) == []  # docs/dataloader.md
     assert "jax" in data["env"]
-    assert [(r["workers"], r["threads"]) for r in data["results"]] == [(0, 1), (1, 1)]
+    assert [(r["settings"]["workers"], r["settings"]["threads"])
+            for r in data["results"]] == [(0, 1), (1, 1)]
     for r in data["results"]:
         bt = r["batch_time"]
         samples = decode_array(bt["samples_s"], "samples_s")
@@ -107,7 +108,8 @@ def test_demo_sweep_json_and_per_example_stages_are_the_slow_ones(tmp_path):
         {"workers"}
     for r in data["results"]:  # the report names the stage the record finds slowest
         slowest = max((s for s in r["stages"] if s["n"] > 0), key=lambda s: s["wait_ratio"])
-        assert f"workers={r['workers']} threads={r['threads']}: slowest stage " \
+        knobs = r["settings"]
+        assert f"workers={knobs['workers']} threads={knobs['threads']}: slowest stage " \
                f"{slowest['name']}" in proc.stdout, proc.stdout
     assert leftover(marker) == []
 
@@ -125,15 +127,15 @@ def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
     rows = json.loads(out.read_text())["results"]
     # Mean batch time (1 / batches_per_s). With several workers in lockstep the batches
     # arrive in bursts, so the per-batch median alone does not show the rate.
-    mean = {r["workers"]: 1.0 / r["batches_per_s"] for r in rows}
+    mean = {r["settings"]["workers"]: 1.0 / r["batches_per_s"] for r in rows}
     # Latency-bound (sleeping) loader: ~80 / workers ms, even with more workers than cores.
     assert 1.5 < mean[1] / mean[2] < 2.6, mean
     assert 1.4 < mean[2] / mean[4] < 2.6, mean
     assert mean[1] >= 0.95 * LOAD_S, mean  # one worker cannot beat its own sleep
     for r in rows:
-        assert r["batch_time"]["mean_s"] == pytest.approx(mean[r["workers"]], rel=1e-9)
+        assert r["batch_time"]["mean_s"] == pytest.approx(mean[r["settings"]["workers"]], rel=1e-9)
         # The first batch (worker spawn) is reported apart and costs more than a batch.
-        assert r["first_batch_s"] > mean[r["workers"]]
+        assert r["first_batch_s"] > mean[r["settings"]["workers"]]
     assert skeleton_problems("dataloader-calibrated", proc.stdout) == []  # docs/dataloader.md
 
 

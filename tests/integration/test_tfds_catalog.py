@@ -59,7 +59,7 @@ def test_dataloader_on_a_catalog_data_set(mocked_catalog, tmp_path, capsys):
     assert code == 0, captured.err[-3000:]
     data = json.loads(out.read_text())
     assert data["config"]["source"] == f"tfds:{CATALOG}"
-    assert [r["workers"] for r in data["results"]] == [0, 2]
+    assert [r["settings"]["workers"] for r in data["results"]] == [0, 2]
     for r in data["results"]:
         assert r["examples_per_batch"] == 8 and r["tokens_per_s"] > 0
         assert any("IndexedSource" in s["name"] for s in r["stages"])  # read from the source
@@ -75,8 +75,8 @@ def test_compare_on_a_catalog_data_set(mocked_catalog, tmp_path, capsys):
     assert code == 0, captured.err[-3000:]
     data = json.loads(out.read_text())
     assert data["config"]["source"] == f"tfds:{CATALOG}"
-    assert sorted(s["workers"] for s in data["loader"]) == [0, 1]
-    assert data["verdict"] and data["real_step_s"] > 0
+    assert sorted(s["settings"]["workers"] for s in data["loader"]) == [0, 1]
+    assert data["verdict"] and data["estimates"]["real"]["value"] > 0
 
 
 def test_without_the_data_set_the_error_is_one_line(tmp_path, capsys):

@@ -89,7 +89,7 @@ def test_file_entry_points_work_with_worker_processes(tmp_path):
                    "--workers", "0,2", "--batches", "8", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert [s["workers"] for s in data["results"]] == [0, 2]
+    assert [s["settings"]["workers"] for s in data["results"]] == [0, 2]
     assert all(s["examples_per_batch"] == 16 for s in data["results"])
 
 
@@ -106,7 +106,7 @@ def test_file_entry_points_with_a_relative_path_under_compare(tmp_path):
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert data["chosen_workers"] == 1
+    assert data["tuning"]["chosen"]["workers"] == 1
     assert data["verdict"]
 
 
@@ -115,7 +115,7 @@ def test_shipped_example_dataloader_with_workers(tmp_path):
     proc = run_cli("dataloader", "--config", "configs/user-example.yml", "--workers", "0,2",
                    "--batches", "8", "--json", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [s["workers"] for s in json.loads(out.read_text())["results"]] == [0, 2]
+    assert [s["settings"]["workers"] for s in json.loads(out.read_text())["results"]] == [0, 2]
 
 
 def test_shipped_example_compare_with_workers(tmp_path):
@@ -126,7 +126,7 @@ def test_shipped_example_compare_with_workers(tmp_path):
                    "--quiet", "--json", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert sorted(s["workers"] for s in data["loader"]) == [0, 2], data["loader"]
+    assert sorted(s["settings"]["workers"] for s in data["loader"]) == [0, 2], data["loader"]
 
 
 # --- exceptions in the user's code: one line, exit 5, --traceback for the stack -------------
@@ -303,7 +303,7 @@ def test_data_loader_pipeline_under_dataloader_with_workers(tmp_path):
                    "--json", str(out), cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = json.loads(out.read_text())["results"]
-    assert [r["workers"] for r in rows] == [0, 2]
+    assert [r["settings"]["workers"] for r in rows] == [0, 2]
     assert all(r["examples_per_batch"] == 64 for r in rows)
     assert all(any("grain.DataLoader" in w for w in r["warnings"]) for r in rows)
 
@@ -315,7 +315,7 @@ def test_nnx_and_data_loader_under_compare(tmp_path):
                    cwd=REPO)
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert sorted(s["workers"] for s in data["loader"]) == [0, 1]
+    assert sorted(s["settings"]["workers"] for s in data["loader"]) == [0, 1]
     assert len(StepTable.from_json(StepRecord, data["steps"])) == 12 and data["verdict"]
 
 
@@ -421,7 +421,8 @@ def test_a_pipeline_with_its_own_read_options_is_reported_as_it_is(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     [setting] = data["results"]
-    assert (setting["workers"], setting["threads"], setting["prefetch"]) == (1, 4, 64)
+    assert (setting["settings"]["workers"], setting["settings"]["threads"],
+            setting["settings"]["prefetch"]) == (1, 4, 64)
     assert setting["tokens_per_s"] and setting["tokens_per_s"] > setting["examples_per_s"]
     header = proc.stdout.splitlines()[0]
     assert f"(workload {tmp_path / 'lm' / 'maxtext_like.py'};" in header, header
@@ -434,8 +435,9 @@ def test_a_pipeline_with_its_own_read_options_is_reported_as_it_is(tmp_path):
                    "--target-steps", "5", "--batches", "3", "--quiet", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
-    assert data["chosen_threads"] == 4
+    assert [(s["settings"]["threads"], s["settings"]["prefetch"])
+            for s in data["loader"]] == [(4, 64)]
+    assert data["tuning"]["chosen"]["threads"] == 4
     assert any("sets its own read options" in w for w in data["warnings"]), data["warnings"]
 
 
@@ -545,8 +547,9 @@ def test_a_pipeline_with_its_own_workers_runs_them_alone_and_says_so(tmp_path):
                    "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     [setting] = json.loads(out.read_text())["results"]
-    assert (setting["workers"], setting["per_worker_buffer"]) == (2, 1)  # Grain's default 1
-    assert (setting["threads"], setting["prefetch"]) == (2, 4)
+    knobs = setting["settings"]
+    assert (knobs["workers"], knobs["per_worker_buffer"]) == (2, 1)  # Grain's default 1
+    assert (knobs["threads"], knobs["prefetch"]) == (2, 4)
     assert setting["resources"]["workers_seen"] == 2
     mains, workers = worker_notes(tmp_path)
     assert workers, "the pipeline's workers never started"

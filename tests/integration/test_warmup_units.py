@@ -115,7 +115,7 @@ def test_read_prefetch_of_documents_leaves_a_steady_state(tmp_path, steps):
     warmup = [i for i, t in enumerate(tags) if "warmup" in t]
     assert warmup == [1, 2, 3, 4]  # 64 elements, >= 16 per batch: 4 batches buffered
     assert data["real"]["n"] > 0, data["verdict_reason"]
-    assert data["real_step_s"] > 0
+    assert data["estimates"]["real"]["value"] > 0
     assert "too few real-data step time samples" not in data["verdict_reason"]
     sized_up = [w for w in data["warnings"] if "warm-up" in w]
     if steps == 20:
