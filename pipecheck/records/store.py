@@ -32,8 +32,8 @@ from pipecheck.records import (  # noqa: F401
 )
 from pipecheck.records.base import _KINDS, Record, T, from_dict, to_dict
 from pipecheck.records.codec import SERIAL, ArrayEncoder, Base64Text
-from pipecheck.records.versions import (  # noqa: F401 - FORMAT_VERSION read as store.FORMAT_VERSION
-    FORMAT_VERSION,
+from pipecheck.records.versions import (
+    FORMAT_VERSION,  # noqa: F401 - read as store.FORMAT_VERSION
     upgrade,
 )
 
