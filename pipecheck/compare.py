@@ -198,7 +198,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               ram_budget_mb=ram_budget, run_steps=run_steps,
                               max_workers_given=o.max_workers_given)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
-        ls.refuse_ignored(parts().dataset, search)
+        ls.refuse_ignored(parts(), search)
     target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
     loader = stages.loader(config, o.dataloader_file, parts,
                            target.result.step_time.summary.median, search, progress, clock)

@@ -305,7 +305,8 @@ def _stage_timing_worker_init(worker_index: int, worker_count: int) -> None:
 def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
                        stage_timing: bool = False,
                        worker_init_fn: Callable[[int, int], None] | None = None,
-                       shm_tag: str | None = None) -> grain.IterDataset:
+                       shm_tag: str | None = None,
+                       own: OwnSettings | None = None) -> grain.IterDataset:
     """A Grain IterDataset over ``dataset`` read with ``settings``: its read threads and
     prefetch buffer, its worker processes, each holding up to its per-worker buffer of
     batches ready (0 workers: everything in the calling process, as a loop without workers).
@@ -314,14 +315,15 @@ def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
     or :class:`MainProcessMap`. ``stage_timing`` turns on Grain's STAGE_TIMING execution
     tracking (read it with ``grain_stage_summary``). With ``shm_tag`` (see
     ``new_shm_tag``) the workers name their shared-memory segments with it, so a failed run
-    can reclaim exactly its own (``reclaim_shared_memory``).
+    can reclaim exactly its own (``reclaim_shared_memory``). ``own``: what the pipeline
+    fixes itself, where the caller read it already (else read here, ``own_settings``).
     """
     # lazy: Grain imported where used, so `import pipecheck` stays light
     import grain
 
     if isinstance(dataset, MainProcessMap):
         inner = build_iter_dataset(dataset.dataset, settings, stage_timing=stage_timing,
-                                   worker_init_fn=worker_init_fn, shm_tag=shm_tag)
+                                   worker_init_fn=worker_init_fn, shm_tag=shm_tag, own=own)
         return inner.map(dataset.fn)
     ensure_absl_flags_parsed()
     if is_data_loader(dataset):  # its own workers; Grain's stage timing cannot see inside
@@ -341,7 +343,8 @@ def build_iter_dataset(dataset: InputPipeline, settings: GrainSettings, *,
         ds = grain.experimental.WithOptionsIterDataset(ds, options)
         if worker_init_fn is None:
             worker_init_fn = _stage_timing_worker_init
-    if settings.workers > 0 and own_settings(dataset).workers is None:  # never nested
+    own_workers = (own if own is not None else own_settings(dataset)).workers
+    if settings.workers > 0 and own_workers is None:  # never nested
         if shm_tag is not None:
             worker_init_fn = TagSharedMemory(shm_tag, worker_init_fn)
         ds = ds.mp_prefetch(multiprocessing_options, worker_init_fn=worker_init_fn)

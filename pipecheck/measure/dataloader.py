@@ -23,6 +23,7 @@ timing logic is tested exactly with a fake clock.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 import time
@@ -38,6 +39,7 @@ from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (
     Asked,
     InputPipeline,
+    OwnSettings,
     build_iter_dataset,
     ensure_absl_flags_parsed,
     grain_stage_summary,
@@ -268,6 +270,12 @@ class LoaderParts:
     put: Callable[[Batch], Batch]
     tokens_key: str | None
 
+    @functools.cached_property
+    def own(self) -> OwnSettings:
+        """The Grain knobs the pipeline fixes itself (``own_settings``), read once: every
+        setting measured on it, and every option refused, takes them from here."""
+        return own_settings(self.dataset) if self.dataset is not None else OwnSettings()
+
 
 def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderParts:
     """The workload's dataset and device_put: from ``workload`` when it is built already,
@@ -423,12 +431,6 @@ def _run(pipeline: OpenedPipeline, data_loader: bool, n_batches: int,
     return _Timed(timing, usage, stages, complete)
 
 
-def as_run(dataset: InputPipeline, settings: GrainSettings) -> GrainSettings:
-    """The setting as it runs on ``dataset``: a pipeline that sets its own read options or
-    runs its own workers (``own_settings``) keeps them, whatever ``settings`` asks."""
-    return own_settings(dataset).applied(settings)
-
-
 def measure_setting(
     dataset: InputPipeline,
     settings: GrainSettings,
@@ -441,11 +443,13 @@ def measure_setting(
     stage_wait_s: float = STAGE_SUMMARY_WAIT_S,
     progress: Progress = NO_PROGRESS,
     resources: bool = True,
+    own: OwnSettings | None = None,
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns.
 
     A pipeline that sets its own read options or runs its own workers is measured and
-    recorded with them (``as_run``), with a warning saying so. With ``resources``, the CPU
+    recorded with them (``own``: what it fixes, as ``LoaderParts.own`` read it; read here
+    when not given), with a warning saying so. With ``resources``, the CPU
     time and peak memory of the training process and of the workers over the steady batches
     are read too
     (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
@@ -453,14 +457,15 @@ def measure_setting(
     at ``settings`` first, and runs with them."""
     per_setting = isinstance(dataset, PerSetting)
     dataset = at_setting(dataset, settings)
-    own = own_settings(dataset)
+    if own is None or per_setting:  # a pipeline built per setting is read as built
+        own = own_settings(dataset)
     settings = own.applied(settings)
     data_loader = is_data_loader(dataset)
     label = settings.short_label()
     before = worker_pids()
     shm_tag = new_shm_tag()
     pipeline = OpenedPipeline(build_iter_dataset(dataset, settings, stage_timing=True,
-                                                 shm_tag=shm_tag))
+                                                 shm_tag=shm_tag, own=own))
     per_batch = read_elements_per_batch(dataset)
     window = _resource_window(settings, n_batches, before, clock, per_batch) if resources else None
 
@@ -535,17 +540,17 @@ def measure_dataloader(
     parts = parts or loader_parts(config)
     lists = {"workers": workers, "per_worker_buffer": buffers, "threads": threads,
              "prefetch": prefetch}
-    own_settings(parts.dataset).refuse(
+    parts.own.refuse(
         [Asked(option, knob, tuple(lists[knob])) for knob, option in (asked_by or {}).items()])
     env = collect_env()
     grid: list[GrainSettings] = []
     for s in settings_grid(workers, threads, buffers, prefetch):
-        if as_run(parts.dataset, s) not in grid:  # what the pipeline fixes: measured once
-            grid.append(as_run(parts.dataset, s))
+        if parts.own.applied(s) not in grid:  # what the pipeline fixes: measured once
+            grid.append(parts.own.applied(s))
     results = [
         measure_setting(parts.dataset, s, batches,
                         put=parts.put if device_put else None, tokens_key=parts.tokens_key,
-                        timeout_s=timeout_s, clock=clock, progress=progress)
+                        timeout_s=timeout_s, clock=clock, progress=progress, own=parts.own)
         for s in grid
     ]
     return DataloaderResult(

@@ -29,9 +29,7 @@ from pipecheck.analysis.tuner import (
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_pipeline import (
     Asked,
-    InputPipeline,
     OwnSettings,
-    own_settings,
     read_elements_per_batch,
 )
 from pipecheck.data.per_setting import at_setting
@@ -39,7 +37,6 @@ from pipecheck.errors import ConfigError, ResultFormatError
 from pipecheck.measure.dataloader import (
     BUFFER_WARNING_FACTOR,
     LoaderParts,
-    as_run,
     measure_setting,
 )
 from pipecheck.measure.resources import default_ram_budget_mb
@@ -48,7 +45,6 @@ from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
-from pipecheck.step_types import Batch
 from pipecheck.tuned_config import usable_cores
 from pipecheck.units import ms
 
@@ -172,14 +168,14 @@ class SearchOptions:
         return asked
 
 
-def refuse_ignored(dataset: InputPipeline | None, opts: SearchOptions) -> None:
+def refuse_ignored(parts: LoaderParts, opts: SearchOptions) -> None:
     """A ConfigError when an option asks for a Grain setting the pipeline fixes itself
     (``OwnSettings.refuse``): run before any measurement."""
-    if dataset is not None:
-        own_settings(dataset).refuse(opts.asked())
+    if parts.dataset is not None:
+        parts.own.refuse(opts.asked())
 
 
-def _tuning(dataset: InputPipeline, own: OwnSettings, read: GrainSettings,
+def _tuning(own: OwnSettings, read: GrainSettings,
             opts: SearchOptions, measure_settings: Callable[[GrainSettings], Trial],
             target_s: float, cores: int, max_workers: int, ram_budget: float) -> TuningOutcome:
     """The settings measured and the choice: the pipeline as it is (it runs its own
@@ -195,7 +191,7 @@ def _tuning(dataset: InputPipeline, own: OwnSettings, read: GrainSettings,
                        f"the pipeline fixes its own worker processes{reads}: measured as it "
                        "is, nothing searched", opts.run_steps)
     if opts.fixed is not None or opts.workers:
-        fixed = [as_run(dataset, opts.fixed)] if opts.fixed is not None else \
+        fixed = [own.applied(opts.fixed)] if opts.fixed is not None else \
             [dataclasses.replace(read, workers=w) for w in opts.workers or ()]
         why = ("the Grain settings of the config" if opts.fixed is not None
                else "worker counts fixed by --workers")
@@ -209,12 +205,12 @@ def _tuning(dataset: InputPipeline, own: OwnSettings, read: GrainSettings,
                 threads=read.threads, prefetch=read.prefetch, run_steps=opts.run_steps)
 
 
-def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
-                  tokens_key: str | None,
-                  target_s: float, opts: SearchOptions, *,
+def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
                   progress: Progress, clock: Callable[[], float] = time.perf_counter
                   ) -> LoaderChoice:
-    """Measure worker counts the tuner picks until one keeps up with ``target_s``."""
+    """Measure worker counts the tuner picks until one keeps up with ``target_s`` (every
+    setting as it runs on the pipeline: what it fixes itself, ``parts.own``, kept)."""
+    dataset = parts.dataset
     if dataset is None:
         raise ConfigError("this workload has no dataset; pipecheck compare needs "
                           "workload.dataset (or --dataloader FILE and --real FILE)")
@@ -224,18 +220,18 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
     cores = int(agree(usable_cores(), "min"))
     max_workers = int(agree(opts.max_workers, "min"))
 
-    own = own_settings(dataset)
+    own = parts.own
     own.refuse(opts.asked())
-    read = as_run(dataset, GrainSettings(threads=opts.threads))
+    read = own.applied(GrainSettings(threads=opts.threads))
 
     def measure_settings(g: GrainSettings) -> Trial:
-        g = as_run(dataset, g)
+        g = own.applied(g)
         n = batches_for(g.workers, opts.batches, g.per_worker_buffer, g.prefetch,
                         read_elements_per_batch(at_setting(dataset, g)))
         progress.say(f"[2/4] loader: {g.label()}, {n} batches")
-        s = measure_setting(dataset, g, n, put=put, tokens_key=tokens_key,
+        s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,
-                            stage_wait_s=TUNING_STAGE_WAIT_S)
+                            stage_wait_s=TUNING_STAGE_WAIT_S, own=own)
         here = loader_trial(s)
         # every host decides on the same numbers: the slowest host's (and its memory)
         t = dataclasses.replace(
@@ -252,7 +248,7 @@ def search_loader(dataset: InputPipeline | None, put: Callable[[Batch], Batch],
         return t
 
     ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
-    tuning = _tuning(dataset, own, read, opts, measure_settings, target_s, cores, max_workers,
+    tuning = _tuning(own, read, opts, measure_settings, target_s, cores, max_workers,
                      ram_budget)
     note = own.note()
     warnings = (note,) if note is not None else ()
@@ -266,5 +262,4 @@ def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], Loader
     if path:
         return read_loader(path, config.to_dict(), target_s, opts.run_steps)
     p = parts()
-    return search_loader(p.dataset, p.put, p.tokens_key, target_s, opts, progress=progress,
-                         clock=clock)
+    return search_loader(p, target_s, opts, progress=progress, clock=clock)

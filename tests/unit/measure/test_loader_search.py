@@ -7,6 +7,7 @@ import re
 import pytest
 
 from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.measure.dataloader import LoaderParts
 from pipecheck.measure.loader_search import batches_for, best_setting
 from pipecheck.progress import NO_PROGRESS
 from pipecheck.records.common import Distribution
@@ -59,8 +60,7 @@ def _fake_measure(asked: list):
     def measure(dataset, settings, n_batches, **kwargs):
         asked.append(settings)
         d = dataclasses.replace(measured(settings.workers, 40.0 / (1 + settings.workers)),
-                                threads=settings.threads, prefetch=settings.prefetch,
-                                per_worker_buffer=settings.per_worker_buffer)
+                                settings=settings)
         return d
 
     return measure
@@ -79,7 +79,7 @@ def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monk
            .batch(4))
     asked: list = []
     monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
-    choice = ls.search_loader(own, lambda b: b, None, 0.012,
+    choice = ls.search_loader(LoaderParts(own, lambda b: b, None), 0.012,
                               ls.SearchOptions(batches=5, threads=1, max_workers=4,
                                                ram_budget_mb=1e6),
                               progress=NO_PROGRESS)
@@ -88,7 +88,7 @@ def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monk
     assert (choice.chosen.threads, choice.chosen.prefetch) == (4, 16)
     assert choice.warnings and "num_threads=4, prefetch_buffer_size=16" in choice.warnings[0]
     with pytest.raises(ls.ConfigError, match="--threads 2 cannot change"):
-        ls.search_loader(own, lambda b: b, None, 0.012,
+        ls.search_loader(LoaderParts(own, lambda b: b, None), 0.012,
                          ls.SearchOptions(batches=5, threads=2, max_workers=4,
                                           search_threads=False), progress=NO_PROGRESS)
 
@@ -100,7 +100,7 @@ def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
 
     asked: list = []
     monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
-    ls.search_loader(grain.MapDataset.range(64), lambda b: b, None, 0.001,
+    ls.search_loader(LoaderParts(grain.MapDataset.range(64), lambda b: b, None), 0.001,
                      ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6),
                      progress=NO_PROGRESS)
     assert len({s.threads for s in asked}) > 1
@@ -112,12 +112,11 @@ def test_a_pipeline_read_without_a_prefetch_buffer_runs_on_the_calling_thread():
     import grain
 
     from pipecheck.data.grain_pipeline import own_settings
-    from pipecheck.measure.dataloader import as_run
 
     plain = grain.MapDataset.range(8).to_iter_dataset()
     assert own_settings(plain).read == (16, 0)
-    assert (as_run(plain, GrainSettings(2)).workers, as_run(plain, GrainSettings(2)).threads) \
-        == (2, 0)
+    as_run = own_settings(plain).applied(GrainSettings(2))
+    assert (as_run.workers, as_run.threads) == (2, 0)
     assert "prefetch_buffer_size=0) in its to_iter_dataset) (a prefetch buffer of 0: Grain " \
            "reads on the calling thread, so threads=0)" in own_settings(plain).note()
     assert own_settings(grain.MapDataset.range(8)).read is None  # pipecheck reads it
@@ -142,7 +141,8 @@ def test_a_pipeline_with_its_own_workers_is_measured_as_it_is_and_nothing_search
     own = _own_workers_pipeline(workers=2, buffer=3)
     asked: list = []
     monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
-    choice = ls.search_loader(own, lambda b: b, None, 0.001,
+    parts = LoaderParts(own, lambda b: b, None)
+    choice = ls.search_loader(parts, 0.001,
                               ls.SearchOptions(batches=5, threads=1, max_workers=4,
                                                ram_budget_mb=1e6),
                               progress=NO_PROGRESS)
@@ -160,8 +160,8 @@ def test_a_pipeline_with_its_own_workers_is_measured_as_it_is_and_nothing_search
             (dict(max_workers_given=True), "--max-workers 4 has nothing to search"),
             (dict(fixed=GrainSettings(4)), "the config's num_workers 4 cannot change")):
         with pytest.raises(ls.ConfigError, match=re.escape(message)):
-            ls.refuse_ignored(own, ls.SearchOptions(**{"batches": 5, "threads": 1,
-                                                       "max_workers": 4, **opts}))
+            ls.refuse_ignored(parts, ls.SearchOptions(**{"batches": 5, "threads": 1,
+                                                         "max_workers": 4, **opts}))
     # asking for what the pipeline runs anyway is no conflict
-    ls.refuse_ignored(own, ls.SearchOptions(batches=5, threads=2, max_workers=4, workers=(2,),
-                                            search_threads=False))
+    ls.refuse_ignored(parts, ls.SearchOptions(batches=5, threads=2, max_workers=4,
+                                              workers=(2,), search_threads=False))
