@@ -29,7 +29,7 @@ import gzip
 import json
 import os
 import pathlib
-from typing import Any, Sequence
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
@@ -38,6 +38,55 @@ from pipecheck.errors import CaptureError, one_line
 
 XPLANE_SUFFIX = ".xplane.pb"
 TRACE_SUFFIX = ".trace.json.gz"
+
+StatValue = int | float | str
+"""A stat's value: an xplane's are numbers or strings; a trace JSON's args are strings."""
+
+
+class XEvent(Protocol):
+    """An event as ``ProfileData`` gives it (``_Event`` for a trace JSON): times in ns."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def start_ns(self) -> float: ...
+
+    @property
+    def duration_ns(self) -> float: ...
+
+    @property
+    def stats(self) -> Iterable[tuple[str, StatValue]]: ...
+
+
+class XLine(Protocol):
+    """A line (a thread, a stream) of a plane."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def events(self) -> Iterable[XEvent]: ...
+
+
+class XPlane(Protocol):
+    """A plane (``/host:CPU``, ``/device:GPU:0``, ...) of a capture."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def lines(self) -> Iterable[XLine]: ...
+
+    @property
+    def stats(self) -> Iterable[tuple[str, StatValue]]: ...
+
+
+class XSpace(Protocol):
+    """A whole capture file as ``jax.profiler.ProfileData`` reads it."""
+
+    @property
+    def planes(self) -> Iterable[XPlane]: ...
 
 
 def capture_files(path: str | os.PathLike[str], run: str | None = None) -> list[pathlib.Path]:
@@ -100,7 +149,7 @@ def host_labels(files: Sequence[pathlib.Path]) -> list[str]:
     return [f"{_trace_root(f.parent).name}/{stem}" for f, stem in zip(files, stems, strict=True)]
 
 
-def _load(path: pathlib.Path) -> Any:
+def _load(path: pathlib.Path) -> XSpace:
     # lazy: JAX's capture reader, only for the profile command
     from jax.profiler import ProfileData
 
@@ -113,7 +162,7 @@ def _load(path: pathlib.Path) -> Any:
             ".xplane.pb") from None
 
 
-def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]],
+def _device_busy(planes: Sequence[XPlane]) -> tuple[str, list[tuple[float, float]],
                                                 dict[str, list[tuple[float, float]]]]:
     """The device's op intervals in ns, which kind of device they are from, and the
     executions of each XLA module (``jit_NAME``) where the capture tells them apart (TPU's
@@ -154,12 +203,12 @@ def _device_busy(planes: Sequence[Any]) -> tuple[str, list[tuple[float, float]],
     return "cpu", out, modules
 
 
-def _host_lines(planes: Sequence[Any]) -> list[Any]:
+def _host_lines(planes: Sequence[XPlane]) -> list[XLine]:
     return [line for plane in planes if plane.name == "/host:CPU" for line in plane.lines
             if "XLA" not in line.name]
 
 
-def _scan(line: Any) -> tuple[list[tuple[int, float, float]], int]:
+def _scan(line: XLine) -> tuple[list[tuple[int, float, float]], int]:
     """A line's step markers and its number of jitted calls, events not kept (a capture's
     other threads can hold millions)."""
     found, calls = [], 0
@@ -172,7 +221,7 @@ def _scan(line: Any) -> tuple[list[tuple[int, float, float]], int]:
     return found, calls
 
 
-def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
+def _env(planes: Sequence[XPlane], host: str) -> dict[str, str]:
     env = {"host": host}
     for plane in planes:
         if plane.name == "/host:metadata":
@@ -188,8 +237,8 @@ def _env(planes: Sequence[Any], host: str) -> dict[str, str]:
 
 def read_timeline(path: pathlib.Path, host: str | None = None) -> CaptureTimeline:
     """One host's capture as a ``CaptureTimeline`` (``host``: its name; default the file's)."""
-    planes = (_trace_planes(path) if path.name.endswith(TRACE_SUFFIX)
-              else list(_load(path).planes))
+    planes: Sequence[XPlane] = (_trace_planes(path) if path.name.endswith(TRACE_SUFFIX)
+                                else list(_load(path).planes))
     host = host or _host_of(path)
     device, busy, modules = _device_busy(planes)
     lines = _host_lines(planes)
@@ -228,7 +277,7 @@ class _Event:
     name: str
     start_ns: float
     duration_ns: float
-    stats: list[tuple[str, Any]]
+    stats: list[tuple[str, StatValue]]
 
 
 @dataclasses.dataclass
@@ -241,7 +290,7 @@ class _Line:
 class _Plane:
     name: str
     lines: list[_Line]
-    stats: list[tuple[str, Any]]
+    stats: list[tuple[str, StatValue]]
 
 
 def _trace_planes(path: pathlib.Path) -> list[_Plane]:
@@ -255,9 +304,9 @@ def _trace_planes(path: pathlib.Path) -> list[_Plane]:
     except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
         raise CaptureError(f"{path} cannot be read as a profiler trace JSON ({one_line(e, 120)});"
                            " it may be truncated, or not a jax.profiler trace") from None
-    processes: dict[Any, str] = {}
-    threads: dict[tuple[Any, Any], str] = {}
-    lines: dict[tuple[Any, Any], list[_Event]] = {}
+    processes: dict[object, str] = {}  # by pid
+    threads: dict[tuple[object, object], str] = {}  # by pid and tid
+    lines: dict[tuple[object, object], list[_Event]] = {}
     for ev in events:
         if not isinstance(ev, dict):
             continue
@@ -270,12 +319,21 @@ def _trace_planes(path: pathlib.Path) -> list[_Plane]:
             args = ev.get("args") or {}
             lines.setdefault((ev.get("pid"), ev.get("tid")), []).append(_Event(
                 str(ev.get("name", "")), float(ev["ts"]) * 1e3, float(ev.get("dur", 0.0)) * 1e3,
-                list(args.items()) if isinstance(args, dict) else []))
-    planes: dict[Any, _Plane] = {}
+                _stats(args)))
+    planes: dict[object, _Plane] = {}
     for (pid, tid), evs in lines.items():
         plane = planes.setdefault(pid, _Plane(processes.get(pid, str(pid)), [], []))
         plane.lines.append(_Line(threads.get((pid, tid), str(tid)), evs))
     return list(planes.values())
+
+
+def _stats(args: object) -> list[tuple[str, StatValue]]:
+    """A trace event's ``args`` as stats (their values are strings; any other JSON value
+    is kept as its JSON text)."""
+    if not isinstance(args, dict):
+        return []
+    return [(str(k), v if isinstance(v, (int, float, str)) else json.dumps(v))
+            for k, v in args.items()]
 
 
 # --- the user's source ---------------------------------------------------------------------
