@@ -26,7 +26,7 @@ import dataclasses
 import gzip
 import json
 import os
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Required, Sequence, TypedDict
 
 from pipecheck.records.common import StepRecord
 from pipecheck.records.dataloader import DataloaderResult
@@ -121,6 +121,29 @@ def timeline_of(recorder: RecordedRun, compile_events: Iterable[CompileEvent] = 
     )
 
 
+class TraceEvent(TypedDict, total=False):
+    """One Chrome trace event: metadata (``M``), a complete slice (``X``, ``ts`` and
+    ``dur`` in microseconds) or an instant (``i``)."""
+
+    ph: Required[str]
+    name: Required[str]
+    pid: Required[int]
+    tid: Required[int]
+    cat: str
+    ts: float
+    dur: float
+    s: str
+    args: Mapping[str, object]
+
+
+class ChromeTrace(TypedDict):
+    """A Chrome trace event JSON object, as Perfetto and chrome://tracing open it."""
+
+    traceEvents: list[TraceEvent]
+    displayTimeUnit: str
+    otherData: Mapping[str, str]
+
+
 def _us(t: float, origin: float) -> float:
     return round((t - origin) * 1e6, 3)
 
@@ -132,7 +155,7 @@ def _slice(start: float, end: float, origin: float) -> tuple[float, float]:
     return ts, round(max(0.0, _us(end, origin) - ts), 3)
 
 
-def _nest(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _nest(events: list[TraceEvent]) -> list[TraceEvent]:
     """Sort one track's slices and clip any that overlap their enclosing slice's end."""
     events.sort(key=lambda e: (e["ts"], -e["dur"]))
     stack: list[float] = []
@@ -147,10 +170,10 @@ def _nest(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return events
 
 
-def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> dict[str, Any]:
+def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> ChromeTrace:
     """Pure: the Chrome trace event JSON object (``{"traceEvents": [...]}``)."""
     o = timeline.origin
-    meta: list[dict[str, Any]] = [
+    meta: list[TraceEvent] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0,
          "args": {"name": process_name}},
     ]
@@ -159,7 +182,7 @@ def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> dict[st
                      "args": {"name": name}})
         meta.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid,
                      "args": {"sort_index": tid}})
-    by_track: dict[int, list[dict[str, Any]]] = {tid: [] for tid in TRACKS.values()}
+    by_track: dict[int, list[TraceEvent]] = {tid: [] for tid in TRACKS.values()}
 
     marks = timeline.marks
     for k in range(len(marks) - 1):
@@ -187,7 +210,7 @@ def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> dict[st
             "ts": ts, "dur": dur,
             "args": {"function": c.fun_name},
         })
-    instants = [
+    instants: list[TraceEvent] = [
         {"ph": "i", "s": "t", "name": name, "cat": "tag", "pid": PID, "tid": TRACKS["steps"],
          "ts": _us(t, o)}
         for name, t in timeline.tags
@@ -200,7 +223,7 @@ def chrome_trace(timeline: Timeline, process_name: str = "pipecheck") -> dict[st
             "otherData": {"generator": "pipecheck", "clock": "seconds from the first mark"}}
 
 
-def validate_chrome_trace(trace: Mapping[str, Any]) -> list[str]:
+def validate_chrome_trace(trace: Mapping[str, object]) -> list[str]:
     """Problems with a Chrome trace event object (empty list: valid as far as checked).
 
     Checks the fields Perfetto and chrome://tracing need, numeric microsecond
@@ -245,12 +268,12 @@ def validate_chrome_trace(trace: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def trace_bytes(trace: Mapping[str, Any], path: str | os.PathLike[str]) -> bytes:
+def trace_bytes(trace: Mapping[str, object], path: str | os.PathLike[str]) -> bytes:
     data = json.dumps(trace, separators=(",", ":"), allow_nan=False).encode()
     return gzip.compress(data) if str(path).endswith(".gz") else data
 
 
-def write_trace(path: str | os.PathLike[str], trace: Mapping[str, Any],
+def write_trace(path: str | os.PathLike[str], trace: Mapping[str, object],
                 force: bool = False) -> None:
     """Write a trace object atomically (gzip-compressed when ``path`` ends in ``.gz``)."""
     write_text_atomic(path, trace_bytes(trace, path), force)
@@ -275,7 +298,7 @@ SETTING_GAP_S = 0.05
 
 
 def dataloader_trace(result: DataloaderResult,
-                     process_name: str = "pipecheck dataloader") -> dict[str, Any]:
+                     process_name: str = "pipecheck dataloader") -> ChromeTrace:
     """Pure: a Chrome trace of a ``DataloaderResult``, one track per setting.
 
     The timing loop reads the clock only between consecutive ``next()`` calls, so a
@@ -283,7 +306,7 @@ def dataloader_trace(result: DataloaderResult,
     then one slice per timed batch (its wait, plus device_put unless disabled), rebuilt
     from the recorded samples. Settings are laid out one after another, as they ran.
     """
-    events: list[dict[str, Any]] = [
+    events: list[TraceEvent] = [
         {"ph": "M", "name": "process_name", "pid": PID, "tid": 0, "args": {"name": process_name}},
     ]
     t = 0.0
