@@ -27,7 +27,7 @@ import functools
 import math
 import re
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 
 import numpy as np
 
@@ -87,11 +87,16 @@ BUFFER_WARNING_FACTOR = 4
 
 
 # --- pure timing logic ----------------------------------------------------------------------
+B = TypeVar("B")
+"""A batch as the iterator timed gives it (a pipeline's: ``Batch``)."""
+
+
 @dataclasses.dataclass
 class BatchTiming:
     first_batch_s: float
     samples: list[float]
-    first_batch: Any
+    first_batch: object
+    """The first batch, as given (its sizes are read: ``batch_sizes``)."""
 
 
 def _no_arm() -> None:
@@ -99,10 +104,10 @@ def _no_arm() -> None:
 
 
 def time_batches(
-    open_iterator: Callable[[], Iterator[Any]],
+    open_iterator: Callable[[], Iterator[B]],
     n_batches: int,
     *,
-    put: Callable[[Any], Any] | None = None,
+    put: Callable[[B], B] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     arm: Callable[[], None] = _no_arm,
     on_first: Callable[[float], None] | None = None,
@@ -158,7 +163,7 @@ def throughput(samples: Sequence[float], examples_per_batch: int,
     return bps, bps * examples_per_batch, (bps * tokens_per_batch if tokens_per_batch else None)
 
 
-def batch_sizes(batch: Any, tokens_key: str | None) -> tuple[int, int | None]:
+def batch_sizes(batch: object, tokens_key: str | None) -> tuple[int, int | None]:
     """Examples per batch (leading dimension) and tokens per batch (size of ``tokens_key``)."""
     leaves = list(batch.values()) if isinstance(batch, Mapping) else [batch]
     if not leaves:

@@ -15,7 +15,7 @@ import time
 import weakref
 from multiprocessing import shared_memory
 from types import FrameType
-from typing import Any, Callable, Iterator
+from typing import Callable, Generator, Iterator, Sequence, TypeVar
 
 from pipecheck.data.grain_pipeline import (
     InputPipeline,
@@ -50,8 +50,8 @@ class StallTimer:
         self.timeout_s = timeout_s or 0.0
         self.active = (self.timeout_s > 0
                        and threading.current_thread() is threading.main_thread())
-        self._previous: Callable[[int, FrameType | None], Any] | int | signal.Handlers | None \
-            = None
+        self._previous: Callable[[int, FrameType | None], object] | int | signal.Handlers \
+            | None = None
 
     def _fire(self, signum: int, frame: FrameType | None) -> None:
         raise PipelineStalled()
@@ -93,7 +93,7 @@ def stop_workers(keep: set[int], wait_s: float = WORKER_EXIT_WAIT_S) -> None:
             p.join(1.0)
 
 
-def close_iterator(iterator: Any) -> None:
+def close_iterator(iterator: object) -> None:
     close = getattr(iterator, "close", None)
     if close is not None:
         close()
@@ -133,12 +133,15 @@ def reclaim_shared_memory(tag: str) -> int:
     return reclaimed
 
 
+T = TypeVar("T")
+"""What a weak reference refers to."""
+
 ITERATOR_COLLECT_WAIT_S = 5.0
 """How long a closed iterator may stay alive after clean-up (a Grain prefetch thread's
 pending task can hold it a moment) before shared memory is flushed without it."""
 
 
-def wait_collected(refs: list[weakref.ref[Any]], wait_s: float = ITERATOR_COLLECT_WAIT_S,
+def wait_collected(refs: Sequence[weakref.ref[T]], wait_s: float = ITERATOR_COLLECT_WAIT_S,
                    poll_s: float = 0.02) -> bool:
     """Collect garbage until every referent of ``refs`` is gone (or ``wait_s`` passed).
 
@@ -155,7 +158,7 @@ def wait_collected(refs: list[weakref.ref[Any]], wait_s: float = ITERATOR_COLLEC
         time.sleep(poll_s)
 
 
-def release(iterators: list[Any], before: set[int], failed: bool,
+def release(iterators: list[Iterator[Batch]], before: set[int], failed: bool,
             shm_tag: str | None = None) -> None:
     """Close pipeline iterators and stop every worker started since ``before``.
 
@@ -206,7 +209,7 @@ def open_batches(dataset: InputPipeline, settings: GrainSettings, *,
                                       shm_tag=shm_tag))]
     failure: list[BaseException] = []
 
-    def guarded(timer: StallTimer) -> Iterator[Batch]:
+    def guarded(timer: StallTimer) -> Generator[Batch, None, None]:
         n = 0
         while True:
             timer.arm()
@@ -225,7 +228,7 @@ def open_batches(dataset: InputPipeline, settings: GrainSettings, *,
             n += 1
             yield batch
 
-    batches: Any = None
+    batches: Generator[Batch, None, None] | None = None
     try:
         with StallTimer(timeout_s) as timer:
             batches = guarded(timer)
