@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import traceback
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Generic, Iterator, TypeVar, TypeVarTuple
 
 from pipecheck.errors import PipecheckError, one_line
 
@@ -76,7 +76,13 @@ def sigint_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-class Child:
+R = TypeVar("R")
+"""What the child's work returns."""
+Args = TypeVarTuple("Args")
+"""The work's arguments."""
+
+
+class Child(Generic[R]):
     """``work(*args)`` in a forked child; ``result`` waits for what it returned (or raises
     its error), ``reap`` ends and waits for the child, whatever happened. ``path``: what
     the child works on, for messages."""
@@ -88,7 +94,7 @@ class Child:
         self._status: int | None = None
 
     @classmethod
-    def run(cls, path: str, work: Callable[..., Any], *args: Any) -> Child:
+    def run(cls, path: str, work: Callable[[*Args], R], *args: *Args) -> Child[R]:
         """Fork a child that returns ``work(*args)``. Call it with SIGINT held
         (``sigint_held``) and the child assigned inside, so a Ctrl-C cannot leave it
         unreaped."""
@@ -106,7 +112,7 @@ class Child:
         _LIVE.add(pid)
         return cls(path, pid, os.fdopen(r, "rb"))
 
-    def result(self) -> Any:
+    def result(self) -> R:
         """What the child's work returned; its error raised here; KeyboardInterrupt if a
         Ctrl-C ended it."""
         try:
@@ -170,7 +176,7 @@ def _kill_unless_done(pid: int) -> None:
         pass
 
 
-def _child_main(path: str, work: Callable[..., Any], args: tuple[Any, ...], w: int,
+def _child_main(path: str, work: Callable[[*Args], object], args: tuple[*Args], w: int,
                 parent: int) -> None:
     """The child's whole life: run ``work(*args)``, send ``(kind, value)`` down ``w``, leave
     with ``os._exit`` (no atexit handlers, no flushing of the parent's buffers)."""
@@ -181,7 +187,7 @@ def _child_main(path: str, work: Callable[..., Any], args: tuple[Any, ...], w: i
         _LIVE.clear()
         _detach(parent)
         try:
-            message: tuple[str, Any] = (_OK, work(*args))
+            message: tuple[str, object] = (_OK, work(*args))
         except BaseException as e:  # noqa: BLE001 -- every error goes back to the parent
             message = (_ERROR, portable(e, path))
         with os.fdopen(w, "wb") as out:
