@@ -20,7 +20,7 @@ import math
 import os
 import time
 from types import TracebackType
-from typing import Any, Callable, Iterable, Iterator, Mapping, ParamSpec, TypeVar, cast
+from typing import Callable, Iterable, Iterator, Mapping, ParamSpec, TypeVar, cast
 
 from pipecheck.errors import MonitorError
 from pipecheck.measure.compile_watch import CompileWatcher
@@ -55,7 +55,7 @@ R = TypeVar("R")
 B = TypeVar("B")
 
 
-def config_dict(config: object) -> dict[str, Any]:
+def config_dict(config: object) -> dict[str, object]:
     """``Monitor(config=...)`` as the record stores it: a mapping, or a ``RunConfig``."""
     if config is None:
         return {}
@@ -156,7 +156,7 @@ class Monitor:
         self._end: RunEnd | None = None
         self._watcher: CompileWatcher | None = None
         """The compile watcher, once started (``step`` reads it every step)."""
-        self._saver: PeriodicWriter[Any] | None = None
+        self._saver: PeriodicWriter[MonitorResult | StateAndEnd, MonitorResult] | None = None
         """The keeper's writer while the record is kept on disk (``step`` reads it)."""
         self._pending: PyTree = None
         self._has_pending = False

@@ -29,7 +29,7 @@ import time
 import traceback
 import warnings
 from types import FrameType, TracebackType
-from typing import Any, Callable, Generic, TypeVar
+from typing import Callable, Generic, TypeVar
 
 from pipecheck.errors import MonitorError, PipecheckError
 from pipecheck.monitor.result import RunState
@@ -45,6 +45,7 @@ RUNNING_MESSAGE = "written while the run was going; it ended before its next wri
 """What a periodic write says of the run (a process killed by SIGKILL leaves this file)."""
 
 S = TypeVar("S")
+V = TypeVar("V")
 
 
 def check_save_to(path: str, every_s: float, force: bool) -> None:
@@ -77,11 +78,12 @@ def remove_stale_temporaries(path: str) -> list[str]:
     return found
 
 
-class PeriodicWriter(Generic[S]):
-    """Writes ``encode(build(state))`` to ``path`` atomically, on a thread of its own for the
-    periodic writes (``submit``) and on the caller's for the last one (``write_now``)."""
+class PeriodicWriter(Generic[S, V]):
+    """Writes ``encode(build(state))`` (``build`` makes a ``V`` of a state ``S``) to ``path``
+    atomically, on a thread of its own for the periodic writes (``submit``) and on the
+    caller's for the last one (``write_now``)."""
 
-    def __init__(self, path: str, build: Callable[[S], Any], encode: Callable[[Any], str],
+    def __init__(self, path: str, build: Callable[[S], V], encode: Callable[[V], str],
                  every_s: float = SAVE_EVERY_S,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         if not every_s > 0:
@@ -187,12 +189,19 @@ CHAINED_SIGNALS = ("SIGTERM", "SIGINT")
 preemption, Ctrl-C). SIGKILL cannot be caught: the last periodic file stands."""
 
 
+SignalHandler = Callable[[int, FrameType | None], object] | int | signal.Handlers
+"""A signal's handler as ``signal.getsignal`` gives it back (a function, SIG_DFL)."""
+
+ExceptHook = Callable[[type[BaseException], BaseException, TracebackType | None], object]
+"""``sys.excepthook``'s type."""
+
+
 class SignalChain:
     """On each of ``CHAINED_SIGNALS``: ``on_signal(signum)``, then the previous handler."""
 
     def __init__(self, on_signal: Callable[[int], None]) -> None:
         self.on_signal = on_signal
-        self._previous: dict[int, Any] = {}
+        self._previous: dict[int, SignalHandler] = {}
 
     def install(self) -> SignalChain:
         """Install the handlers (only the main thread can; elsewhere nothing is installed).
@@ -248,11 +257,11 @@ class RunKeeper:
                  encode: Callable[[MonitorResult], str],
                  ended: Callable[[str, str], None]) -> None:
         remove_stale_temporaries(path)
-        self.writer: PeriodicWriter[MonitorResult | StateAndEnd] = PeriodicWriter(
+        self.writer: PeriodicWriter[MonitorResult | StateAndEnd, MonitorResult] = PeriodicWriter(
             path, build, encode, every_s, clock)
         self._ended = ended
         self._signals: SignalChain | None = SignalChain(self._on_signal).install()
-        self._previous_excepthook: Any = sys.excepthook
+        self._previous_excepthook: ExceptHook | None = sys.excepthook
         sys.excepthook = self.excepthook
         atexit.register(self.at_exit)
 
