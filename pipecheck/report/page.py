@@ -16,11 +16,12 @@ import dataclasses
 import html
 import json
 import os
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence, TypeVar
 
 from pipecheck.errors import ResultFormatError
 from pipecheck.records import store
-from pipecheck.records.base import Record
+from pipecheck.records.base import Record, TopRecord
+from pipecheck.records.common import Distribution
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.diff import DiffResult
@@ -52,22 +53,38 @@ class RunPage:
     headline: Sequence[str] = ()
 
 
-PAGES: dict[str, Callable[[Any], RunPage]] = {}
+PAGES: dict[str, Callable[[Record], RunPage]] = {}
 """Record kind -> the function that lays out its page."""
 
+R = TypeVar("R", bound=TopRecord)
+"""The record class a page lays out."""
 
-def page_for(kind: str) -> Callable[[Callable[[Any], RunPage]], Callable[[Any], RunPage]]:
-    def register(fn: Callable[[Any], RunPage]) -> Callable[[Any], RunPage]:
-        PAGES[kind] = fn
+
+def page_for(cls: type[R]) -> Callable[[Callable[[R], RunPage]], Callable[[R], RunPage]]:
+    """Register ``fn`` as the page of ``cls``'s records (``PAGES[cls.KIND]``, which takes a
+    record of that class only)."""
+
+    def register(fn: Callable[[R], RunPage]) -> Callable[[R], RunPage]:
+        def layout(record: Record) -> RunPage:
+            if not isinstance(record, cls):
+                raise TypeError(f"the {cls.KIND} page given a {type(record).__name__}")
+            return fn(record)
+
+        PAGES[cls.KIND] = layout
         return fn
+
     return register
+
+
+StepsRecord = CompareResult | SyntheticResult | MonitorResult | ProfileResult | ImportedRun
+"""A record of a run with steps (its charts: ``_run_charts``)."""
 
 
 SYNC_FINDINGS = ("forced-sync", "harmless-sync")
 """The findings that name a line the sync locator found, with its cost per step."""
 
 
-def forced_syncs(r: Any) -> tuple[ForcedSync, ...]:
+def forced_syncs(r: Record) -> tuple[ForcedSync, ...]:
     """The syncs in the user's code a record located: a Monitor run's sync sites (its
     steps' mean), or compare's and profile's sync findings (per steady step)."""
     if isinstance(r, MonitorResult):
@@ -78,7 +95,8 @@ def forced_syncs(r: Any) -> tuple[ForcedSync, ...]:
                  if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers)
 
 
-def _run_charts(r: Any, steady: Any, hosts: bool = True) -> list[tuple[str, Chart | None]]:
+def _run_charts(r: StepsRecord, steady: Distribution, hosts: bool = True
+                ) -> list[tuple[str, Chart | None]]:
     """The charts of a run with steps: step times, host time per step, Gantt, hosts; the
     ``sync`` span named as the device wait it is (``plot.sync_label_of``)."""
     steps = getattr(r, "steps", ()) or ()
@@ -96,7 +114,7 @@ def _run_charts(r: Any, steady: Any, hosts: bool = True) -> list[tuple[str, Char
     return out
 
 
-@page_for(CompareResult.KIND)
+@page_for(CompareResult)
 def compare_page(r: CompareResult) -> RunPage:
     goal = r.tuning.target_s * r.tuning.headroom
     chosen = next((i for i, s in enumerate(r.loader) if s.settings == r.tuning.chosen), None)
@@ -109,17 +127,17 @@ def compare_page(r: CompareResult) -> RunPage:
     ], [recommendation_line(r)])
 
 
-@page_for(SyntheticResult.KIND)
+@page_for(SyntheticResult)
 def synthetic_page(r: SyntheticResult) -> RunPage:
     return RunPage(synthetic_parts(r), _run_charts(r, r.step_time))
 
 
-@page_for(MonitorResult.KIND)
+@page_for(MonitorResult)
 def monitor_page(r: MonitorResult) -> RunPage:
     return RunPage(monitor_parts(r), _run_charts(r, r.step_time))
 
 
-@page_for(ProfileResult.KIND)
+@page_for(ProfileResult)
 def profile_page(r: ProfileResult) -> RunPage:
     steps = _run_charts(r, r.step_time, hosts=False)  # its hosts are captures: below
     hosts = [HostSummary(i, h.host, data_wait_median_s=h.input_idle_s, step_s=h.step_s,
@@ -133,12 +151,12 @@ def profile_page(r: ProfileResult) -> RunPage:
         [f"recommendation: {r.recommendation}"])
 
 
-@page_for(ImportedRun.KIND)
+@page_for(ImportedRun)
 def imported_page(r: ImportedRun) -> RunPage:
     return RunPage(imported_parts(r), _run_charts(r, r.step_time))
 
 
-@page_for(DataloaderResult.KIND)
+@page_for(DataloaderResult)
 def dataloader_page(r: DataloaderResult) -> RunPage:
     limits = {f.location: f.message for f in r.limit_findings if f.location}
     return RunPage(dataloader_parts(r), [
@@ -152,7 +170,7 @@ STEP_TIME_ROW = "step time median"
 """The diff row the verdict is decided on: its change and significance lead the page."""
 
 
-@page_for(DiffResult.KIND)
+@page_for(DiffResult)
 def diff_page(r: DiffResult) -> RunPage:
     median = next((row for row in r.rows if row.name == STEP_TIME_ROW), None)
     effect = [] if median is None else [
