@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def _final_loss(steps: Sequence[StepRecord]) -> float | None:
     return float(losses[finite[-1]]) if finite.size else None
 
 
-def _steps_of(raw: Mapping[str, Any], origin: str) -> StepTable[StepRecord]:
+def _steps_of(raw: Mapping[str, object], origin: str) -> StepTable[StepRecord]:
     """The ``steps`` of any run kind: only the fields every kind shares are read."""
     return StepTable.from_json(StepRecord, raw, f"{origin}: steps")
 
@@ -69,7 +69,7 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _anomalies_of(data: Mapping[str, Any], steps: Sequence[StepRecord],
+def _anomalies_of(data: Mapping[str, object], steps: Sequence[StepRecord],
                   origin: str) -> tuple[Anomaly, ...]:
     """The anomalies a record holds (explained with its compile events), or for a record
     without them, those the steady-state rule finds in its steps."""
@@ -100,13 +100,13 @@ def _rates_per_device(data: Mapping[str, object], env: Mapping[str, object],
     return tflops, tuple(tokens_per_step / t / devices for t in times if t > 0)
 
 
-def _section(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+def _section(data: Mapping[str, object], key: str) -> Mapping[str, object]:
     """A JSON object inside the record (empty when absent or not an object)."""
     value = data.get(key)
     return value if isinstance(value, Mapping) else {}
 
 
-def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
+def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
     """A pipecheck result (as the JSON object) as a RunSummary.
 
     Only the keys every run kind shares are read: ``steps``, ``env``, ``config`` and,
@@ -161,7 +161,7 @@ def summary_from_record(data: Mapping[str, Any], origin: str) -> RunSummary:
         anomalies=tuple(anomalies),
         warnings=run_warnings,
         incomplete=_run_end(data, origin),
-        total_steps=data["total_steps"] if isinstance(data.get("total_steps"), int) else None,
+        total_steps=total if isinstance(total := data.get("total_steps"), int) else None,
     )
 
 
@@ -186,11 +186,14 @@ def imported_final_loss(run: ImportedRun) -> float | None:
     return float(losses[finite[-1]]) if finite.size else None
 
 
-def _run_end(data: Mapping[str, Any], origin: str) -> RunEnd | None:
+def _run_end(data: Mapping[str, object], origin: str) -> RunEnd | None:
     """How a Monitor run that did not finish ended (its ``incomplete``), or None."""
     raw = data.get("incomplete")
     if raw is None:
         return None
+    if not isinstance(raw, Mapping):  # as from_dict says it
+        raise ResultFormatError(f"{origin}: incomplete: expected an object for RunEnd, got "
+                                f"{type(raw).__name__}")
     try:
         return RunEnd.from_dict(raw)
     except ResultFormatError as e:
