@@ -40,7 +40,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -604,8 +604,8 @@ class ParsedLog:
     steps: StepTable[LogStep] = dataclasses.field(
         default_factory=lambda: StepTable.from_rows(LogStep, ()))
     events: list[LogEvent] = dataclasses.field(default_factory=list)
-    env: dict[str, Any] = dataclasses.field(default_factory=dict)
-    config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    env: dict[str, object] = dataclasses.field(default_factory=dict)
+    config: dict[str, object] = dataclasses.field(default_factory=dict)
     params: float | None = None
     total_tflops_per_step: float | None = None
     memory: dict[str, float] = dataclasses.field(default_factory=dict)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,13 +16,21 @@ from pipecheck.logs.maxtext.columns import StepColumns
 from pipecheck.logs.maxtext.patterns import HAS_DIGIT, STEP_KEYS, STEP_MARK
 
 
-def parse_step_text(rest: str) -> tuple[int, dict[str, Any]] | None:
+class StepFields(NamedTuple):
+    """A step line's numbers: pipecheck's own fields (``STEP_KEYS``' names) and the other
+    metrics, each by its key."""
+
+    fields: dict[str, float]
+    metrics: dict[str, float]
+
+
+def parse_step_text(rest: str) -> tuple[int, StepFields] | None:
     """The step number and fields of one step line from its number on (``12, seconds:
     0.4, ...``), or None without a readable ``seconds:``."""
     m = re.match(r"\s*(\d+)\s*,(.*)", rest)
     if m is None:
         return None
-    fields: dict[str, Any] = {}
+    fields: dict[str, float] = {}
     metrics: dict[str, float] = {}
     for piece in m.group(2).split(","):
         key, sep, value = piece.partition(":")
@@ -42,8 +50,7 @@ def parse_step_text(rest: str) -> tuple[int, dict[str, Any]] | None:
             fields.setdefault(name, num)
     if "time_s" not in fields:
         return None
-    fields["metrics"] = metrics
-    return int(m.group(1)), fields
+    return int(m.group(1)), StepFields(fields, metrics)
 
 
 def read_by_pattern(lines: list[str]) -> StepColumns:
@@ -112,15 +119,13 @@ def _read_one(k: int, text: str, number: np.ndarray, has_loss: np.ndarray,
     parsed = parse_step_text(text)
     if parsed is None:
         return
-    number[k], fields = parsed
+    number[k], (fields, found) = parsed
     has_loss[k] = "loss" in fields
     n = number.size
     for name, value in fields.items():
-        if name == "metrics":
-            for key, x in value.items():
-                metrics.setdefault(key, np.full(n, math.nan))[k] = x
-        else:
-            cols.setdefault(name, np.full(n, math.nan))[k] = value
+        cols.setdefault(name, np.full(n, math.nan))[k] = value
+    for key, x in found.items():
+        metrics.setdefault(key, np.full(n, math.nan))[k] = x
 
 
 def _put_group(idx: np.ndarray, keys: list[str], columns: list[np.ndarray],

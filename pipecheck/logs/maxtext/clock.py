@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import re
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -21,8 +20,9 @@ DAYS_BEFORE_MONTH = np.concatenate(([0], np.cumsum(_DAYS_IN_MONTH)[:-1]))
 ORDINAL_2000 = datetime.date(2000, 1, 1).toordinal() - 1
 
 
-def valid_clock(month: Any, day: Any, hours: Any, minutes: Any, seconds: Any) -> Any:
-    """Whether a header's date and time can be one (numbers or arrays of them): a day of
+def valid_clock(month: np.ndarray, day: np.ndarray, hours: np.ndarray, minutes: np.ndarray,
+                seconds: np.ndarray) -> np.ndarray:
+    """Whether a header's date and time can be one (arrays of them): a day of
     its month (1-12), hours up to 23, minutes and seconds under 60. A header that cannot be
     is read as no header, by every reader alike."""
     in_year = (month >= 1) & (month <= 12)

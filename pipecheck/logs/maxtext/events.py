@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TypedDict, Unpack
 
 from pipecheck.logs.maxtext.patterns import NUM
 
@@ -78,6 +78,14 @@ _ACTIVITY_HINT = re.compile(
 """A cheap test a line must pass before the ``_ACTIVITY`` patterns are tried."""
 
 
+class EventFields(TypedDict, total=False):
+    """What an event line tells beside its kind (``records.imported.LogEvent``'s fields)."""
+
+    step: int | None
+    seconds: float | None
+    anchor_step: int | None
+
+
 @dataclasses.dataclass
 class Pending:
     """An event line read, made a ``LogEvent`` once the log's times are known."""
@@ -89,11 +97,11 @@ class Pending:
     """Takes the time of the last header at or before its line (checkpoint lines);
     otherwise only its own header's."""
     own_header: bool
-    fields: dict[str, Any]
+    fields: EventFields
 
 
 def _event(kind: str, n: int, m: re.Match[str], own: bool, timed: bool = True,
-           **fields: Any) -> Pending:
+           **fields: Unpack[EventFields]) -> Pending:
     return Pending(kind, n, m.group(0), timed, own, fields)
 
 

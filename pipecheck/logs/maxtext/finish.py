@@ -219,7 +219,7 @@ def _events(r: Reader, headers: _Headers, read: StepColumns,
             at = round(t, 6)  # as one number, as ``round`` does
             clock = (read.clock(row) if row >= 0
                      else r.header_clock[other] if other >= 0 else None)
-        fields = dict(e.fields)
+        fields = e.fields.copy()
         if "anchor_step" not in fields:
             fields["anchor_step"] = anchor if anchor >= 0 else None
         out.append(LogEvent(e.kind, e.line, e.text, at_s=at, clock=clock, **fields))

@@ -8,7 +8,7 @@ import io
 import math
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pipecheck.analysis.maxtext import ParsedLog
 from pipecheck.logs import forked
@@ -17,6 +17,8 @@ from pipecheck.logs.maxtext.reader import Reader, read_binary
 from pipecheck.logs.text import GZIP_MAGIC, file_size, open_bytes
 from pipecheck.progress import NO_PROGRESS, Progress
 
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 HALVES_MIN_BYTES = 12 << 20
 """A plain log of at least this size (12 MiB, ~60,000 steps) is read in two halves at once
@@ -107,10 +109,11 @@ class _Prefix(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer: Any) -> int:
+    def readinto(self, buffer: WriteableBuffer) -> int:
         if self.left <= 0:
             return 0
-        got = self.raw.readinto(memoryview(buffer)[:min(len(buffer), self.left)])
+        view = memoryview(buffer)
+        got = self.raw.readinto(view[:min(len(view), self.left)])
         self.left -= got or 0
         return got or 0
 

@@ -8,7 +8,7 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from typing import Any, BinaryIO, TextIO
+from typing import BinaryIO, TextIO
 
 import numpy as np
 
@@ -41,7 +41,7 @@ _TOTAL_TFLOPS_ONE_LINE = re.compile(rf"Per train step, total TFLOPs will be\s*({
 _CONFIG = re.compile(r"Config param\s+(\w+):\s*(.*?)\s*$")
 
 
-def _config_value(text: str) -> Any:
+def _config_value(text: str) -> bool | int | float | str:
     if text in ("True", "False"):
         return text == "True"
     for conv in (int, float):
