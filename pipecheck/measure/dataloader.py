@@ -454,21 +454,18 @@ def measure_setting(
 
     A pipeline that sets its own read options or runs its own workers is measured and
     recorded with them (``own``: what it fixes, as ``LoaderParts.own`` read it; read here
-    when not given), with a warning saying so. With ``resources``, the CPU
-    time and peak memory of the training process and of the workers over the steady batches
-    are read too
+    when not given), with a warning saying so. With ``resources``, the CPU time and peak
+    memory of the training process and of the workers over the steady batches are read too
     (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
     every timed interval). A pipeline built per setting (``PerSetting``: MaxText's) is built
     at ``settings`` first, and runs with them."""
     per_setting = isinstance(dataset, PerSetting)
     dataset = at_setting(dataset, settings)
-    if own is None or per_setting:  # a pipeline built per setting is read as built
-        own = own_settings(dataset)
+    own = own_settings(dataset) if own is None or per_setting else own  # per setting: as built
     settings = own.applied(settings)
     data_loader = is_data_loader(dataset)
     label = settings.short_label()
-    before = worker_pids()
-    shm_tag = new_shm_tag()
+    before, shm_tag = worker_pids(), new_shm_tag()
     pipeline = OpenedPipeline(build_iter_dataset(dataset, settings, stage_timing=True,
                                                  shm_tag=shm_tag, own=own))
     per_batch = read_elements_per_batch(dataset)
