@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import click
 
@@ -25,12 +25,14 @@ from pipecheck.cli.options import (
 )
 from pipecheck.cli.progress import command_progress
 from pipecheck.config import RunConfig
-from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S
+from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S, LoaderParts
 from pipecheck.measure.distributed import DistributedOptions, Session
 from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS
 from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS
+from pipecheck.progress import Progress
 from pipecheck.records import store
+from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
 from pipecheck.report.monitor import ended_early
@@ -197,10 +199,13 @@ def _stages(cfg: RunConfig) -> compare_mod.Stages:
     if cfg.workload != maxtext.NAME:
         return compare_mod.Stages()
 
-    def real(workload: Workload, *args: Any, **kwargs: Any) -> RealRun:
+    def real(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
+             steps: int, timeout_s: float | None, progress: Progress,
+             clock: Callable[[], float], /, *, profile_dir: str | None) -> RealRun:
         hooks = maxtext_model.real_hooks(cfg, workload)
         return real_stage(dataclasses.replace(workload, hooks=(*workload.hooks, *hooks)),
-                          *args, **kwargs)
+                          parts, chosen, steps, timeout_s, progress, clock,
+                          profile_dir=profile_dir)
 
     return compare_mod.Stages(real=real)
 
