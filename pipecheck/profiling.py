@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Sequence
+from typing import Required, Sequence, TypedDict, Unpack
 
 import numpy as np
 
@@ -191,10 +191,23 @@ def _whole_capture(t: ap.CaptureTimeline, options: ProfileOptions, search: Seque
                    warnings=tuple(warnings), whole_capture=True)
 
 
+class _ReadFields(TypedDict, total=False):
+    """The record's fields that depend on how the capture was read (by steps, or whole)."""
+
+    step_time: Required[Distribution]
+    steps: Required[tuple[StepRecord, ...]]
+    device_busy_s: Required[tuple[float, ...]]
+    device_time: Required[Breakdown]
+    device_idle: DeviceIdle
+    warnings: tuple[str, ...]
+    whole_capture: bool
+
+
 def _result(t: ap.CaptureTimeline, options: ProfileOptions, steps_from: str, verdict: Verdict,
             host_bound: bool, est: ap.ProfileEstimates, findings: list[Finding],
-            **fields: Any) -> ProfileResult:
-    """The record's common part: how the capture was read, the verdict, the estimates."""
+            **fields: Unpack[_ReadFields]) -> ProfileResult:
+    """The record's common part: how the capture was read, the verdict, the estimates;
+    ``fields``: what a stepped or a whole-capture reading found."""
     sync_text = next((f.message for f in findings if f.kind == "forced-sync"), None)
     config = {"capture": options.path, "file": t.host, "steps_from": steps_from,
               "device": t.device, "thread": t.thread, "python_frames": t.python_frames}
