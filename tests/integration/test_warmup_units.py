@@ -108,9 +108,10 @@ def test_read_prefetch_of_documents_leaves_a_steady_state(tmp_path, steps):
                    "--batches", "10", "--quiet", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
-    assert [(s["threads"], s["prefetch"]) for s in data["loader"]] == [(4, 64)]
+    [measured] = data["loader"]
+    assert (measured["settings"]["threads"], measured["settings"]["prefetch"]) == (4, 64)
     # D: 4x the 4 batches buffered at start-up are timed (256 when they counted as 64)
-    assert data["loader"][0]["batch_time"]["n"] == 16
+    assert measured["batch_time"]["n"] == 16
     tags = step_tags(data)
     warmup = [i for i, t in enumerate(tags) if "warmup" in t]
     assert warmup == [1, 2, 3, 4]  # 64 elements, >= 16 per batch: 4 batches buffered
