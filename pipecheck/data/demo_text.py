@@ -26,7 +26,7 @@ import os
 import pathlib
 import shutil
 import sys
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 import tensorflow_datasets as tfds
@@ -137,7 +137,7 @@ class PipecheckDemoText(tfds.core.GeneratorBasedBuilder):  # type: ignore[misc]
     code_path = None
 
     def __init__(self, *, num_docs: int = 4000, seed: int = 0, progress: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: object) -> None:
         self._num_docs = num_docs
         self._seed = seed
         self._progress = progress

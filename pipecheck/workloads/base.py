@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -80,7 +80,7 @@ TOKEN_ENTRY_NAMES = ("tokens", "inputs", "input_ids")
 pipelines (``inputs``/``targets``), Hugging Face tokenizers."""
 
 
-def tokens_key_of(batch: Mapping[str, Any], named: str | None = None) -> str | None:
+def tokens_key_of(batch: Mapping[str, object], named: str | None = None) -> str | None:
     """The batch entry whose elements are tokens (for tokens/s): ``named`` (the config's
     ``tokens_key``) when given; else ``tokens``; else the first of ``TOKEN_ENTRY_NAMES``, then
     of the batch's entries, that is an integer ``[batch, seq]`` array; None when none is.
@@ -93,7 +93,7 @@ def tokens_key_of(batch: Mapping[str, Any], named: str | None = None) -> str | N
     if "tokens" in batch:
         return "tokens"
 
-    def token_ids(value: Any) -> bool:
+    def token_ids(value: object) -> bool:
         shape = tuple(getattr(value, "shape", ()))
         return (len(shape) == 2 and shape[1] > 1
                 and np.issubdtype(np.dtype(getattr(value, "dtype", float)), np.integer))
