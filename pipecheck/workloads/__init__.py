@@ -20,6 +20,7 @@ from pipecheck.config import (
 )
 from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError
+from pipecheck.step_types import Batch
 from pipecheck.workloads import calibrated, demo, maxtext, maxtext_model, user
 from pipecheck.workloads.base import Workload
 
@@ -34,7 +35,7 @@ class WorkloadKind:
     dataset: Callable[[RunConfig], InputPipeline] | None = None
     """The input pipeline without the model (None: build the workload to get it)."""
     tokens_key: str | None = None
-    loader: Callable[[RunConfig], tuple[Any, Callable[[Any], Any]]] | None = None
+    loader: Callable[[RunConfig], tuple[InputPipeline, Callable[[Batch], Batch]]] | None = None
     """The input pipeline without the model, with its own device put (MaxText's), where
     the framework builds both: ``(pipeline, put)``."""
 
