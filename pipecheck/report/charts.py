@@ -9,7 +9,9 @@ time as one bar per bin of consecutive steps (their mean); each chart says so un
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import operator
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -604,8 +606,9 @@ def step_idle_split(idle: DeviceIdle) -> dict[str, np.ndarray]:
     seconds per step): input, sync, compile, dispatch, and the rest summed as other."""
     named = {c.field for c in IDLE_CAUSES}
     out = {c.label: np.asarray(getattr(idle, c.field), dtype=float) for c in IDLE_CAUSES}
-    out[IDLE_OTHER[0]] = sum(np.asarray(getattr(idle, f.name), dtype=float)
-                             for f in dataclasses.fields(idle) if f.name not in named)
+    out[IDLE_OTHER[0]] = functools.reduce(operator.add, [
+        np.asarray(getattr(idle, f.name), dtype=float)
+        for f in dataclasses.fields(idle) if f.name not in named])
     return out
 
 
