@@ -114,13 +114,13 @@ def _worker_buffers(settings: GrainSettings) -> str:
 def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSettings,
                  steps: int, timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
-                 profile_dir: str | None = None) -> RealRun:
+                 profile_dir: str | None = None, plan: RealPlan | None = None) -> RealRun:
     """Train ``steps`` steps (or more: ``plan_real``) on the real pipeline read with
     ``settings``, timed by the lagged sync, with the sync locator sampling this thread. With
     ``profile_dir``, ``PROFILE_STEPS`` more steps follow, captured with jax.profiler there:
     the profiler's own cost never enters the measured steps (the captured ones are not part
-    of the record)."""
-    plan = plan_real(dataset, settings, steps)
+    of the record). ``plan``: ``plan_real``'s, when the caller made it already."""
+    plan = plan or plan_real(dataset, settings, steps)
     steps = plan.steps
     state = workload.init_state()
     recorder = SpanRecorder(clock)
@@ -204,4 +204,4 @@ def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: Loa
     progress.say(f"[3/4] real-data training: {plan.steps} steps{longer} with "
                  f"{chosen.settings.label()}")
     return measure_real(workload, dataset, chosen.settings, steps, timeout_s, clock,
-                        profile_dir=profile_dir)
+                        profile_dir=profile_dir, plan=plan)
