@@ -27,7 +27,7 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.hosts import Straggler
-from pipecheck.records.kinds import HOST, IDLE_ROWS, INPUT, THREAD_SPANS
+from pipecheck.records.kinds import DEVICE_BUSY_ROW, HOST, IDLE_ROWS, INPUT, THREAD_SPANS
 from pipecheck.records.profile import (
     CaptureEstimates,
     DeviceIdle,
@@ -71,7 +71,7 @@ def _step_records(bd: ap.StepSplit) -> tuple[StepRecord, ...]:
 
 def _device_time(bd: ap.StepSplit, steady: np.ndarray, steps: int | None = None) -> Breakdown:
     wall = float(bd.times[steady].sum())
-    rows = [BreakdownRow("device busy", float(bd.busy[steady].sum()), 0.0)]
+    rows = [BreakdownRow(DEVICE_BUSY_ROW, float(bd.busy[steady].sum()), 0.0)]
     rows += [BreakdownRow(IDLE_ROWS[c], float(bd.idle_by[c][steady].sum()), 0.0)
              for c in (*ap.THREAD_KINDS, HOST)]
     rows = [dataclasses.replace(r, share=r.seconds / wall if wall > 0 else 0.0) for r in rows]

@@ -78,6 +78,10 @@ WALL_ROWS: Mapping[TimeKind, str] = {
 """The wall-time table's row of each kind (``Breakdown.rows[].category`` in files), in the
 table's order; user spans come before ``other``."""
 
+DEVICE_BUSY_ROW = "device busy"
+"""A capture's device-time table: the row of the device's busy time (``compute`` as the
+device sees it)."""
+
 IDLE_ROWS: Mapping[TimeKind, str] = {
     INPUT: "idle: input wait", SYNC: "idle: sync", COMPILE: "idle: compile",
     CHECKPOINT: "idle: checkpoint", DISPATCH: "idle: dispatch", HOST: "idle: host work"}

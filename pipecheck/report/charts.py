@@ -19,7 +19,15 @@ import numpy as np
 from pipecheck.records.common import Anomaly, Breakdown, Distribution, StepRecord
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.hosts import HostSummary, Straggler
-from pipecheck.records.kinds import COMPILE, DISPATCH, IDLE_ROWS, INPUT, SYNC, TimeKind
+from pipecheck.records.kinds import (
+    COMPILE,
+    DEVICE_BUSY_ROW,
+    DISPATCH,
+    IDLE_ROWS,
+    INPUT,
+    SYNC,
+    TimeKind,
+)
 from pipecheck.records.profile import DeviceIdle
 from pipecheck.records.steps import StepTable, column_of
 from pipecheck.report import svg
@@ -591,7 +599,7 @@ def device_split(device_time: Breakdown) -> list[tuple[str, float, str]]:
     """Pure: the steady state's mean step on the device: (label, seconds, colour) of its
     busy time, then its idle time by cause (input, sync, compile, dispatch, other)."""
     n = max(device_time.steps, 1)
-    out = [("device busy", device_time.seconds("device busy") / n, DEVICE_BUSY_COLOR)]
+    out = [(DEVICE_BUSY_ROW, device_time.seconds(DEVICE_BUSY_ROW) / n, DEVICE_BUSY_COLOR)]
     named = 0.0
     for cause in IDLE_CAUSES:
         named += device_time.seconds(cause.row)
@@ -625,7 +633,7 @@ def _step_segments(t: float, busy: float, causes: Mapping[str, float]
     """A step's stacked segments (label, seconds, colour): busy, each idle cause, and the
     idle the causes leave uncharged (all of it where the record has none)."""
     busy = min(busy, t)
-    out = [("device busy", busy, DEVICE_BUSY_COLOR)]
+    out = [(DEVICE_BUSY_ROW, busy, DEVICE_BUSY_COLOR)]
     out += [(k, v, CAUSE_COLORS[k]) for k, v in causes.items() if v > 0]
     rest = t - busy - sum(causes.values())
     if rest > UNCHARGED_MIN_S:
@@ -648,7 +656,7 @@ def _device_step_bar(i: int, step: StepRecord, segments: Sequence[tuple[str, flo
     px, bottom, rects = x(i), 0.0, []
     for label, seconds, color in segments:
         a, b = min(bottom * 1e3, cap), min((bottom + seconds) * 1e3, cap)
-        cls = "busy" if label == "device busy" else "idle"
+        cls = "busy" if label == DEVICE_BUSY_ROW else "idle"
         data = f' data-cause="{label.removeprefix("idle: ")}"' if label in CAUSE_COLORS else ""
         rects.append(f'<rect class="{cls}"{data} x="{px:.2f}" y="{y(b):.2f}" '
                      f'width="{width:.2f}" height="{y(a) - y(b):.2f}" fill="{color}"/>')
@@ -693,7 +701,7 @@ def _device_keys(split: Sequence[tuple[str, float, str]],
     the idle not split by cause where a bar has some."""
     drawn = {label for segments in bars for label, _, _ in segments}
     drawn |= {label for label, seconds, _ in split[1:] if seconds > 0}
-    keys = [("device busy", DEVICE_BUSY_COLOR)]
+    keys = [(DEVICE_BUSY_ROW, DEVICE_BUSY_COLOR)]
     keys += [(label, color) for label, color in CAUSE_COLORS.items() if label in drawn]
     if UNSPLIT_IDLE in drawn:
         keys.append((UNSPLIT_IDLE, DEVICE_IDLE_COLOR))
