@@ -197,9 +197,10 @@ def test_json_round_trip_and_field_names():
     assert data["kind"] == "dataloader"
     assert data["format_version"] == store.FORMAT_VERSION
     row = data["results"][0]
-    for key in ("workers", "threads", "first_batch_s", "batch_time", "batches_per_s",
+    for key in ("settings", "first_batch_s", "batch_time", "batches_per_s",
                 "examples_per_s", "stages"):
         assert key in row
+    assert (row["settings"]["workers"], row["settings"]["threads"]) == (2, 1)
     for key in ("median_s", "p90_s", "p99_s", "n", "samples_s"):
         assert key in row["batch_time"]
     samples = decode_array(row["batch_time"]["samples_s"], "samples_s")
