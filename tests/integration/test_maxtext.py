@@ -62,7 +62,8 @@ def _maxtext_site(python: str | None) -> tuple[pathlib.Path | None, str]:
 
 MAXTEXT_PYTHON, _WHY_NOT = maxtext_python(dict(os.environ))
 SITE, _WHY_NOT_SITE = _maxtext_site(MAXTEXT_PYTHON)
-pytestmark = pytest.mark.skipif(SITE is None, reason=_WHY_NOT or _WHY_NOT_SITE)
+needs_maxtext = pytest.mark.skipif(SITE is None, reason=_WHY_NOT or _WHY_NOT_SITE)
+"""Every test but the one of ``maxtext_python`` itself runs real MaxText."""
 
 TINY = {"hardware": "cpu", "skip_jax_distributed_system": True, "jax_cache_dir": "",
         "log_config": False, "enable_goodput_recording": False, "monitor_goodput": False,
@@ -199,6 +200,7 @@ def test_an_empty_maxtext_python_means_none_here_without_fall_back() -> None:
     assert unset[0] == (DEFAULT_PYTHON if os.path.isfile(DEFAULT_PYTHON) else None)
 
 
+@needs_maxtext
 def test_compute_bound_config_is_compute_bound(compute_run: dict) -> None:
     assert compute_run["verdict"] == "compute-bound", _why(compute_run)
     est = compute_run["estimates"]
@@ -207,6 +209,7 @@ def test_compute_bound_config_is_compute_bound(compute_run: dict) -> None:
     assert compute_run["host_spans"].get("log", 0.0) > 0.0
 
 
+@needs_maxtext
 def test_saved_config_is_a_maxtext_config_with_the_chosen_keys(
         configs: dict[str, pathlib.Path], compute_run: dict, calls: list[dict]) -> None:
     assert f"base_config: {configs['compute']}" in compute_run["saved"]
@@ -217,6 +220,7 @@ def test_saved_config_is_a_maxtext_config_with_the_chosen_keys(
         chosen["workers"], chosen["per_worker_buffer"], chosen["threads"], chosen["prefetch"]]
 
 
+@needs_maxtext
 def test_input_bound_config_is_input_bound(input_run: dict, calls: list[dict]) -> None:
     assert input_run["verdict"] == "input-bound", _why(input_run)
     est = input_run["estimates"]
@@ -235,6 +239,7 @@ def test_input_bound_config_is_input_bound(input_run: dict, calls: list[dict]) -
     assert [calls[-1]["values"][k] for k in GRAIN_KEYS] == keys
 
 
+@needs_maxtext
 @pytest.mark.parametrize("index", range(len(ERRORS)))
 def test_a_maxtext_config_error_is_one_line(calls: list[dict], index: int) -> None:
     result, named = calls[index], ERRORS[index][1]
@@ -245,6 +250,7 @@ def test_a_maxtext_config_error_is_one_line(calls: list[dict], index: int) -> No
     assert "Traceback" not in result["stderr"]
 
 
+@needs_maxtext
 def test_dataloader_keeps_the_configs_own_read_keys(configs: dict[str, pathlib.Path],
                                                     calls: list[dict]) -> None:
     assert calls[len(ERRORS)]["rc"] == 0, calls[len(ERRORS)]["stderr"][-3000:]
@@ -255,6 +261,7 @@ def test_dataloader_keeps_the_configs_own_read_keys(configs: dict[str, pathlib.P
         {(16, 500)}
 
 
+@needs_maxtext
 def test_synthetic_runs_maxtexts_train_step(configs: dict[str, pathlib.Path],
                                             calls: list[dict]) -> None:
     assert calls[len(ERRORS) + 1]["rc"] == 0, calls[len(ERRORS) + 1]["stderr"][-3000:]
