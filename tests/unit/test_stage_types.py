@@ -1,6 +1,6 @@
 """The stages compare runs are typed by their calls (``compare.Stages``: Protocols, not
 ``Callable[..., X]``), so a checker holds the tests' fakes to the real stages' signatures.
-This runs mypy (the ``lint`` extra) on the tests that fake them."""
+This runs mypy (in the ``test`` extra) on the tests that fake them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ FAKES = ("tests/unit/test_compare_run.py",)
 """The test modules whose fakes stand in for compare's stages."""
 
 needs_mypy = pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
-                                reason="mypy is not installed (pip install -e '.[lint]')")
+                                reason="mypy is not installed (pip install -e '.[test]')")
 
 
 def mypy(*paths: str) -> subprocess.CompletedProcess[str]:
