@@ -8,7 +8,7 @@ skipped, saying why. Two configs made the way users make them (a MaxText config 
 
 - compute-bound: pre-tokenized ArrayRecord data (MaxText's sentencepiece tokenizer for its pad
   id), a vocabulary of 2048: the output layer dominates the step, the pipeline keeps up at once;
-- input-bound: long raw-text documents (books of 240,000 words) tokenized on the fly with
+- input-bound: long raw-text documents (books of 120,000 words) tokenized on the fly with
   ``use_truncation`` (one document a row: the whole book is tokenized to keep 128 tokens),
   ``grain_worker_count=0 grain_num_threads=1``: the tokenizer needs several times the step.
 
@@ -97,7 +97,7 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]
     run = [MAXTEXT_PYTHON, str(MAKE_CORPUS)]
     subprocess.run([*run, str(d / "ids"), "--files", "4", "--docs", "200", "--tokens", "100"],
                    check=True, capture_output=True, timeout=300)
-    subprocess.run([*run, str(d / "long"), "--files", "4", "--docs", "4", "--words", "240000",
+    subprocess.run([*run, str(d / "long"), "--files", "4", "--docs", "8", "--words", "120000",
                     "--tokenizer", str(d / "tok")], check=True, capture_output=True, timeout=300)
     out = str(d / "out")
     return {
@@ -154,7 +154,7 @@ def input_run(configs: dict[str, pathlib.Path]) -> dict:
     # one setting, the config's own (MaxText's grain_worker_count=0 grain_num_threads=1): on
     # two shared cores no Grain setting reliably beats it (docs/maxtext.md says why)
     return _compare(configs["input"], configs["dir"] / "input-run", "--workers", "0",
-                    "--threads", "1", "--steps", "40", "--batches", "20")
+                    "--threads", "1", "--steps", "80", "--batches", "30")
 
 
 ERRORS = (
