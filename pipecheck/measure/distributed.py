@@ -324,10 +324,12 @@ class Session:
 
     def check_same(self, fingerprint: Mapping[str, object]) -> None:
         """Refuse to measure when the processes were started with different configs."""
-        mine = {str(k): v for k, v in fingerprint.items()}
+        text = json.dumps({str(k): v for k, v in fingerprint.items()}, sort_keys=True,
+                          default=str)
+        mine = json.loads(text)  # as the peers read it: a tuple is a list on both sides
         if self.is_reporter:
             self.kv.set("reporter", self.hostname)
-        self.kv.set(f"config/{self.process_id}", json.dumps(mine, sort_keys=True, default=str))
+        self.kv.set(f"config/{self.process_id}", text)
         peers = range(1, self.process_count) if self.is_reporter else (0,)
         problem: str | None = None
         for p in peers:

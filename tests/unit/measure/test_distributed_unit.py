@@ -101,6 +101,19 @@ def test_same_config_passes_and_a_different_one_is_named():
     assert kv.data["reporter"] == "host0"
 
 
+def test_a_tuple_option_agrees_with_the_list_its_peer_posted():
+    """Every process posts its fingerprint as JSON, where a tuple (click's multiple values)
+    reads back as a list: the same options on every process are the same config."""
+    import json
+
+    kv = FakeKV()
+    fp = d.fingerprint("compare", {"seed": 0}, {"workers": (0,), "threads": (1, 2)})
+    kv.data["config/1"] = json.dumps(fp, sort_keys=True)
+    kv.data["checked/1"] = "1"
+    session(kv, 0, n=2).check_same(fp)
+    assert json.loads(kv.data["config/0"])["--workers"] == [0]
+
+
 def test_config_check_names_a_process_that_never_posted():
     kv = FakeKV()
     with pytest.raises(d.DistributedError, match="process 1 did not start its measurement "
