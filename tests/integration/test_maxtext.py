@@ -29,6 +29,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAKE_CORPUS = ROOT / "tests" / "data" / "maxtext" / "make_corpus.py"
+MAKE_ARTIFACTS = ROOT / "tests" / "data" / "maxtext" / "make_artifacts.py"
+REAL_LOG = ROOT / "tests" / "data" / "real" / "maxtext_cpu_profiler_async_ckpt_eval.log"
 CALLS = pathlib.Path(__file__).resolve().parent / "maxtext_calls.py"
 DEFAULT_PYTHON = "/tmp/v312mx/bin/python"
 
@@ -166,28 +168,56 @@ ERRORS = (
 
 
 @pytest.fixture(scope="module")
-def calls(configs: dict[str, pathlib.Path], compute_run: dict, input_run: dict) -> list[dict]:
-    """The other commands, in one process of MaxText's Python: the four config errors, a
-    dataloader run and a synthetic run on the compute config, and MaxText's reading of the
-    two saved configs."""
+def artifacts(configs: dict[str, pathlib.Path]) -> dict[str, pathlib.Path]:
+    """MaxText's own trainer on CPU (make_artifacts.py: 25 steps, profiler=xplane over 20
+    of them, async checkpoints and evals every 10): its log and its capture. Made here, not
+    committed: the capture of 20 steps is 4-7 MB (MaxText's Python tracer, on by default)."""
+    assert MAXTEXT_PYTHON is not None
+    out = configs["dir"] / "artifacts"
+    proc = subprocess.run([MAXTEXT_PYTHON, str(MAKE_ARTIFACTS), str(out)], capture_output=True,
+                          text=True, env=_env(), timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"log": out / "maxtext_cpu_profile.log", "capture": out / "capture"}
+
+
+@pytest.fixture(scope="module")
+def calls(configs: dict[str, pathlib.Path], compute_run: dict, input_run: dict,
+          artifacts: dict[str, pathlib.Path]) -> dict[str, dict]:
+    """The other commands, in one process of MaxText's Python, by name: the four config
+    errors, a dataloader run and a synthetic run on the compute config, MaxText's reading
+    of the two saved configs, and import, profile and diff on the trainer's artifacts."""
     assert MAXTEXT_PYTHON is not None
     d = configs["dir"]
-    todo: list[list[str]] = [
-        ["pipecheck", "dataloader", "--maxtext", str(configs["input"]), *extra, "--batches", "3"]
-        for extra, _ in ERRORS]
-    todo += [
-        ["pipecheck", "dataloader", "--maxtext", str(configs["compute"]), "--workers", "0,1",
-         "--batches", "4", "--quiet", "--json", str(d / "d.json"), "--force"],
-        ["pipecheck", "synthetic", "--maxtext", str(configs["compute"]), "--steps", "5",
-         "--quiet", "--json", str(d / "s.json"), "--force"],
-        ["maxtext-config", compute_run["saved_path"], "log_period", *GRAIN_KEYS],
-        ["maxtext-config", input_run["saved_path"], *GRAIN_KEYS],
-    ]
-    (d / "calls.json").write_text(json.dumps(todo))
+    todo: dict[str, list[str]] = {
+        f"error{i}": ["pipecheck", "dataloader", "--maxtext", str(configs["input"]), *extra,
+                      "--batches", "3"] for i, (extra, _) in enumerate(ERRORS)}
+    todo.update({
+        "dataloader": ["pipecheck", "dataloader", "--maxtext", str(configs["compute"]),
+                       "--workers", "0,1", "--batches", "4", "--quiet", "--json",
+                       str(d / "d.json"), "--force"],
+        "synthetic": ["pipecheck", "synthetic", "--maxtext", str(configs["compute"]),
+                      "--steps", "5", "--quiet", "--json", str(d / "s.json"), "--force"],
+        "compute-saved": ["maxtext-config", compute_run["saved_path"], "log_period",
+                          *GRAIN_KEYS],
+        "input-saved": ["maxtext-config", input_run["saved_path"], *GRAIN_KEYS],
+        "profile": ["pipecheck", "profile", str(artifacts["capture"]), "--quiet", "--json",
+                    str(d / "profile.json"), "--force"],
+        "import": ["pipecheck", "import", str(artifacts["log"]), "--quiet", "--json",
+                   str(d / "import.json"), "--force"],
+        "diff-same-run": ["pipecheck", "diff", str(d / "import.json"), str(d / "profile.json"),
+                          "--quiet", "--json", str(d / "diff-same.json"), "--force"],
+        "diff-logs": ["pipecheck", "diff", str(REAL_LOG), str(artifacts["log"]), "--quiet",
+                      "--json", str(d / "diff-logs.json"), "--force"],
+    })
+    (d / "calls.json").write_text(json.dumps(list(todo.values())))
     proc = subprocess.run([MAXTEXT_PYTHON, str(CALLS), str(d / "calls.json")],
                           capture_output=True, text=True, env=_env(), timeout=400, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(proc.stdout.rsplit("\nRESULTS ", 1)[1])
+    return dict(zip(todo, json.loads(proc.stdout.rsplit("\nRESULTS ", 1)[1])))
+
+
+def _ok(result: dict) -> None:
+    assert result["rc"] == 0, result["stdout"][-2000:] + result["stderr"][-3000:]
 
 
 def test_an_empty_maxtext_python_means_none_here_without_fall_back() -> None:
@@ -211,9 +241,9 @@ def test_compute_bound_config_is_compute_bound(compute_run: dict) -> None:
 
 @needs_maxtext
 def test_saved_config_is_a_maxtext_config_with_the_chosen_keys(
-        configs: dict[str, pathlib.Path], compute_run: dict, calls: list[dict]) -> None:
+        configs: dict[str, pathlib.Path], compute_run: dict, calls: dict[str, dict]) -> None:
     assert f"base_config: {configs['compute']}" in compute_run["saved"]
-    read = calls[-2]["values"]
+    read = calls["compute-saved"]["values"]
     chosen = compute_run["tuning"]["chosen"]
     assert read["log_period"] == 5  # the user's override kept
     assert [read[k] for k in GRAIN_KEYS] == [
@@ -221,7 +251,7 @@ def test_saved_config_is_a_maxtext_config_with_the_chosen_keys(
 
 
 @needs_maxtext
-def test_input_bound_config_is_input_bound(input_run: dict, calls: list[dict]) -> None:
+def test_input_bound_config_is_input_bound(input_run: dict, calls: dict[str, dict]) -> None:
     assert input_run["verdict"] == "input-bound", _why(input_run)
     est = input_run["estimates"]
     # the tokenizer needs several times the step: a margin no busy machine closes
@@ -236,13 +266,13 @@ def test_input_bound_config_is_input_bound(input_run: dict, calls: list[dict]) -
             chosen["prefetch"]]
     named = " ".join(f"{k}={v}" for k, v in zip(GRAIN_KEYS, keys))
     assert named in input_run["recommendation"]
-    assert [calls[-1]["values"][k] for k in GRAIN_KEYS] == keys
+    assert [calls["input-saved"]["values"][k] for k in GRAIN_KEYS] == keys
 
 
 @needs_maxtext
 @pytest.mark.parametrize("index", range(len(ERRORS)))
-def test_a_maxtext_config_error_is_one_line(calls: list[dict], index: int) -> None:
-    result, named = calls[index], ERRORS[index][1]
+def test_a_maxtext_config_error_is_one_line(calls: dict[str, dict], index: int) -> None:
+    result, named = calls[f"error{index}"], ERRORS[index][1]
     assert result["rc"] != 0
     errors = [line for line in result["stderr"].splitlines()
               if line.startswith("pipecheck: error")]
@@ -252,8 +282,8 @@ def test_a_maxtext_config_error_is_one_line(calls: list[dict], index: int) -> No
 
 @needs_maxtext
 def test_dataloader_keeps_the_configs_own_read_keys(configs: dict[str, pathlib.Path],
-                                                    calls: list[dict]) -> None:
-    assert calls[len(ERRORS)]["rc"] == 0, calls[len(ERRORS)]["stderr"][-3000:]
+                                                    calls: dict[str, dict]) -> None:
+    _ok(calls["dataloader"])
     results = json.loads((configs["dir"] / "d.json").read_text())["results"]
     assert [r["settings"]["workers"] for r in results] == [0, 1]
     # the knobs not given keep the config's own (base.yml: 16 threads, a prefetch of 500)
@@ -263,11 +293,54 @@ def test_dataloader_keeps_the_configs_own_read_keys(configs: dict[str, pathlib.P
 
 @needs_maxtext
 def test_synthetic_runs_maxtexts_train_step(configs: dict[str, pathlib.Path],
-                                            calls: list[dict]) -> None:
-    assert calls[len(ERRORS) + 1]["rc"] == 0, calls[len(ERRORS) + 1]["stderr"][-3000:]
+                                            calls: dict[str, dict]) -> None:
+    _ok(calls["synthetic"])
     result = json.loads((configs["dir"] / "s.json").read_text())
     assert result["config"]["workload"] == "maxtext"
     assert result["compile"]["train_step_compiles"] == 1
+
+
+@needs_maxtext
+def test_profile_of_maxtexts_own_capture_names_its_sync_and_saves(
+        configs: dict[str, pathlib.Path], calls: dict[str, dict]) -> None:
+    _ok(calls["profile"])
+    prof = json.loads((configs["dir"] / "profile.json").read_text())
+    assert prof["verdict"] != "inconclusive", prof["reason"]
+    # MaxText's own per-step sync, by file and function: its metric logger's host read
+    syncs = [f for f in prof["findings"] if "metric_logger.py" in (f.get("location") or "")]
+    assert syncs and "_log_training_metrics" in syncs[0]["message"], prof["findings"]
+    # the async saves of steps 10 and 20 (checkpoint_period=10) are the slow steps' cause
+    causes = {a["step"]: a["cause"] for a in prof["anomalies"]}
+    assert causes.get(10) == "checkpoint" and causes.get(20) == "checkpoint", causes
+
+
+@needs_maxtext
+def test_import_reads_maxtexts_own_log(configs: dict[str, pathlib.Path],
+                                       calls: dict[str, dict]) -> None:
+    _ok(calls["import"])
+    run = json.loads((configs["dir"] / "import.json").read_text())
+    assert run["steps"]["n"] == 25  # steps 0..24, every one MaxText logged
+    causes = {a["step"]: a["cause"] for a in run["anomalies"]}
+    assert causes.get(0) == "compilation" and causes.get(1) == "evaluation", causes
+
+
+@needs_maxtext
+def test_the_log_and_the_capture_of_one_run_agree(configs: dict[str, pathlib.Path],
+                                                  calls: dict[str, dict]) -> None:
+    _ok(calls["diff-same-run"])
+    rows = {r["name"]: r for r in json.loads(
+        (configs["dir"] / "diff-same.json").read_text())["rows"]}
+    median = rows["step time median"]
+    assert median["ci_low"] <= 0.0 <= median["ci_high"], median
+
+
+@needs_maxtext
+def test_diff_of_two_real_maxtext_cpu_logs(configs: dict[str, pathlib.Path],
+                                           calls: dict[str, dict]) -> None:
+    _ok(calls["diff-logs"])
+    diff = json.loads((configs["dir"] / "diff-logs.json").read_text())
+    assert diff["a"]["source"].endswith(REAL_LOG.name), diff["a"]
+    assert diff["b"]["source"].endswith("maxtext_cpu_profile.log"), diff["b"]
 
 
 if __name__ == "__main__":  # pragma: no cover
