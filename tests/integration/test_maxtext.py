@@ -181,6 +181,34 @@ def artifacts(configs: dict[str, pathlib.Path]) -> dict[str, pathlib.Path]:
 
 
 @pytest.fixture(scope="module")
+def monitored(configs: dict[str, pathlib.Path]) -> pathlib.Path:
+    """MaxText's own train under ``python -m pipecheck.monitor.maxtext`` (15 steps, async
+    checkpoints and evals every 5): the Monitor's record."""
+    assert MAXTEXT_PYTHON is not None and SITE is not None
+    d = configs["dir"]
+    args = [str(SITE / "configs" / "base.yml"), "run_name=monitored",
+            f"base_output_directory={d / 'monitored'}", *make_artifacts_tiny(), "steps=15",
+            "enable_checkpointing=true", "async_checkpointing=true", "checkpoint_period=5",
+            "eval_interval=5", "eval_steps=2"]
+    proc = subprocess.run([MAXTEXT_PYTHON, "-m", "pipecheck.monitor.maxtext", "--save",
+                           str(d / "monitor.json"), *args], capture_output=True, text=True,
+                          env=_env(), timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return d / "monitor.json"
+
+
+def make_artifacts_tiny() -> list[str]:
+    """make_artifacts.py's tiny model on synthetic data (its ``TINY`` overrides)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_artifacts", MAKE_ARTIFACTS)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.TINY)
+
+
+@pytest.fixture(scope="module")
 def calls(configs: dict[str, pathlib.Path], compute_run: dict, input_run: dict,
           artifacts: dict[str, pathlib.Path]) -> dict[str, dict]:
     """The other commands, in one process of MaxText's Python, by name: the four config
@@ -341,6 +369,25 @@ def test_diff_of_two_real_maxtext_cpu_logs(configs: dict[str, pathlib.Path],
     diff = json.loads((configs["dir"] / "diff-logs.json").read_text())
     assert diff["a"]["source"].endswith(REAL_LOG.name), diff["a"]
     assert diff["b"]["source"].endswith("maxtext_cpu_profile.log"), diff["b"]
+
+
+@needs_maxtext
+def test_a_monitor_in_maxtexts_own_loop(monitored: pathlib.Path) -> None:
+    from pipecheck.records import store
+
+    run = store.load(str(monitored))
+    steps = [run.steps[i] for i in range(len(run.steps))]
+    assert [s.step for s in steps] == list(range(15))
+    tagged = {name: [s.step for s in steps if name in s.tags] for name in ("checkpoint", "eval")}
+    # MaxText saves at steps 0, 5 and 10 (checkpoint_period=5) and after the last one (14),
+    # and evaluates after steps 0, 5 and 10 (eval_interval=5)
+    assert tagged == {"checkpoint": [0, 5, 10, 14], "eval": [0, 5, 10]}, tagged
+    seen = {name for s in steps for name, v in (s.spans or {}).items() if v > 0}
+    assert {"data_wait", "dispatch", "sync", "log", "checkpoint", "eval"} <= seen, seen
+    # the sampler names MaxText's own syncs by file and function
+    named = {(site.location.rsplit("/", 1)[-1].split(":")[0], site.function)
+             for site in run.sync_sites if not site.internal}
+    assert any(f in ("checkpointing.py", "metric_logger.py") for f, _ in named), named
 
 
 if __name__ == "__main__":  # pragma: no cover
