@@ -44,7 +44,8 @@ def test_consumer_work_in_the_training_process_is_main_process_bound_and_saved(t
     assert cfg["num_workers"] == 2 and cfg["consumer_ms"] == 20
     assert cfg["measured_on"]["command"] == "dataloader"
     proc2, again = _dataloader(tmp_path, "--config", str(saved), "--batches", "5")
-    assert [(r["workers"], r["per_worker_buffer"], r["threads"], r["prefetch"])
+    assert [(r["settings"]["workers"], r["settings"]["per_worker_buffer"],
+             r["settings"]["threads"], r["settings"]["prefetch"])
             for r in again["results"]] == [(2, cfg["per_worker_buffer_size"],
                                             cfg["num_threads"], cfg["prefetch_buffer_size"])]
     assert "another machine" not in proc2.stderr
@@ -70,7 +71,7 @@ def test_another_machine_warns_once_on_stderr(tmp_path):
     warnings = [ln for ln in proc.stderr.splitlines() if "another machine" in ln]
     assert len(warnings) == 1
     assert "cpu_count 96 there" in warnings[0] and "host tpu-host-7 there" in warnings[0]
-    assert data["results"][0]["workers"] == 0
+    assert data["results"][0]["settings"]["workers"] == 0
 
 
 def test_save_config_path_clash_and_existing_file_fail_before_measuring(tmp_path):
@@ -89,7 +90,7 @@ def test_save_config_path_clash_and_existing_file_fail_before_measuring(tmp_path
 def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     """A sleeping loader: read threads in the training process are the cheapest fix."""
     out, saved = tmp_path / "c.json", tmp_path / "tuned.yml"
-    proc = run_cli("compare", "--set", "workload=calibrated", "--set", "compute_ms=30",
+    proc = run_cli("compare", "--set", "workload=calibrated", "--set", "compute_ms=20",
                    "--set", "load_ms=40", "--steps", "20", "--target-steps", "10",
                    "--batches", "12", "--json", str(out), "--save-config", str(saved),
                    cwd=tmp_path, timeout=400)
@@ -97,9 +98,10 @@ def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     data = json.loads(out.read_text())
     chosen = data["tuning"]["chosen"]
     assert data["tuning"]["meets_target"] is True
-    tried = [(s["workers"], s["threads"]) for s in data["loader"]]
+    tried = [(s["settings"]["workers"], s["settings"]["threads"]) for s in data["loader"]]
     assert any(t > 1 for _, t in tried)  # the threads were searched
-    # 40 ms of sleep per batch against ~27 ms: 2 workers meet the goal, and so do 2 read
+    # 40 ms of sleep per batch against ~27 ms (compute_ms=20: the chain is sized from
+    # the fastest calibration timings, so a step takes longer than asked): 2 workers meet the goal, and so do 2 read
     # threads without workers, the cheaper setting
     assert (chosen["workers"], chosen["threads"] > 1) == (0, True), tried
     cfg = yaml.safe_load(saved.read_text())
