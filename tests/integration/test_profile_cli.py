@@ -168,7 +168,8 @@ def train_step(w, x):
 
 def batches():
     while True:
-        time.sleep(0.03)  # a slow reader
+        time.sleep(0.1)  # a slow reader; 100 ms, not 30: a busy host stretched compute to
+                         # T [12, 33] ms, too close to decide against 30 ms of loading
         yield np.ones((64, 512), np.float32)
 
 w = jnp.eye(512, dtype=jnp.float32) * 0.5
