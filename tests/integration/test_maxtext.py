@@ -239,7 +239,7 @@ def calls(configs: dict[str, pathlib.Path], compute_run: dict, input_run: dict,
                           capture_output=True, text=True, env=_env(), timeout=400, cwd=ROOT)
     monitor_out, _ = monitored.communicate(timeout=400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results = dict(zip(todo, json.loads(proc.stdout.rsplit("\nRESULTS ", 1)[1])))
+    results = dict(zip(todo, json.loads(proc.stdout.rsplit("\nRESULTS ", 1)[1]), strict=True))
     results["monitored"] = {"rc": monitored.returncode, "stdout": monitor_out, "stderr": ""}
     return results
 
@@ -292,7 +292,7 @@ def test_input_bound_config_is_input_bound(input_run: dict, calls: dict[str, dic
     chosen = input_run["tuning"]["chosen"]
     keys = [chosen["workers"], chosen["per_worker_buffer"], chosen["threads"],
             chosen["prefetch"]]
-    named = " ".join(f"{k}={v}" for k, v in zip(GRAIN_KEYS, keys))
+    named = " ".join(f"{k}={v}" for k, v in zip(GRAIN_KEYS, keys, strict=True))
     assert named in input_run["recommendation"]
     assert [calls["input-saved"]["values"][k] for k in GRAIN_KEYS] == keys
 
