@@ -31,8 +31,11 @@ def pipecheck(cwd: pathlib.Path, *args: str) -> subprocess.CompletedProcess[str]
 # sleeps, so only compute slows with the load (3x to 7x seen). Input-bound: 16x apart.
 # Forced-sync: loading (45 ms) on the training thread, then the sync waits for compute; the
 # load stretches compute and R together, and the step pairs the two whatever T was.
+# Compute-bound: 8x apart; T's and R's samples half as many again or more for about the
+# same time (40 ms steps, not 60), so a busy host's spread (60 ms stretched to 250 ms seen,
+# or R's steps at 42 and 114 ms) narrows their intervals.
 @pytest.mark.parametrize("name, sets", [
-    ("compute-bound", ["compute_ms=60", "load_ms=10"]),
+    ("compute-bound", ["compute_ms=40", "load_ms=5"]),
     ("input-bound", ["compute_ms=5", "load_ms=80"]),
     ("forced-sync", ["compute_ms=25", "load_ms=45", "host_sync=every_step"]),
 ])
@@ -41,6 +44,8 @@ def test_profile_verdict_agrees_with_compare(tmp_path: pathlib.Path, name: str,
     extra = [a for s in sets for a in ("--set", s)]
     if name == "forced-sync":
         extra += ["--threads", "0"]  # loading on the training thread, as the sync needs
+    if name == "compute-bound":
+        extra += ["--target-steps", "60", "--steps", "60"]
     r = pipecheck(tmp_path, "compare", *CALIBRATED, *extra, "--quiet", "--json", "c.json",
                   "--profile", "cap")
     assert "pipecheck profile cap" in r.stdout  # the capture is announced
