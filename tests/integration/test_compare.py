@@ -124,11 +124,15 @@ def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
     syn = tmp_path / "syn.json"
     proc = run_cli("synthetic", "--config", str(cfg), "--steps", "50", "--json", str(syn))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # loading 60 ms a batch (a sleep: its mean varies ~1%), 15 batches are enough
+    # loading 60 ms a batch (a sleep: its mean varies ~1%), 15 batches are enough; measured
+    # once, so that the preempted record below is judged on the same T, D and R
+    dl = tmp_path / "dl.json"
+    proc = run_cli("dataloader", "--config", str(cfg), "--workers", "0", "--threads", "0",
+                   "--batches", "15", "--json", str(dl))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     data, _ = compare(tmp_path, "--config", str(cfg), "--real", str(run_json),
-                      "--synthetic", str(syn), "--workers", "0", "--threads", "0",
-                      "--batches", "15")
-    assert data["sources"] == {"target": str(syn), "loader": "measured", "real": str(run_json)}
+                      "--synthetic", str(syn), "--dataloader", str(dl))
+    assert data["sources"] == {"target": str(syn), "loader": str(dl), "real": str(run_json)}
     assert data["verdict"] == "forced-sync", data["verdict_reason"]
     (sync,) = [f for f in data["findings"] if f["kind"] == "forced-sync"]
     assert sync["location"] == f"{USER_LOOP}:{line_of(USER_LOOP, '# FORCED-SYNC')}"
@@ -140,8 +144,7 @@ def test_compare_real_takes_a_monitor_run_of_the_users_loop(tmp_path):
     cut = tmp_path / "preempted.json"
     store.save(dataclasses.replace(record, incomplete=RunEnd("signal", "SIGTERM", 40)), cut)
     again, proc = compare(tmp_path, "--config", str(cfg), "--real", str(cut),
-                          "--synthetic", str(syn), "--workers", "0", "--threads", "0",
-                          "--batches", "15", name="cut")
+                          "--synthetic", str(syn), "--dataloader", str(dl), name="cut")
     assert proc.stdout.splitlines()[0] == (
         f"pipecheck: {cut}: this run ended early at step 40 (SIGTERM); the record holds the "
         f"{record.total_steps} steps completed before it")
