@@ -161,7 +161,10 @@ def test_compare_from_earlier_synthetic_and_dataloader_results(tmp_path):
     syn, dl = tmp_path / "syn.json", tmp_path / "dl.json"
     proc = run_cli("synthetic", *workload, "--steps", "60", "--json", str(syn))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    proc = run_cli("dataloader", *workload, "--workers", "0,6", "--batches", "32",
+    # 72 batches: D's interval is bootstrapped in blocks of whole bursts (6 workers deliver
+    # 6 batches at once, after a warm-up of 12): 20 steady batches were ~3 blocks, too few
+    # to keep the interval within the noise limit
+    proc = run_cli("dataloader", *workload, "--workers", "0,6", "--batches", "72",
                    "--json", str(dl))
     assert proc.returncode == 0, proc.stderr[-3000:]
     data, _ = compare(tmp_path, *workload, "--synthetic", str(syn), "--dataloader", str(dl),
