@@ -56,6 +56,7 @@ from pipecheck.records.grain_settings import (
     DEFAULT_PER_WORKER_BUFFER,
     DEFAULT_THREADS,
     GrainSettings,
+    SettingsKnobs,
 )
 from pipecheck.records.kinds import (  # noqa: F401 - re-exported for the tuner's callers
     CPU_BOUND,
@@ -99,7 +100,7 @@ plus ``run_steps`` steps) is more than 5% shorter: smaller differences are noise
 
 
 @dataclasses.dataclass(frozen=True)
-class Trial:
+class Trial(SettingsKnobs):
     """One measured setting: D (``batch_s``: mean seconds per batch, 1 / throughput, the
     loader time the verdict uses), its start-up and its memory."""
 
@@ -110,22 +111,6 @@ class Trial:
     """Peak resident memory of one worker process (the largest), MB."""
     main_rss_mb: float = math.nan
     """Peak resident memory of the training process, MB."""
-
-    @property
-    def workers(self) -> int:
-        return self.settings.workers
-
-    @property
-    def threads(self) -> int:
-        return self.settings.threads
-
-    @property
-    def per_worker_buffer(self) -> int:
-        return self.settings.per_worker_buffer
-
-    @property
-    def prefetch(self) -> int:
-        return self.settings.prefetch
 
     @classmethod
     def of(cls, settings: GrainSettings, batch_s: float, **extra: float) -> Trial:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Mapping, Sequence
 
 from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import Distribution, Estimate, Finding
-from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.records.grain_settings import GrainSettings, SettingsKnobs
 from pipecheck.records.hosts import HostSummary, Straggler
 
 
@@ -86,7 +86,7 @@ class Resources(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class LoaderSetting(Record):
+class LoaderSetting(SettingsKnobs, Record):
     """The pipeline measured at one setting of Grain's four knobs (workers, threads,
     per-worker buffer, read prefetch)."""
 
@@ -107,23 +107,6 @@ class LoaderSetting(Record):
     with its interval: the loader time the verdict uses."""
     resources: Resources | None = None
 
-    # The knobs, read where they are stored once (``settings``).
-
-    @property
-    def workers(self) -> int:
-        return self.settings.workers
-
-    @property
-    def threads(self) -> int:
-        return self.settings.threads
-
-    @property
-    def per_worker_buffer(self) -> int:
-        return self.settings.per_worker_buffer
-
-    @property
-    def prefetch(self) -> int:
-        return self.settings.prefetch
 
 
 @register_kind

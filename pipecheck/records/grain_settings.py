@@ -100,3 +100,26 @@ class GrainSettings(Record):
         return (grain.MultiprocessingOptions(num_workers=self.workers,
                                              per_worker_buffer_size=self.per_worker_buffer),
                 grain.ReadOptions(num_threads=self.threads, prefetch_buffer_size=self.prefetch))
+
+
+class SettingsKnobs:
+    """The four knobs of a record's ``settings`` (a GrainSettings, where they are stored once),
+    read by name."""
+
+    settings: GrainSettings
+
+    @property
+    def workers(self) -> int:
+        return self.settings.workers
+
+    @property
+    def threads(self) -> int:
+        return self.settings.threads
+
+    @property
+    def per_worker_buffer(self) -> int:
+        return self.settings.per_worker_buffer
+
+    @property
+    def prefetch(self) -> int:
+        return self.settings.prefetch
