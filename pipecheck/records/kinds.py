@@ -107,12 +107,16 @@ FindingKind = Literal["recompile", "input-bound", "slow-stage", "forced-sync",
                       "harmless-sync", "interference", "host-sync", "straggler",
                       "synchronized-stall", "one-host-stall", "hosts-equal",
                       "main-process-bound", "cpu-bound", "latency-bound", "limit-unclear",
-                      "memory-bound", "host-bound"]
+                      "memory-bound", "host-bound", "periodic-stall", "slow-samples",
+                      "first-batch"]
 """What a finding is about: a recompilation; a loader slower than compute (and what tuning
 did); the pipeline stage it waits on; a host sync that holds the run back, or one that is
 harmless here; real-data steps slower than both parts with no sync to explain it
 (interference); a Monitor run's host sync; across hosts, a straggler, all hosts stalling
 together, one host stalling, or hosts equal; what limits a loader setting (why more
 workers stop helping: the training process, the cores, latency, not sure which of the
-last two, or memory); a device waiting for the host to dispatch its work (profile)."""
+last two, or memory); a device waiting for the host to dispatch its work (profile); slow
+steps recurring with a period (``analysis.periodic_stall``); a few elements of the
+pipeline's expensive stage costing many times the rest (``analysis.slow_samples``); a
+first batch that could have been prepared during start-up (``analysis.first_batch``)."""
 FINDING_KINDS: tuple[FindingKind, ...] = typing.get_args(FindingKind)

@@ -1,0 +1,357 @@
+"""Periodic stalls: slow steps that recur with a period, what sets the period, and the fix.
+
+A loader can keep up on average and still stall the run at regular steps: a buffer of B
+batches refilled in one go stalls every B steps when the refill takes longer than B steps
+of compute; W workers that each hand over a batch in turn stall every W steps when they
+fall behind; a data set read epoch by epoch stalls at each epoch boundary; a checkpoint
+or an eval every N steps stalls every N steps. ``anomalies`` flags such steps one by one;
+this module says they recur.
+
+The rule (``find_periodic_stall``). A step is *slow* when it takes at least
+``STALL_RATIO`` times the typical step (the ``TYPICAL_QUANTILE`` of the steps looked at: a
+low quantile, so that with one stall in every two steps it is still a step that did not
+stall). For every period P from ``MIN_PERIOD`` up to a ``MIN_OCCURRENCES``-th of the run
+(at most ``MAX_PERIOD``) and every phase (step number mod P), the slow steps at that phase
+are counted. Under "no period" (the slow steps at random positions among the steps looked
+at), that count is hypergeometric; a (period, phase) is a periodic stall when its tail
+probability, times the number of (period, phase) pairs tested (Bonferroni), is below
+``FALSE_ALARM_RATE``, at least ``MIN_OCCURRENCES`` slow steps fall on it, and they fill at
+least ``MIN_COVERAGE`` of its steps. The most significant pair wins (a multiple of the
+true period holds only some of its stalls, a divisor has more steps without one), and the
+stalls must cost at least ``MIN_LOST_SHARE`` of the time of the steps looked at. So a
+seeded noise run, however heavy its tail, and a one-off stall (or two) never make a period.
+
+What the period matches (``match_period``): the loader's workers (W) or their output
+buffers (W x per-worker buffer), its read prefetch buffer (in batches), an epoch boundary
+(the data set's batches per epoch), or the steps tagged checkpoint or eval. The fix
+(``periodic_stall_finding``): over one period the loader delivered P batches in
+``P x typical + stall`` seconds; to keep ahead it must deliver them in ``P x typical``,
+so the knob the period matches must grow by that factor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import numpy as np
+
+from pipecheck.records.common import Finding
+from pipecheck.records.steps import column_of, tag_mask_of
+from pipecheck.units import ms
+
+STALL_RATIO = 1.5
+"""A step at least this many times the typical step stalled: half a step's worth of time
+lost, beyond the jitter of a busy machine's steady steps (their IQR is ~10%)."""
+
+TYPICAL_QUANTILE = 0.25
+"""The typical step is this quantile of the steps looked at: with one stall every two steps
+(period 2) the median may be a stall, the lower quartile is not."""
+
+MIN_PERIOD = 2
+"""The shortest period: every step slow is a slow run, not a periodic stall."""
+
+MAX_PERIOD = 5000
+"""The longest period searched: an epoch or a checkpoint interval of a long run fits; a
+longer one needs a run of at least MIN_OCCURRENCES x 5000 steps anyway."""
+
+MIN_OCCURRENCES = 3
+"""A period needs at least this many stalls on it: two stalls make a distance, not a
+recurrence."""
+
+MIN_COVERAGE = 0.5
+"""At least this share of the steps at the period's phase must be slow: a stall that
+recurs, not a few slow steps that happen to share a remainder."""
+
+FALSE_ALARM_RATE = 1e-3
+"""Bound on the chance that a run whose slow steps lie at random positions gets a period
+(all (period, phase) pairs tested together: Bonferroni)."""
+
+MIN_LOST_SHARE = 0.01
+"""The periodic stalls must cost at least this share of the time of the steps looked at;
+below it they are real but not worth a finding."""
+
+EXCLUDED_TAGS = ("compile", "drain", "warmup")
+"""Steps never looked at: a compilation (once, not periodic), the loop's last interval, and
+batches served from the start-up buffer (fast by design). Checkpoint and eval steps are
+kept: they may be the period."""
+
+TAG_MATCH_SHARE = 0.5
+"""A period is a checkpoint (or eval) period when at least this share of its stalls carry
+that tag."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LoaderShape:
+    """What is known of the loader that fed the steps (0 or None: not known)."""
+
+    workers: int = 0
+    per_worker_buffer: int = 0
+    prefetch_batches: int = 0
+    """The read prefetch buffer, counted in batches."""
+    epoch_steps: int | None = None
+    """Batches in one epoch of the data set (its size over the batch size)."""
+    epoch_starts: tuple[int, ...] = ()
+    """Steps at which a new pass over the data began (a Monitor's ``batches`` called again)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PeriodicStall:
+    """Slow steps recurring every ``period`` steps, at step numbers ``phase`` mod period."""
+
+    period: int
+    phase: int
+    stall_steps: tuple[int, ...]
+    """The slow steps at the period's phase."""
+    positions: int
+    """Steps looked at that lie at the period's phase (stalled or not)."""
+    typical_s: float
+    lost_s: float
+    """Seconds the stalls took beyond a typical step, together."""
+    looked_at_s: float
+    """Seconds of all the steps looked at."""
+    p_value: float
+    """Tail probability of so many slow steps at one phase, times the pairs tested."""
+
+    @property
+    def mean_stall_s(self) -> float:
+        """Extra seconds per stall, on average."""
+        return self.lost_s / len(self.stall_steps)
+
+    @property
+    def keep_ahead_factor(self) -> float:
+        """How much faster the loader must deliver a period's batches to keep ahead: it gave
+        ``period`` batches in ``period x typical + stall`` seconds."""
+        work = self.period * self.typical_s
+        return (work + self.mean_stall_s) / work if work > 0 else math.inf
+
+
+def hypergeom_tail(hits: np.ndarray, population: int, successes: int,
+                   draws: np.ndarray) -> np.ndarray:
+    """P(X >= hits) for X hypergeometric (``draws`` from ``population`` holding ``successes``),
+    elementwise, from log-binomials (exact sums; arrays of small counts)."""
+    out = np.ones(hits.shape, dtype=float)
+    lg = math.lgamma
+
+    def log_choose(a: int, b: int) -> float:
+        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
+
+    for i, (h, c) in enumerate(zip(hits.tolist(), draws.tolist(), strict=True)):
+        top = min(c, successes)
+        total = log_choose(population, c)
+        if h <= 0:
+            continue
+        if h > top:
+            out[i] = 0.0
+            continue
+        terms = [log_choose(successes, x) + log_choose(population - successes, c - x) - total
+                 for x in range(h, top + 1) if c - x <= population - successes]
+        out[i] = min(1.0, float(np.exp(np.logaddexp.reduce(terms)))) if terms else 0.0
+    return out
+
+
+def _phase_sizes(numbers: np.ndarray, period: int) -> np.ndarray:
+    """How many of ``numbers`` (sorted step numbers) lie at each phase of ``period``."""
+    if numbers.size <= 200_000:
+        return np.bincount(numbers % period, minlength=period)
+    lo, hi = int(numbers[0]), int(numbers[-1])  # long runs: counted as if contiguous
+    span = hi - lo + 1
+    phases = np.arange(period)
+    full = (hi - ((phases - lo) % period) - lo) // period + 1
+    return np.maximum(0, np.rint(full * numbers.size / span)).astype(np.int64)
+
+
+def _candidates(numbers: np.ndarray, slow: np.ndarray
+                ) -> list[tuple[int, int, int, int]]:
+    """(period, phase, hits, positions) for every pair with enough stalls on it."""
+    n = numbers.size
+    slow_numbers = numbers[slow]
+    out = []
+    for period in range(MIN_PERIOD, min(MAX_PERIOD, n // MIN_OCCURRENCES) + 1):
+        hits = np.bincount(slow_numbers % period, minlength=period)
+        if hits.max() < MIN_OCCURRENCES:
+            continue
+        sizes = _phase_sizes(numbers, period)
+        ok = (hits >= MIN_OCCURRENCES) & (hits >= MIN_COVERAGE * np.maximum(sizes, 1))
+        out += [(period, int(ph), int(hits[ph]), int(sizes[ph])) for ph in np.flatnonzero(ok)]
+    return out
+
+
+def _tests(n: int) -> int:
+    """The (period, phase) pairs a run of ``n`` steps tests: the Bonferroni factor."""
+    top = min(MAX_PERIOD, n // MIN_OCCURRENCES)
+    return max(1, sum(range(MIN_PERIOD, top + 1)))
+
+
+def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicStall | None:
+    """The most significant period of the slow steps among ``numbers``/``seconds`` (the
+    steps to look at, in order), or None (see the module docstring)."""
+    numbers = np.asarray(numbers, dtype=np.int64)
+    seconds = np.asarray(seconds, dtype=float)
+    n = numbers.size
+    if n < MIN_OCCURRENCES * MIN_PERIOD:
+        return None
+    typical = float(np.quantile(seconds, TYPICAL_QUANTILE))
+    if not typical > 0:
+        return None
+    slow = seconds >= STALL_RATIO * typical
+    k = int(slow.sum())
+    if k < MIN_OCCURRENCES:
+        return None
+    found = _candidates(numbers, slow)
+    if not found:
+        return None
+    hits = np.array([f[2] for f in found])
+    sizes = np.array([f[3] for f in found])
+    p = hypergeom_tail(hits, n, k, sizes) * _tests(n)
+    best = min(range(len(found)), key=lambda i: (p[i], found[i][0]))
+    period, phase, _, positions = found[best]
+    if p[best] >= FALSE_ALARM_RATE:
+        return None
+    at = slow & (numbers % period == phase)
+    lost = float(np.sum(seconds[at] - typical))
+    total = float(seconds.sum())
+    if lost < MIN_LOST_SHARE * total:
+        return None
+    return PeriodicStall(period, phase, tuple(int(s) for s in numbers[at]), positions,
+                         typical, lost, total, float(p[best]))
+
+
+def steps_looked_at(steps: Sequence[object]) -> np.ndarray:
+    """Which steps (rows or a StepTable) the detector looks at: not the first, none tagged
+    ``EXCLUDED_TAGS``."""
+    return (column_of(steps, "step") >= 1) & ~tag_mask_of(steps, EXCLUDED_TAGS)
+
+
+def stall_of_steps(steps: Sequence[object]) -> PeriodicStall | None:
+    """``find_periodic_stall`` on a run's steps (``steps_looked_at``)."""
+    if len(steps) == 0:
+        return None
+    mask = steps_looked_at(steps)
+    return find_periodic_stall(column_of(steps, "step")[mask],
+                               column_of(steps, "time_s")[mask])
+
+
+@dataclasses.dataclass(frozen=True)
+class Match:
+    """What a period matches, in words, the knob to change and its current value."""
+
+    what: str
+    knob: str | None = None
+    value: int = 0
+
+
+def _tag_match(stall: PeriodicStall, tagged: dict[str, set[int]]) -> Match | None:
+    for tag in ("checkpoint", "eval"):
+        on = sum(1 for s in stall.stall_steps if s in tagged.get(tag, set()))
+        if on >= TAG_MATCH_SHARE * len(stall.stall_steps):
+            return Match(f"the {tag} every {stall.period} steps (its steps are tagged {tag})",
+                         tag)
+    return None
+
+
+def _epoch_match(stall: PeriodicStall, shape: LoaderShape) -> Match | None:
+    starts = set(shape.epoch_starts)
+    if len(starts) >= 2:
+        on = sum(1 for s in stall.stall_steps if s in starts or s - 1 in starts)
+        if on >= TAG_MATCH_SHARE * len(stall.stall_steps):
+            return Match(f"an epoch boundary: a new pass over the data every {stall.period} "
+                         "steps", "epoch")
+    if shape.epoch_steps and abs(shape.epoch_steps - stall.period) <= 1:
+        return Match(f"an epoch boundary: the data set holds {shape.epoch_steps} batches",
+                     "epoch")
+    return None
+
+
+def match_period(stall: PeriodicStall, shape: LoaderShape,
+                 tagged: dict[str, set[int]] | None = None) -> Match:
+    """What sets the period: a checkpoint or eval (most stalls tagged so), an epoch
+    boundary, the loader's workers or buffers; else nothing known."""
+    p = stall.period
+    found = _tag_match(stall, tagged or {}) or _epoch_match(stall, shape)
+    if found is not None:
+        return found
+    w, k = shape.workers, shape.per_worker_buffer
+    if w >= 2 and p == w:
+        return Match(f"the loader's {w} workers, each handing over a batch in turn", "workers",
+                     w)
+    if w and k and p == w * k:
+        return Match(f"the workers' output buffers ({w} workers x {k} batches)",
+                     "per_worker_buffer", k)
+    if shape.prefetch_batches >= 2 and p == shape.prefetch_batches:
+        return Match(f"the read prefetch buffer ({p} batches)", "prefetch", p)
+    return Match(f"nothing pipecheck knows of the loader (workers {w or '?'}, "
+                 f"per-worker buffer {k or '?'}, epoch "
+                 f"{shape.epoch_steps or '?'} batches)")
+
+
+def _ceil(x: float) -> int:
+    """The whole number at or above ``x``, a rounding error below a whole number ignored."""
+    return math.ceil(x - 1e-9)
+
+
+def _fix(stall: PeriodicStall, match: Match, shape: LoaderShape) -> str:
+    f = stall.keep_ahead_factor
+    need = f"{f:.2f}x its throughput over each period"
+    if match.knob == "workers":
+        return (f"raise the workers from {match.value} to {_ceil(match.value * f)} (the "
+                f"loader needs {need}), or make each batch cheaper")
+    if match.knob == "per_worker_buffer":
+        return (f"raise the per-worker buffer from {match.value} to "
+                f"{_ceil(match.value * f)}, or the workers from {shape.workers} to "
+                f"{_ceil(shape.workers * f)} (the loader needs {need})")
+    if match.knob == "prefetch":
+        return (f"raise the read prefetch buffer (ReadOptions.prefetch_buffer_size) to "
+                f"{_ceil(match.value * f)} batches' worth, or add read threads")
+    if match.knob == "epoch":
+        return ("read across the epoch boundary: repeat the data set (Grain: ds.repeat() "
+                "before to_iter_dataset/mp_prefetch) instead of starting a new iterator each "
+                "epoch, so the workers prefetch the next epoch's first batches")
+    if match.knob == "checkpoint":
+        return "save asynchronously (Orbax's async checkpointing) or less often"
+    if match.knob == "eval":
+        return "evaluate less often, or on other devices while training goes on"
+    return (f"look at what runs every {stall.period} steps; a loader behind it needs {need} "
+            "(more workers, or a larger buffer)")
+
+
+def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
+                           tagged: dict[str, set[int]] | None = None) -> Finding:
+    """The finding of kind ``periodic-stall``: the period, what it matches, the seconds
+    lost and the fix, with the stalled steps as evidence."""
+    match = match_period(stall, shape, tagged)
+    shown = ", ".join(map(str, stall.stall_steps[:8]))
+    more = len(stall.stall_steps) - 8
+    share = stall.lost_s / stall.looked_at_s if stall.looked_at_s > 0 else math.nan
+    return Finding(
+        kind="periodic-stall",
+        message=(f"steps stall every {stall.period} steps ({len(stall.stall_steps)} of the "
+                 f"{stall.positions} steps at that period, e.g. steps {shown}"
+                 f"{f' and {more} more' if more > 0 else ''}): {ms(stall.mean_stall_s)} "
+                 f"extra each over a typical {ms(stall.typical_s)} step, "
+                 f"{stall.lost_s:.2f} s lost ({100 * share:.0f}% of the steps' time); the "
+                 f"period matches {match.what}"),
+        numbers={"period": float(stall.period), "stalls": float(len(stall.stall_steps)),
+                 "lost_s": stall.lost_s, "mean_stall_s": stall.mean_stall_s,
+                 "typical_s": stall.typical_s, "keep_ahead_factor": stall.keep_ahead_factor,
+                 "p_value": stall.p_value},
+        location=match.knob,
+        fix=_fix(stall, match, shape),
+    )
+
+
+def tagged_steps(steps: Sequence[object]) -> dict[str, set[int]]:
+    """Step numbers carrying the checkpoint and eval tags."""
+    numbers = column_of(steps, "step")
+    return {tag: set(numbers[tag_mask_of(steps, (tag,))].tolist())
+            for tag in ("checkpoint", "eval")}
+
+
+def periodic_stall_findings(steps: Sequence[object],
+                            shape: LoaderShape = LoaderShape()) -> list[Finding]:
+    """The run's periodic-stall finding, or none."""
+    stall = stall_of_steps(steps)
+    if stall is None:
+        return []
+    return [periodic_stall_finding(stall, shape, tagged_steps(steps))]
