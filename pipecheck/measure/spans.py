@@ -202,6 +202,9 @@ class SpanRecorder:
         look): read it, ``follow_capture`` sets it."""
         self.on_switch: list[Callable[[], None]] = []
         """Called when the names' contexts change kind (caches of them must be dropped)."""
+        self.on_steps: list[Callable[[StepTable[StepRecord]], None]] = []
+        """Called with each fold's new steps, in order, once each (on the thread that folds,
+        a signal handler's included: a hook must only hand them on)."""
         self._fast_type = _fast_context_type(self.log_start, clock)
         self._contexts = _Contexts(self)
         """Each span name's context, made once per kind (``span``)."""
@@ -489,6 +492,8 @@ class SpanRecorder:
             self._raw_span_rows -= len(kept.popleft())
 
     def _add_steps(self, table: StepTable[StepRecord]) -> None:
+        for hook in self.on_steps:
+            hook(table)
         if self._first_step is None:
             self._first_step = table[:1]
         self._totals.add_table(table)

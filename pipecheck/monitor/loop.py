@@ -40,6 +40,7 @@ from pipecheck.monitor.run_saver import (
     check_save_to,
     one_line,
 )
+from pipecheck.monitor.tensorboard import TENSORBOARD_EVERY_S, ScalarWriter, wall_start_of
 from pipecheck.monitor.user_spans import MonitorSpans
 from pipecheck.monitor.watchers import Watchers
 from pipecheck.records.env import collect_env
@@ -97,6 +98,11 @@ class Monitor:
     clock, read_loss, env:
         Injectable for tests: the clock, the lagged sync (``float``), and the environment
         stored in the record (default: collected from JAX at ``finish``).
+    tensorboard_dir, tensorboard_every_s:
+        Write each step's time, data wait, sync wait and dispatch as TensorBoard scalars
+        (``pipecheck/step_time_s``, ...) to an event file in ``tensorboard_dir``, by a
+        helper thread; the steps reach the file at least every ``tensorboard_every_s``
+        seconds (needs tensorboardX: ``pip install 'pipecheck[tensorboard]'``).
     profile_steps, profile_dir:
         Capture steps ``profile_steps`` (a ``range(a, b)``) with ``jax.profiler`` into
         ``profile_dir``, for ``pipecheck profile`` (see docs/profile.md).
@@ -128,6 +134,8 @@ class Monitor:
         json_per_host: bool = False,
         profile_steps: range | None = None,
         profile_dir: str = DEFAULT_PROFILE_DIR,
+        tensorboard_dir: str | None = None,
+        tensorboard_every_s: float = TENSORBOARD_EVERY_S,
     ) -> None:
         self.config = config_dict(config)  # JSON-shaped: written into the record
         if save_to is not None:
@@ -139,6 +147,10 @@ class Monitor:
                                   locate=locate_syncs, interval_s=sync_interval_s)
         self._hosts = Hosts(gather, distributed_timeout_s, json_per_host)
         self._save_to, self._save_every_s = save_to, save_every_s
+        self._scalars = (ScalarWriter(tensorboard_dir, tensorboard_every_s)
+                         if tensorboard_dir is not None else None)
+        """The TensorBoard event file's writer (``tensorboard_dir``), before the run: the
+        install hint and a bad directory are errors now, not at the first fold."""
         self._keeper: RunKeeper | None = None
         self._encoder = ChunkEncoder()
         """Shared by every write of the run: only the steps' columns new since the last
@@ -157,7 +169,10 @@ class Monitor:
         self._watcher: CompileWatcher | None = None
         """The compile watcher, once started (``step`` reads it every step)."""
         self._saver: PeriodicWriter[MonitorResult | StateAndEnd, MonitorResult] | None = None
-        """The keeper's writer while the record is kept on disk (``step`` reads it)."""
+        """The keeper's writer while the record is kept on disk."""
+        self._due_at = math.inf
+        """The clock reading from which ``_periodic`` is due (``step`` reads it at each mark):
+        the saver's next write or the event file's next fold, whichever comes first."""
         self._pending: PyTree = None
         self._has_pending = False
         rec = self.recorder
@@ -186,7 +201,11 @@ class Monitor:
                                      self._build_saved, self._encode, self._ended)
             self._saver = self._keeper.writer
         self._profiling = self._annotations()
-        self.recorder.start()
+        start = self.recorder.start()
+        if self._scalars is not None:
+            self.recorder.on_steps.append(self._scalars.take)
+            self._scalars.start(wall_start_of(start, self.clock()), start, self._fold_at_exit)
+        self._set_due()
 
     def _annotations(self) -> Callable[[], bool] | None:
         """What tells whether spans must also be profiler annotations now (None: never)."""
@@ -270,10 +289,8 @@ class Monitor:
                 finally:
                     next(self._sync_ends)
             now = self._take_mark(math.nan if value is None else value)  # rec.mark, no look
-            saver = self._saver
-            if saver is not None and now >= saver.next_at:  # the mark's clock reading
-                saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),
-                             now)
+            if now >= self._due_at:  # the mark's clock reading
+                self._periodic(now)
         self._pending = loss
         self._has_pending = True
         self.step_index += 1
@@ -293,6 +310,27 @@ class Monitor:
         self.recorder.tag(name)
 
     # -- the record while the run goes -------------------------------------------
+    def _periodic(self, now: float) -> None:
+        """At a mark, when due: the saver's write, the event file's fold."""
+        saver = self._saver
+        if saver is not None and now >= saver.next_at:
+            saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)), now)
+        scalars = self._scalars
+        if scalars is not None and now >= scalars.next_at:
+            scalars.next_at = now + scalars.every_s
+            self.recorder.fold()  # its new steps go to the event file's thread (on_steps)
+        self._set_due()
+
+    def _fold_at_exit(self) -> None:
+        """The steps not folded yet, handed to the event file (the process exits)."""
+        if not self.recorder.folding:
+            self.recorder.fold()
+
+    def _set_due(self) -> None:
+        saver, scalars = self._saver, self._scalars
+        self._due_at = min(saver.next_at if saver is not None else math.inf,
+                           scalars.next_at if scalars is not None else math.inf)
+
     def _capture(self, fold: bool = True) -> RunState:
         """The state a record is built from, now (on the loop's thread)."""
         return self._watchers.capture(fold)
@@ -325,10 +363,16 @@ class Monitor:
         self._end = end
         if self._keeper is not None:
             self._keeper.write_early(self._capture(fold=not self.recorder.folding), end)
+        if self._scalars is not None:
+            if not self.recorder.folding:
+                self.recorder.fold()
+            self._scalars.drain()  # on disk before a signal's default action ends the process
 
     def _stop_saving(self) -> None:
         if self._keeper is not None:
             self._keeper.stop()
+        if self._scalars is not None:
+            self._scalars.close()
 
     def _stop_watching(self) -> None:
         self._watchers.close()

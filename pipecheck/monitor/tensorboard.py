@@ -1,0 +1,217 @@
+"""A Monitor's per-step scalars as TensorBoard events (``Monitor(tensorboard_dir=...)``).
+
+Each step's time, data wait, sync wait and dispatch (seconds) go to an event file in
+``tensorboard_dir`` as the scalars ``SCALAR_TAGS`` names, at TensorBoard step = the step's
+number, with the step's end as wall time. Nothing is added to the loop's hot path: the
+recorder hands each fold's new steps (immutable columns) to ``ScalarWriter.take``, which only
+queues them; a thread of its own turns them into events (tensorboardX's protobuf classes and
+its event-file writer) and flushes the file after each batch, so a killed process keeps
+every scalar handed over before the kill. The loop folds at least every
+``TENSORBOARD_EVERY_S`` seconds for this (at a mark, as for ``save_to``'s writes).
+tensorboardX is imported only when a ``tensorboard_dir`` is given.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import math
+import os
+import queue
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import numpy as np
+
+from pipecheck.errors import MonitorError
+from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tensorboardX.event_file_writer import EventsWriter
+
+TENSORBOARD_EVERY_S = 5.0
+"""Default interval of the folds that hand steps to the event file: a run killed by SIGKILL
+(or a SIGTERM without ``save_to``) loses at most this many seconds of scalars, and
+TensorBoard, which reloads every 5 s, shows a step at most about twice this after it ended."""
+
+SCALAR_TAGS: Mapping[str, str] = {
+    "time_s": "pipecheck/step_time_s",
+    "data_wait": "pipecheck/data_wait_s",
+    "sync": "pipecheck/sync_wait_s",
+    "dispatch": "pipecheck/dispatch_s",
+}
+"""The scalars written per step: the step record's field (``time_s``) or span, and its tag."""
+
+INSTALL_HINT = "pip install 'pipecheck[tensorboard]'"
+
+CLOSE_TIMEOUT_S = 30.0
+"""How long the end of a run waits for the writer thread to write what it was handed."""
+
+
+def events_writer_type() -> type[EventsWriter]:
+    """tensorboardX's event-file writer, or a one-line error naming the install command."""
+    try:
+        # lazy: tensorboardX is optional, imported only for Monitor(tensorboard_dir=...)
+        from tensorboardX.event_file_writer import EventsWriter
+    except ImportError:
+        raise MonitorError(
+            f"Monitor(tensorboard_dir=...) needs tensorboardX, which is not installed: "
+            f"{INSTALL_HINT}") from None
+    return EventsWriter
+
+
+@dataclasses.dataclass(frozen=True)
+class StepScalars:
+    """One step's scalars: TensorBoard's step, the wall time it ended, (tag, value) pairs."""
+
+    step: int
+    wall_time: float
+    values: tuple[tuple[str, float], ...]
+
+
+def step_scalars(table: StepTable[StepRecord], wall_start: float) -> list[StepScalars]:
+    """Pure: the scalars of ``table``'s steps (consecutive intervals, the first opened at wall
+    time ``wall_start``); a span a step does not have (NaN) is left out of its values."""
+    time_s = table.column("time_s")
+    columns = {"time_s": time_s, **table.map_columns("spans")}
+    present = [(tag, np.asarray(columns[name], np.float64))
+               for name, tag in SCALAR_TAGS.items() if name in columns]
+    ends = wall_start + np.cumsum(time_s)
+    out = []
+    for i, step in enumerate(table.column("step").tolist()):
+        values = tuple((tag, float(col[i])) for tag, col in present if not math.isnan(col[i]))
+        out.append(StepScalars(int(step), float(ends[i]), values))
+    return out
+
+
+def check_logdir(logdir: str) -> None:
+    """Fail before the run if ``logdir`` is a file or cannot be created."""
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise MonitorError(f"Monitor(tensorboard_dir={logdir!r}): that is a file, not a "
+                           "directory; give a directory")
+    try:
+        os.makedirs(logdir, exist_ok=True)
+    except OSError as e:
+        raise MonitorError(f"Monitor(tensorboard_dir={logdir!r}): cannot create it "
+                           f"({e.strerror or type(e).__name__}); choose another directory"
+                           ) from None
+
+
+_STOP = object()
+
+
+class ScalarWriter:
+    """The event file of one Monitor run and the thread that writes it.
+
+    ``take`` (the recorder's ``on_steps`` hook) queues a fold's steps; the thread writes
+    them as one event per step (a summary of its scalars) and flushes the file. ``drain``
+    waits until what was queued is on disk; ``close`` drains and closes the file."""
+
+    def __init__(self, logdir: str, every_s: float = TENSORBOARD_EVERY_S,
+                 suffix: str = "") -> None:
+        if not every_s > 0:
+            raise MonitorError(f"tensorboard_every_s must be > 0, got {every_s!r}")
+        self._events_writer = events_writer_type()  # the install hint before the run
+        check_logdir(logdir)
+        self.logdir = logdir
+        self.every_s = every_s
+        self.next_at = math.inf
+        """Clock reading from which the next fold for the event file is due."""
+        self._suffix = suffix or f".pipecheck-{os.getpid()}"
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()  # put: reentrant
+        self._thread: threading.Thread | None = None
+        self._writer: EventsWriter | None = None
+        self._wall_end = 0.0
+        self.steps_written = 0
+        self.warned: str | None = None
+        self._fold_at_exit: Callable[[], None] = lambda: None
+        self.path: str | None = None
+        """The event file, once opened (``start``)."""
+
+    def start(self, wall_start: float, now: float,
+              fold: Callable[[], None] = lambda: None) -> None:
+        """Open the event file and start the thread; ``wall_start``: the wall time the run's
+        first interval opened; ``now``: the loop's clock reading (the first fold is due
+        ``every_s`` later); ``fold``: what hands the last steps over when the process exits
+        without ``close`` (the Monitor's fold)."""
+        self._fold_at_exit = fold
+        self._wall_end = wall_start
+        self.next_at = now + self.every_s
+        self._writer = self._events_writer(os.path.join(self.logdir, "events"), self._suffix)
+        self.path = self._writer._file_name
+        self._thread = threading.Thread(target=self._run, name="pipecheck-tensorboard",
+                                        daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        self._fold_at_exit()
+        self.close()
+
+    def take(self, table: StepTable[StepRecord]) -> None:
+        """Queue a fold's new steps (on the folding thread: nothing else is done here)."""
+        self._queue.put(table)
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            self._write(item)
+
+    def _write(self, table: StepTable[StepRecord]) -> None:
+        # lazy: tensorboardX is optional (its protobuf classes, as its own writer uses them)
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
+
+        writer = self._writer
+        assert writer is not None
+        try:
+            scalars = step_scalars(table, self._wall_end)
+            for s in scalars:
+                summary = Summary(value=[Summary.Value(tag=tag, simple_value=v)
+                                         for tag, v in s.values])
+                writer.write_event(Event(wall_time=s.wall_time, step=s.step, summary=summary))
+            writer.flush()  # on disk (the OS's) now: a kill of the process keeps it
+            if scalars:
+                self._wall_end = scalars[-1].wall_time
+            self.steps_written += len(scalars)
+        except Exception as e:  # noqa: BLE001 - a failed write must not end the user's run
+            if self.warned is None:
+                self.warned = (f"pipecheck: could not write TensorBoard scalars to "
+                               f"{self.logdir} ({type(e).__name__}: {e}); the run goes on")
+                warnings.warn(self.warned, RuntimeWarning, stacklevel=2)
+
+    def drain(self, timeout_s: float = CLOSE_TIMEOUT_S) -> bool:
+        """Wait until every step queued so far is written and flushed (True), or
+        ``timeout_s``."""
+        thread = self._thread
+        if thread is None or not thread.is_alive() or thread is threading.current_thread():
+            return False
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout_s)
+
+    def close(self) -> None:
+        """Write what was queued, stop the thread, close the file (again: nothing)."""
+        thread, self._thread = self._thread, None
+        atexit.unregister(self._at_exit)
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join(CLOSE_TIMEOUT_S)
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+
+
+def wall_start_of(start_reading: float, now: float) -> float:
+    """The wall time at which a clock reading ``start_reading`` was taken, the clock now
+    reading ``now``."""
+    return time.time() - (now - start_reading)
+
