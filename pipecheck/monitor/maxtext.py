@@ -103,14 +103,18 @@ def install(mon: Monitor) -> Callable[[], None]:
     return undo
 
 
-def run(save: str, maxtext_args: Sequence[str], force: bool = False) -> None:
+def run(save: str, maxtext_args: Sequence[str], force: bool = False,
+        tensorboard_dir: str | None = None) -> None:
     """MaxText's train with ``maxtext_args`` (its config file and overrides), measured by a
-    Monitor whose record goes to ``save``."""
+    Monitor whose record goes to ``save`` (and its per-step scalars to ``tensorboard_dir``:
+    MaxText's own ``<base_output_directory>/<run_name>/tensorboard`` puts them beside its
+    scalars)."""
     from absl import app
     from maxtext.trainers.pre_train import train
 
     mon = Monitor(config={"workload": "maxtext", "maxtext_args": list(maxtext_args)},
-                  loss=maxtext_loss, save_to=save, force=force)
+                  loss=maxtext_loss, save_to=save, force=force,
+                  tensorboard_dir=tensorboard_dir)
     undo = install(mon)
     try:
         app.run(train.main, argv=["train", *maxtext_args])
@@ -129,12 +133,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--save", required=True, metavar="RUN.json",
                    help="the Monitor's record (kind monitor), kept while the run goes")
     p.add_argument("--force", action="store_true", help="overwrite RUN.json if it exists")
+    p.add_argument("--tensorboard-dir", metavar="DIR",
+                   help="also write each step's time, data wait, sync wait and dispatch as "
+                        "TensorBoard scalars in DIR (pip install 'pipecheck[tensorboard]')")
     p.add_argument("maxtext_args", nargs=argparse.REMAINDER,
                    help="MaxText's config file and key=value overrides, as its train takes them")
     a = p.parse_args(sys.argv[1:] if argv is None else argv)
     if not a.maxtext_args:
         p.error("give MaxText's config file (and overrides), as to its train")
-    run(a.save, a.maxtext_args, a.force)
+    run(a.save, a.maxtext_args, a.force, a.tensorboard_dir)
 
 
 if __name__ == "__main__":

@@ -64,3 +64,12 @@ def test_no_eval_step_is_left_alone() -> None:
     mm._wrap_iteration(FakeMonitor(), device,  # type: ignore[arg-type]
                        {"data_loader": Loader(), "metric_logger_instance": Logger()})
     assert device["p_eval_step"] is None
+
+
+def test_tensorboard_dir_reaches_the_monitor(monkeypatch: Any) -> None:
+    got: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(mm, "run", lambda *a: got.append(a))
+    mm.main(["--save", "run.json", "--tensorboard-dir", "tb", "cfg.yml", "steps=5"])
+    mm.main(["--save", "run.json", "cfg.yml"])
+    assert got == [("run.json", ["cfg.yml", "steps=5"], False, "tb"),
+                   ("run.json", ["cfg.yml"], False, None)]
