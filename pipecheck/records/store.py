@@ -29,6 +29,7 @@ from pipecheck.records import (  # noqa: F401
     monitor,
     profile,
     synthetic,
+    whatif,
 )
 from pipecheck.records.base import _KINDS, Record, T, from_dict, to_dict
 from pipecheck.records.codec import SERIAL, ArrayEncoder, Base64Text
