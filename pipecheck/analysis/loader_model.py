@@ -92,6 +92,11 @@ class NotPredictable(ValueError):
     """Why this record cannot be predicted from (one line, with the fix)."""
 
 
+class MissingNumbers(NotPredictable):
+    """The record lacks numbers the model needs (written before they were measured): bad
+    input rather than a pipeline the model cannot describe."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Point:
     """One measured setting as the fit sees it."""
@@ -252,6 +257,10 @@ def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
     batch without workers (the same sum when no such setting was measured)."""
     with_workers = [s for s in settings if s.workers > 0 and s.resources is not None
                     and s.resources.batches > 0]
+    if not with_workers and any(s.workers > 0 for s in settings):
+        raise MissingNumbers(
+            "its settings with workers hold no CPU and memory measurements (resources): "
+            "written by an older pipecheck; measure again with this one")
     if not with_workers:
         raise NotPredictable(
             "no setting with workers and measured resources: the model cannot tell the "
@@ -261,7 +270,7 @@ def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
                  if s.resources is not None])
     m = _median([main_time_per_batch(s) for s in with_workers])
     if not (math.isfinite(c) and math.isfinite(m)):
-        raise NotPredictable("the settings with workers hold no CPU time per batch; measure "
+        raise MissingNumbers("the settings with workers hold no CPU time per batch; measure "
                              "them again with this pipecheck")
     without = [s.resources.main_cpu_per_batch_s for s in settings
                if s.workers == 0 and s.resources is not None and s.resources.batches > 0]

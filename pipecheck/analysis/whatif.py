@@ -1,0 +1,160 @@
+"""``pipecheck whatif``: a compare or dataloader record's measured settings, the loader model
+fitted to them, and one setting's predicted D, step time, what binds, and the host's size.
+Pure: the record is read by the caller."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
+from pipecheck.analysis.verdict import LOADER_HEADROOM
+from pipecheck.records.common import Estimate
+from pipecheck.records.compare import CompareResult
+from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.records.whatif import Interval, LoaderModelFit, WhatIfResult, WhatIfSetting
+
+OWN_WORKERS = "the pipeline runs its own worker processes"
+"""How a setting's warning begins when the pipeline fixes its own workers
+(``data.grain_pipeline.OwnSettings.note``): nothing pipecheck sets would change."""
+
+HOST_SEARCH_WORKERS = 4
+"""Host sizing looks at up to 4x the host's cores in workers: latency-bound transforms
+keep gaining past the cores, and no tuner ceiling goes further (DEFAULT_MAX_WORKERS: 2x)."""
+
+MAX_KNOB = 1024
+"""The largest worker, thread, buffer or prefetch count a prediction is asked for: beyond
+it no machine runs the processes, and the model's extrapolation means nothing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """The setting asked for: each knob given, or None (the run's own choice)."""
+
+    workers: int | None = None
+    per_worker_buffer: int | None = None
+    threads: int | None = None
+    prefetch: int | None = None
+    cores: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """What the model is fitted to and what a prediction is judged against, from a record."""
+
+    kind: str
+    settings: tuple[LoaderSetting, ...]
+    base: GrainSettings
+    """The knobs a what-if starts from: the compare run's choice, else the fastest setting."""
+    cores: int
+    ram_budget_mb: float | None
+    target: Estimate | None = None
+    real: Estimate | None = None
+    chosen_loader: Estimate | None = None
+
+
+def measured_of(record: CompareResult | DataloaderResult) -> Measured:
+    """The measured settings and numbers of a compare or dataloader record; NotPredictable
+    when the pipeline fixes its own settings (nothing to predict)."""
+    cores = int(record.env.get("cpu_count") or 0) or 1
+    if isinstance(record, CompareResult):
+        if record.tuning.stop == "pipeline":
+            raise lm.NotPredictable(_OWN_SETTINGS)
+        est = record.estimates
+        return Measured("compare", tuple(record.loader), record.tuning.chosen, cores,
+                        record.tuning.ram_budget_mb, est.target, est.real, est.loader)
+    if any(w.startswith(OWN_WORKERS) for s in record.results for w in s.warnings):
+        raise lm.NotPredictable(_OWN_SETTINGS)
+    fastest = min(record.results, key=lambda s: s.loader_time.value) if record.results \
+        else None
+    base = fastest.settings if fastest is not None else GrainSettings()
+    return Measured("dataloader", tuple(record.results), base, cores, record.ram_budget_mb)
+
+
+_OWN_SETTINGS = ("the pipeline fixes its own worker processes (its own mp_prefetch): no "
+                 "setting pipecheck could change would run; return the dataset without "
+                 "mp_prefetch to let pipecheck measure and predict the workers")
+
+
+def setting_of(asked: Asked, base: GrainSettings, cores: int) -> WhatIfSetting:
+    """The asked knobs over ``base``'s; a prefetch not given follows the threads when
+    they were given."""
+    threads = base.threads if asked.threads is None else asked.threads
+    prefetch = asked.prefetch if asked.prefetch is not None else \
+        (0 if asked.threads is not None else base.prefetch)
+    g = GrainSettings(base.workers if asked.workers is None else asked.workers,
+                      base.per_worker_buffer if asked.per_worker_buffer is None
+                      else asked.per_worker_buffer, threads, prefetch)
+    return WhatIfSetting.of(g, cores if asked.cores is None else asked.cores)
+
+
+def _interval(e: Estimate) -> Interval:
+    return Interval(e.value, e.low, e.high)
+
+
+def interference_of(m: Measured) -> float | None:
+    """R / max(T, D) at the setting the compare run chose (None without T and R)."""
+    if m.target is None or m.real is None or m.chosen_loader is None:
+        return None
+    slower = max(m.target.value, m.chosen_loader.value)
+    return m.real.value / slower if slower > 0 and math.isfinite(m.real.value) else None
+
+
+def host_sizing(model: LoaderModelFit, g: GrainSettings, goal_s: float, cores: int
+                ) -> tuple[int | None, bool, GrainSettings | None]:
+    """(fewest cores keeping up at ``g``, whether any setting keeps up on ``cores`` cores,
+    the cheapest that does)."""
+    grid = lm.candidate_settings(HOST_SEARCH_WORKERS * cores, THREAD_LADDER, BUFFER_LADDER,
+                                 PREFETCH_FACTORS)
+    best = lm.cheapest_keeping_up(model, grid, cores, goal_s)
+    return lm.cores_needed(model, g, goal_s), best is not None, best
+
+
+def what_if(record: CompareResult | DataloaderResult, source: str, asked: Asked
+            ) -> WhatIfResult:
+    """The prediction for the asked setting; NotPredictable says why there is none."""
+    m = measured_of(record)
+    model = lm.fit_loader_model(m.settings, m.cores, m.ram_budget_mb)
+    setting = setting_of(asked, m.base, m.cores)
+    loader = lm.predict_loader(model, setting.grain(), setting.cores)
+    notes = _notes(loader, model, setting)
+    interference = interference_of(m)
+    step: Interval | None = None
+    binding = loader.binding
+    cores_needed: int | None = None
+    keeps_up: bool | None = None
+    host_setting: GrainSettings | None = None
+    if m.target is not None:
+        target = _interval(m.target)
+        step, binding = lm.predict_step(loader.interval, target, interference or 1.0,
+                                        loader.binding)
+        if loader.over_memory:
+            binding = lm.MEMORY
+        goal = m.target.value * LOADER_HEADROOM
+        cores_needed, keeps_up, host_setting = host_sizing(model, setting.grain(), goal,
+                                                           m.cores)
+    return WhatIfResult(
+        source=source, source_kind=m.kind, setting=setting, predicted_loader_s=loader.interval,
+        predicted_step_s=step, binding=binding, loader_binding=loader.binding, model=model,
+        target_s=_interval(m.target) if m.target is not None else None,
+        interference=interference, cores_needed=cores_needed, host_keeps_up=keeps_up,
+        host_setting=host_setting, notes=tuple(notes), env=dict(record.env))
+
+
+def _notes(p: lm.Prediction, model: LoaderModelFit, s: WhatIfSetting) -> Sequence[str]:
+    notes = []
+    if p.extrapolated:
+        notes.append(f"past the settings measured (at most {model.max_workers_measured} "
+                     f"workers, {model.max_reads_measured} parallel reads per process): the "
+                     f"interval is widened {lm.EXTRAPOLATION_WIDENING:g}x")
+    if p.over_memory:
+        notes.append(f"{s.workers} workers need about {lm.memory_mb(model, s.grain()):.0f} MB, "
+                     f"over the RAM budget of {model.ram_budget_mb:.0f} MB")
+    if s.cores != model.cores:
+        notes.append(f"measured on {model.cores} cores; predicted for {s.cores} (only the "
+                     "cores' floor moves: the transforms' and the training process's costs "
+                     "per batch are taken as measured)")
+    return notes
