@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -242,11 +242,32 @@ class Match:
     value: int = 0
 
 
+def shape_of_config(config: Mapping[str, object]) -> LoaderShape:
+    """What a run's config says of its loader: ``num_workers``, ``per_worker_buffer_size``
+    (pipecheck's config keys, as a Monitor's ``config`` may hold them) and, for the epoch,
+    ``dataset_size`` over ``batch_size`` (examples per epoch over examples per batch)."""
+
+    def whole(key: str) -> int:
+        value = config.get(key)
+        return int(value) if isinstance(value, (int, float)) and value > 0 else 0
+
+    size, batch = whole("dataset_size"), whole("batch_size")
+    return LoaderShape(workers=whole("num_workers"),
+                       per_worker_buffer=whole("per_worker_buffer_size"),
+                       epoch_steps=size // batch if size and batch and size >= batch else None)
+
+
+MATCHED_TAGS = ("checkpoint", "eval", "epoch")
+"""Step tags a period may match: a save, an evaluation, or a pass over the data that begins
+(``Monitor.tag("epoch")``)."""
+
+
 def _tag_match(stall: PeriodicStall, tagged: dict[str, set[int]]) -> Match | None:
-    for tag in ("checkpoint", "eval"):
+    for tag in MATCHED_TAGS:
         on = sum(1 for s in stall.stall_steps if s in tagged.get(tag, set()))
         if on >= TAG_MATCH_SHARE * len(stall.stall_steps):
-            return Match(f"the {tag} every {stall.period} steps (its steps are tagged {tag})",
+            what = "an epoch boundary" if tag == "epoch" else f"the {tag}"
+            return Match(f"{what} every {stall.period} steps (its steps are tagged {tag})",
                          tag)
     return None
 
@@ -342,10 +363,9 @@ def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
 
 
 def tagged_steps(steps: Sequence[object]) -> dict[str, set[int]]:
-    """Step numbers carrying the checkpoint and eval tags."""
+    """Step numbers carrying each of ``MATCHED_TAGS``."""
     numbers = column_of(steps, "step")
-    return {tag: set(numbers[tag_mask_of(steps, (tag,))].tolist())
-            for tag in ("checkpoint", "eval")}
+    return {tag: set(numbers[tag_mask_of(steps, (tag,))].tolist()) for tag in MATCHED_TAGS}
 
 
 def periodic_stall_findings(steps: Sequence[object],

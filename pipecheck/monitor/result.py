@@ -9,6 +9,7 @@ from typing import Mapping
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
+from pipecheck.analysis.periodic_stall import periodic_stall_findings, shape_of_config
 from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
@@ -65,7 +66,8 @@ def build_result(
                                    train_step_compiles=state.train_step_compiles,
                                    findings=state.compile_findings)
     table = breakdown(snap.totals, compile_s, state.outside_spans_s)
-    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites)]
+    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites),
+                *periodic_stall_findings(steps, shape_of_config(config))]
     if snap.dropped_steps:
         warnings.append(
             f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
