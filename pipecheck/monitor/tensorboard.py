@@ -4,9 +4,10 @@ Each step's time, data wait, sync wait and dispatch (seconds) go to an event fil
 ``tensorboard_dir`` as the scalars ``SCALAR_TAGS`` names, at TensorBoard step = the step's
 number, with the step's end as wall time. Nothing is added to the loop's hot path: the
 recorder hands each fold's new steps (immutable columns) to ``ScalarWriter.take``, which only
-queues them; a thread of its own turns them into events (tensorboardX's protobuf classes and
-its event-file writer) and flushes the file after each batch, so a killed process keeps
-every scalar handed over before the kill. The loop folds at least every
+queues them; a thread of its own turns them into events (tensorboardX's protobuf classes),
+appends them to the event file (``event_file.EventFile``: TFRecord framing, CRCs computed a
+batch at a time) and flushes it after each batch, so a killed process keeps every scalar
+handed over before the kill. The loop folds at least every
 ``TENSORBOARD_EVERY_S`` seconds for this (at a mark, as for ``save_to``'s writes).
 tensorboardX is imported only when a ``tensorboard_dir`` is given.
 """
@@ -26,11 +27,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from pipecheck.errors import MonitorError
+from pipecheck.monitor.event_file import EventFile
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tensorboardX.event_file_writer import EventsWriter
+    from tensorboardX.proto.event_pb2 import Event
+    from tensorboardX.proto.summary_pb2 import Summary
 
 TENSORBOARD_EVERY_S = 5.0
 """Default interval of the folds that hand steps to the event file: a run killed by SIGKILL
@@ -51,16 +54,18 @@ CLOSE_TIMEOUT_S = 30.0
 """How long the end of a run waits for the writer thread to write what it was handed."""
 
 
-def events_writer_type() -> type[EventsWriter]:
-    """tensorboardX's event-file writer, or a one-line error naming the install command."""
+def event_classes() -> tuple[type[Event], type[Summary]]:
+    """tensorboardX's ``Event`` and ``Summary`` protobuf classes, or a one-line error naming
+    the install command."""
     try:
         # lazy: tensorboardX is optional, imported only for Monitor(tensorboard_dir=...)
-        from tensorboardX.event_file_writer import EventsWriter
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
     except ImportError:
         raise MonitorError(
             f"Monitor(tensorboard_dir=...) needs tensorboardX, which is not installed: "
             f"{INSTALL_HINT}") from None
-    return EventsWriter
+    return Event, Summary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,7 +119,7 @@ class ScalarWriter:
                  suffix: str = "") -> None:
         if not every_s > 0:
             raise MonitorError(f"tensorboard_every_s must be > 0, got {every_s!r}")
-        self._events_writer = events_writer_type()  # the install hint before the run
+        self._event, self._summary = event_classes()  # the install hint before the run
         check_logdir(logdir)
         self.logdir = logdir
         self.every_s = every_s
@@ -123,7 +128,7 @@ class ScalarWriter:
         self._suffix = suffix or f".pipecheck-{os.getpid()}"
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()  # put: reentrant
         self._thread: threading.Thread | None = None
-        self._writer: EventsWriter | None = None
+        self._file: EventFile | None = None
         self._wall_end = 0.0
         self.steps_written = 0
         self.warned: str | None = None
@@ -140,8 +145,9 @@ class ScalarWriter:
         self._fold_at_exit = fold
         self._wall_end = wall_start
         self.next_at = now + self.every_s
-        self._writer = self._events_writer(os.path.join(self.logdir, "events"), self._suffix)
-        self.path = self._writer._file_name
+        first = self._event(wall_time=time.time(), file_version="brain.Event:2")
+        self._file = EventFile(self.logdir, self._suffix, first.SerializeToString())
+        self.path = self._file.path
         self._thread = threading.Thread(target=self._run, name="pipecheck-tensorboard",
                                         daemon=True)
         self._thread.start()
@@ -166,19 +172,14 @@ class ScalarWriter:
             self._write(item)
 
     def _write(self, table: StepTable[StepRecord]) -> None:
-        # lazy: tensorboardX is optional (its protobuf classes, as its own writer uses them)
-        from tensorboardX.proto.event_pb2 import Event
-        from tensorboardX.proto.summary_pb2 import Summary
-
-        writer = self._writer
-        assert writer is not None
+        file, event, summary, value = self._file, self._event, self._summary, \
+            self._summary.Value
+        assert file is not None
         try:
             scalars = step_scalars(table, self._wall_end)
-            for s in scalars:
-                summary = Summary(value=[Summary.Value(tag=tag, simple_value=v)
-                                         for tag, v in s.values])
-                writer.write_event(Event(wall_time=s.wall_time, step=s.step, summary=summary))
-            writer.flush()  # on disk (the OS's) now: a kill of the process keeps it
+            file.write([event(wall_time=s.wall_time, step=s.step, summary=summary(
+                value=[value(tag=tag, simple_value=v) for tag, v in s.values])
+            ).SerializeToString() for s in scalars])  # flushed: a kill of the process keeps it
             if scalars:
                 self._wall_end = scalars[-1].wall_time
             self.steps_written += len(scalars)
@@ -205,9 +206,9 @@ class ScalarWriter:
         if thread is not None:
             self._queue.put(_STOP)
             thread.join(CLOSE_TIMEOUT_S)
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
+        file, self._file = self._file, None
+        if file is not None:
+            file.close()
 
 
 def wall_start_of(start_reading: float, now: float) -> float:

@@ -81,7 +81,7 @@ def test_the_event_file_holds_every_step_as_the_record_has_it(tmp_path: pathlib.
 def test_without_tensorboardx_the_error_names_the_install(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
-    monkeypatch.setitem(sys.modules, "tensorboardX.event_file_writer", None)
+    monkeypatch.setitem(sys.modules, "tensorboardX.proto.event_pb2", None)
     with pytest.raises(MonitorError) as e:
         Monitor(tensorboard_dir=str(tmp_path))
     assert str(e.value).count("\n") == 0
