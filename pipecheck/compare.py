@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
+from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
@@ -248,6 +249,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
                                     real.sync_sites, real.n_steps, cores, ram_budget)
+    findings += periodic_stall_findings(real.steps, real.loader)
     t = loader.tuning
     return CompareResult(
         env=dict(stages.env()), config=config.to_dict(), target=target_dist,

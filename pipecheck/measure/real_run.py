@@ -14,6 +14,7 @@ import dataclasses
 import time
 from typing import Callable, Mapping
 
+from pipecheck.analysis.periodic_stall import LoaderShape, shape_of_config
 from pipecheck.analysis.steady_state import (
     read_prefetch_batches,
     real_steps,
@@ -21,7 +22,11 @@ from pipecheck.analysis.steady_state import (
     warmup_steps,
     with_anomalies,
 )
-from pipecheck.data.grain_pipeline import InputPipeline, read_elements_per_batch
+from pipecheck.data.grain_pipeline import (
+    BatchedExamples,
+    InputPipeline,
+    read_elements_per_batch,
+)
 from pipecheck.data.per_setting import at_setting
 from pipecheck.errors import ConfigError
 from pipecheck.measure.compile_watch import CompileWatcher
@@ -63,6 +68,8 @@ class RealRun:
     anomalies: tuple[Anomaly, ...] = ()
     """Steps far from the steady state (kept out of it), with their likely cause."""
     warnings: tuple[str, ...] = ()
+    loader: LoaderShape = LoaderShape()
+    """What is known of the loader that fed the steps (a periodic stall is matched to it)."""
 
     @property
     def n_steps(self) -> int:
@@ -111,6 +118,33 @@ def _worker_buffers(settings: GrainSettings) -> str:
             "output buffers")
 
 
+EPOCH_MAX_BATCHES = 1 << 40
+"""A data set longer than this many batches is taken as repeated forever (Grain's repeat()
+gives a length of sys.maxsize): no epoch boundary to match."""
+
+
+def _epoch_batches(dataset: InputPipeline) -> int | None:
+    """Batches in one pass over ``dataset`` when its length says (a MapDataset of batches,
+    or examples batched by pipecheck), else None."""
+    examples, per = (dataset.examples, dataset.batch_size) \
+        if isinstance(dataset, BatchedExamples) else (dataset, 1)
+    try:
+        n = len(examples)  # type: ignore[arg-type]
+    except TypeError:  # an IterDataset or a grain.DataLoader: no length
+        return None
+    batches = n // max(1, per)
+    return batches if 0 < batches < EPOCH_MAX_BATCHES else None
+
+
+def loader_shape(dataset: InputPipeline, settings: GrainSettings) -> LoaderShape:
+    """What the real-data run's loader is: ``settings``' workers and buffers (the read
+    prefetch counted in batches) and the batches in one epoch of ``dataset``."""
+    per_batch = read_elements_per_batch(at_setting(dataset, settings))  # type: ignore[arg-type]
+    return LoaderShape(settings.workers, settings.per_worker_buffer if settings.workers else 0,
+                       read_prefetch_batches(settings.prefetch, per_batch),
+                       _epoch_batches(dataset))
+
+
 def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSettings,
                  steps: int, timeout_s: float | None,
                  clock: Callable[[], float] = time.perf_counter, *,
@@ -145,7 +179,8 @@ def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSett
                                        compiles_per_step(recorder, events))
     # the sync locator sampled the captured steps too: its sites cover every step
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
-                   events, anomalies, warnings=(plan.warning,) if plan.warning else ())
+                   events, anomalies, warnings=(plan.warning,) if plan.warning else (),
+                   loader=loader_shape(dataset, settings))
 
 
 PROFILE_STEPS = 30
@@ -183,7 +218,8 @@ def real_of(path: str, run: MonitorResult, config: Mapping[str, object]) -> Real
     steps, _ = with_anomalies(run.steps)
     warnings = input_warnings(path, run.env, run.config or None, config)
     return RealRun(steps, tuple(run.sync_sites), total_steps=run.total_steps,
-                   anomalies=tuple(run.anomalies), warnings=tuple(warnings))
+                   anomalies=tuple(run.anomalies), warnings=tuple(warnings),
+                   loader=shape_of_config(run.config))
 
 
 def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = True

@@ -323,3 +323,21 @@ def test_own_loading_then_a_sync_is_forced_sync_when_busy_intervals_overlap():
     # is not its own loading, and the intervals alone show no forced sync
     result = run(75.0, loader(setting(0, 47.0)), real_stage)
     assert result.verdict != "forced-sync", result.verdict_reason
+
+
+def test_a_periodic_stall_of_the_real_data_run_is_a_finding_matched_to_its_loader():
+    from pipecheck.analysis.periodic_stall import LoaderShape
+
+    ms = [s * (4.0 if i % 8 == 0 else 1.0) for i, s in enumerate(around(50.0, 81))]
+
+    class stalling(real):  # noqa: N801
+        def __call__(self, *args, **kwargs) -> RealRun:
+            run = super().__call__(*args, **kwargs)
+            return dataclasses.replace(run, loader=LoaderShape(4, 2))
+
+    result = run(50.0, loader(setting(4, 10.0)), stalling(ms))
+    [f] = [f for f in result.findings if f.kind == "periodic-stall"]
+    assert f.numbers["period"] == 8 and f.location == "per_worker_buffer"
+    assert f.numbers["stalls"] == 10  # steps 8 .. 80
+    assert f.numbers["lost_s"] == pytest.approx(10 * 3 * 0.050, rel=0.05)
+    assert run(50.0, loader(setting(4, 10.0)), real(around(50.0, 81))).findings == ()

@@ -50,3 +50,19 @@ def test_a_pipeline_built_per_setting_is_read_as_built():
     assert built == [maxtext_default]
     assert plan.warmup == 1 + 125  # 500 documents, at least 4 a batch
     assert plan.steps == 126 + 15 + 1
+
+
+def test_the_loader_shape_a_periodic_stall_is_matched_to():
+    import grain
+
+    from pipecheck.analysis.periodic_stall import LoaderShape
+    from pipecheck.data.grain_pipeline import BatchedExamples
+    from pipecheck.measure.real_run import loader_shape
+
+    examples = BatchedExamples(grain.MapDataset.range(96), 8)
+    settings = GrainSettings(workers=2, per_worker_buffer=3, threads=2, prefetch=32)
+    # 96 examples of 8 a batch: 12 batches an epoch; 32 read elements are 4 batches
+    assert loader_shape(examples, settings) == LoaderShape(2, 3, 4, 12)
+    forever = BatchedExamples(grain.MapDataset.range(96).repeat(), 8)
+    assert loader_shape(forever, settings).epoch_steps is None
+    assert loader_shape(packed(16), settings).epoch_steps is None  # an IterDataset
