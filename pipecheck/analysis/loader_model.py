@@ -57,9 +57,11 @@ SHARPNESS = (16.0, 8.0, 6.0, 4.0, 3.0, 2.0)
 """p-norm exponents tried, sharpest first: 16 is practically the largest floor alone, 2 a
 smooth hand-over between resources (queues)."""
 
-CPU_SCALE = (1.0, 0.9, 0.8, 0.7, 1.15, 1.3)
+CPU_SCALE = (1.0, 0.9, 0.8, 0.7, 1.15, 1.3, 1.6, 2.0, 2.5)
 """Multiples of the measured CPU per batch tried for the cores' floor, as measured first:
-CPU time per batch read over a few dozen batches moves by 10-20% between settings."""
+CPU time per batch read over a few dozen batches moves by 10-20% between settings, and on a
+machine other programs share the loader gets fewer cores than it has (up to 2.5x fewer
+seen here on 2 shared cores)."""
 
 CLEARLY_BETTER = 2.0
 """A candidate beyond the plainest (sharpest, as-measured CPU, no contention) is taken only
@@ -140,7 +142,9 @@ class Costs:
 def floors(g: GrainSettings, cores: int, k: Costs, stage: str) -> dict[str, float]:
     """Seconds per batch each resource allows at setting ``g`` on ``cores`` cores."""
     p = reads_per_process(g)
-    c, s, m = k.c, k.s, k.m
+    # without workers the transforms' CPU is part of the training process's, and is no
+    # more than it (workers also pay for sending each batch)
+    c, s, m = (k.c if g.workers else min(k.c, k.main0)), k.s, k.m
     per_process = c + s if g.threads == 0 else max(c, (c + s) / p)
     slow = 1.0 + k.contention * max(0, g.workers + 1 - cores)
     main = k.main0 if g.workers == 0 else m
@@ -161,6 +165,8 @@ def _stage_floor(g: GrainSettings, c: float, main0: float, s: np.ndarray) -> np.
     """The transform stage's floor for every candidate latency ``s`` (``floors``' first)."""
     if g.workers == 0 and g.threads == 0:
         return s + main0
+    if g.workers == 0:
+        c = min(c, main0)
     p = reads_per_process(g)
     per_process = c + s if g.threads == 0 else np.maximum(c, (c + s) / p)
     return per_process / max(1, g.workers)
