@@ -30,7 +30,7 @@ import numpy as np
 
 from pipecheck.analysis.loader_limits import main_time_per_batch
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.whatif import Interval, LoaderModelFit
 
 MIN_SETTINGS = 2
@@ -385,7 +385,8 @@ def candidate_settings(max_workers: int, thread_ladder: Sequence[int],
     """Every setting of the tuner's ladders up to ``max_workers``, cheapest first."""
     out = {GrainSettings(w, b, t, max(1, f * t))
            for w in range(max_workers + 1) for t in thread_ladder
-           for b in (buffer_ladder if w else (buffer_ladder[0],)) for f in prefetch_factors}
+           for b in (buffer_ladder if w else (DEFAULT_PER_WORKER_BUFFER,))
+           for f in prefetch_factors}
     return sorted(out, key=GrainSettings.cost)
 
 

@@ -25,7 +25,8 @@ def _host_lines(r: WhatIfResult) -> list[str]:
                      f"{r.loader_binding} binds")
     else:
         lines.append(f"host sizing: at {setting} the loader keeps up with T "
-                     f"({ms(r.target_s.value)}) from {r.cores_needed} cores")
+                     f"({ms(r.target_s.value)}) from {r.cores_needed} "
+                     f"core{'s' if r.cores_needed > 1 else ''}")
     if r.host_keeps_up and r.host_setting is not None:
         lines.append(f"on this host ({r.model.cores} cores) the cheapest setting predicted "
                      f"to keep up: {r.host_setting.label()}")

@@ -81,3 +81,28 @@ def test_one_setting_is_no_prediction_in_one_line(capsys, tmp_path):
     one.write_text(json.dumps(data))
     err = one_line_error(capsys, ["whatif", str(one)], 1)
     assert "no prediction from" in err and "at least 2" in err
+
+
+COMPARE = DATA / "compare_calibrated_load40_cpu2.json"
+"""A real ``pipecheck compare`` run (calibrated: 10 ms of compute asked, 40 ms of sleep and
+2 ms of CPU per batch; T 13.4 ms, 7 settings searched, 4 read threads without workers
+chosen at 10.6 ms, R 12.1 ms)."""
+
+
+def test_prediction_from_a_real_compare_record_gives_the_step_and_the_host(capsys, tmp_path):
+    out = tmp_path / "w.json"
+    assert main(["whatif", str(COMPARE), "--workers", "1", "--threads", "1",
+                 "--json", str(out)]) == 0
+    slow = capsys.readouterr().out
+    data = json.loads(out.read_text())
+    # one worker with one read thread was measured at 42.7 ms: the loader binds the step
+    assert data["binding"] == "MapMapDataset(transform=CalibratedBatches)"
+    step, loader = data["predicted_step_s"], data["predicted_loader_s"]
+    assert set(step) == {"value", "low", "high"} and step["value"] >= loader["value"] * 0.8
+    assert 0.030 < loader["value"] < 0.055, loader
+    assert "no number of cores keeps up with T" in slow  # 40 ms of sleep is not CPU
+    assert main(["whatif", str(COMPARE)]) == 0  # the chosen setting keeps up: compute binds
+    chosen = capsys.readouterr().out
+    assert "binds: compute (T = 13.4 ms" in chosen
+    assert "keeps up with T (13.4 ms) from 1 core" in chosen
+    assert "the cheapest setting predicted to keep up: workers=0, buffer=2, threads=4" in chosen
