@@ -25,6 +25,7 @@ from pipecheck.cli import (  # noqa: F401
     profile,
     report,
     synthetic,
+    watch,
     whatif,
 )
 from pipecheck.cli.group import cli
