@@ -46,6 +46,7 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.analysis import anomalies, intervals, level_shift, wall_time
+from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import (
     Anomaly,
@@ -719,6 +720,7 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
         unreadable_lines=p.unreadable_steps,
         warnings=tuple(warnings),
         wall_time=_wall_time(p, numbers, lag) if timed else None,
+        findings=tuple(periodic_stall_findings(steps)),
     )
 
 

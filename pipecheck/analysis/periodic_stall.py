@@ -77,6 +77,11 @@ EXCLUDED_TAGS = ("compile", "drain", "warmup")
 batches served from the start-up buffer (fast by design). Checkpoint and eval steps are
 kept: they may be the period."""
 
+MAX_STEPS = 100_000
+"""A longer run is searched over its last this many steps looked at: a period of up to
+MAX_PERIOD recurs 20 times in them, and a million-step log is searched in a fraction of a
+second instead of seconds."""
+
 TAG_MATCH_SHARE = 0.5
 """A period is a checkpoint (or eval) period when at least this share of its stalls carry
 that tag."""
@@ -127,54 +132,67 @@ class PeriodicStall:
         return (work + self.mean_stall_s) / work if work > 0 else math.inf
 
 
+EXACT_MAX_DRAWS = 64
+"""Tail probabilities of up to this many draws are summed exactly; beyond, the Chernoff
+bound (Hoeffding: a hypergeometric tail is at most the binomial's bound) stands in: never
+below the true value, so the false-alarm bound holds, and cheap on long runs."""
+
+
 def hypergeom_tail(hits: np.ndarray, population: int, successes: int,
                    draws: np.ndarray) -> np.ndarray:
-    """P(X >= hits) for X hypergeometric (``draws`` from ``population`` holding ``successes``),
-    elementwise, from log-binomials (exact sums; arrays of small counts)."""
+    """P(X >= hits) for X hypergeometric (``draws`` from ``population`` holding
+    ``successes``), elementwise: exact (log-binomials) up to ``EXACT_MAX_DRAWS`` draws,
+    else the Chernoff bound ``exp(-draws * KL(hits/draws || successes/population))``."""
     out = np.ones(hits.shape, dtype=float)
     lg = math.lgamma
+    q = successes / population
 
     def log_choose(a: int, b: int) -> float:
         return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
 
     for i, (h, c) in enumerate(zip(hits.tolist(), draws.tolist(), strict=True)):
         top = min(c, successes)
-        total = log_choose(population, c)
-        if h <= 0:
+        if h <= 0 or h <= c * q:
             continue
         if h > top:
             out[i] = 0.0
-            continue
-        terms = [log_choose(successes, x) + log_choose(population - successes, c - x) - total
-                 for x in range(h, top + 1) if c - x <= population - successes]
-        out[i] = min(1.0, float(np.exp(np.logaddexp.reduce(terms)))) if terms else 0.0
+        elif c > EXACT_MAX_DRAWS:
+            a = h / c
+            kl = a * math.log(a / q) + ((1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0)
+            out[i] = math.exp(-c * kl)
+        else:
+            total = log_choose(population, c)
+            terms = [log_choose(successes, x) + log_choose(population - successes, c - x)
+                     - total for x in range(h, top + 1) if c - x <= population - successes]
+            out[i] = min(1.0, float(np.exp(np.logaddexp.reduce(terms)))) if terms else 0.0
     return out
 
 
-def _phase_sizes(numbers: np.ndarray, period: int) -> np.ndarray:
-    """How many of ``numbers`` (sorted step numbers) lie at each phase of ``period``."""
-    if numbers.size <= 200_000:
-        return np.bincount(numbers % period, minlength=period)
-    lo, hi = int(numbers[0]), int(numbers[-1])  # long runs: counted as if contiguous
-    span = hi - lo + 1
-    phases = np.arange(period)
-    full = (hi - ((phases - lo) % period) - lo) // period + 1
-    return np.maximum(0, np.rint(full * numbers.size / span)).astype(np.int64)
+def _phase_size(lo: int, hi: int, gaps: np.ndarray, period: int, phase: int) -> int:
+    """How many step numbers in ``lo..hi``, ``gaps`` (those missing) left out, lie at
+    ``phase`` of ``period``."""
+    first = lo + (phase - lo) % period
+    full = (hi - first) // period + 1 if first <= hi else 0
+    return full - int(np.count_nonzero(gaps % period == phase))
 
 
 def _candidates(numbers: np.ndarray, slow: np.ndarray
                 ) -> list[tuple[int, int, int, int]]:
-    """(period, phase, hits, positions) for every pair with enough stalls on it."""
+    """(period, phase, hits, positions) of each period's phase with the most slow steps,
+    where enough stalls lie on it."""
     n = numbers.size
+    lo, hi = int(numbers[0]), int(numbers[-1])
+    gaps = np.setdiff1d(np.arange(lo, hi + 1), numbers, assume_unique=True)
     slow_numbers = numbers[slow]
     out = []
     for period in range(MIN_PERIOD, min(MAX_PERIOD, n // MIN_OCCURRENCES) + 1):
         hits = np.bincount(slow_numbers % period, minlength=period)
-        if hits.max() < MIN_OCCURRENCES:
+        phase = int(np.argmax(hits))
+        if hits[phase] < MIN_OCCURRENCES:
             continue
-        sizes = _phase_sizes(numbers, period)
-        ok = (hits >= MIN_OCCURRENCES) & (hits >= MIN_COVERAGE * np.maximum(sizes, 1))
-        out += [(period, int(ph), int(hits[ph]), int(sizes[ph])) for ph in np.flatnonzero(ok)]
+        size = _phase_size(lo, hi, gaps, period, phase)
+        if hits[phase] >= MIN_COVERAGE * max(size, 1):
+            out.append((period, phase, int(hits[phase]), size))
     return out
 
 
@@ -186,9 +204,10 @@ def _tests(n: int) -> int:
 
 def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicStall | None:
     """The most significant period of the slow steps among ``numbers``/``seconds`` (the
-    steps to look at, in order), or None (see the module docstring)."""
-    numbers = np.asarray(numbers, dtype=np.int64)
-    seconds = np.asarray(seconds, dtype=float)
+    steps to look at, in order; the last ``MAX_STEPS`` of them), or None (see the module
+    docstring)."""
+    numbers = np.asarray(numbers, dtype=np.int64)[-MAX_STEPS:]
+    seconds = np.asarray(seconds, dtype=float)[-MAX_STEPS:]
     n = numbers.size
     if n < MIN_OCCURRENCES * MIN_PERIOD:
         return None

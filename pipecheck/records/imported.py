@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from pipecheck.records.base import Record, TopRecord, register_kind
-from pipecheck.records.common import Anomaly, Distribution
+from pipecheck.records.common import Anomaly, Distribution, Finding
 from pipecheck.records.steps import StepTable
 
 __all__ = ["Anomaly", "ImportedRun", "LevelShift", "LogEvent", "LogMemory", "LogStep",
@@ -155,6 +155,9 @@ class ImportedRun(TopRecord):
     """Where the wall time went by the log's timestamps (None: the log has none to tell);
     absent from records written before it was added, which then read as None."""
     log_format: str = "maxtext"
+    findings: tuple[Finding, ...] = ()
+    """What the steps show beyond their anomalies: slow steps recurring with a period
+    (``analysis.periodic_stall``); absent from records written before, which read as none."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, StepTable):  # built from a tuple of LogStep rows

@@ -11,7 +11,7 @@ from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun, OutsideSteps, WallTime
 from pipecheck.report.anomalies import anomalies_part
 from pipecheck.report.blocks import Part, Table, render_text
-from pipecheck.report.format import warnings_text
+from pipecheck.report.format import findings_text, warnings_text
 from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms, nbytes, p_value
 
@@ -230,6 +230,8 @@ def imported_parts(run: ImportedRun) -> list[Part]:
     if run.anomalies:
         parts += ["", "steps kept out of the steady state:",
                   anomalies_part([("", run.anomalies)])]
+    if run.findings:
+        parts += ["", "findings:", findings_text(run.findings)]
     if run.warnings:
         parts += ["", warnings_text(run.warnings)]
     return parts

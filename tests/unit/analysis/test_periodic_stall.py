@@ -135,3 +135,22 @@ def test_compile_and_warmup_steps_are_not_looked_at() -> None:
     t[10::10] = 0.5
     assert ps.periodic_stall_findings(_steps(t, tags)) == []
     assert ps.periodic_stall_findings(_steps(t)) != []
+
+
+def test_long_draws_take_a_bound_never_below_the_exact_tail() -> None:
+    from math import comb
+    for hits, at_most in ((20, 0.02), (30, 1e-6), (60, 1e-30)):
+        exact = sum(comb(100, x) * comb(900, 100 - x) for x in range(hits, 101)) / comb(1000, 100)
+        [bound] = ps.hypergeom_tail(np.array([hits]), 1000, 100, np.array([100]))
+        assert exact <= bound <= at_most
+
+
+def test_a_long_run_with_gaps_finds_its_period() -> None:
+    numbers, t = _run(150_000, 1000, phase=7, stall=0.5, seed=1, jitter=0.2)
+    keep = np.ones(numbers.size, bool)
+    keep[100_000:100_100] = False  # steps missing from the record (a gap)
+    found = ps.find_periodic_stall(numbers[keep], t[keep])
+    assert found is not None and (found.period, found.phase) == (1000, 7)
+    # searched over the last 100,000 steps (49,901 on): 50,007 .. 149,007 but 100,007
+    assert found.positions == 99 and len(found.stall_steps) == 99
+    assert found.stall_steps[0] == 50_007 and 100_007 not in found.stall_steps
