@@ -32,6 +32,7 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -116,6 +117,8 @@ EXAMPLES = {
         "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
     "monitor-ended-early": Example(
         "monitor.md", ("examples/monitor_ended_early.py",), script=True, show_command=False),
+    "monitor-watch": Example(
+        "monitor.md", ("examples/monitor_tensorboard.py",), script=True, show_command=False),
     "monitor-nnx-generation": Example(
         "monitor.md", ("examples/nnx_generation_loop.py", "nnx_run.json"), script=True,
         show_command=False),
@@ -125,9 +128,10 @@ EXAMPLES = {
 def run(args: tuple[str, ...], script: bool = False,
         before: tuple[tuple[str, ...], ...] = ()) -> str:
     """The command's stdout (stderr goes to ours), after the ``before`` commands; a failed
-    command is an error. Files they write in the repository's root (``--json run.json``, a
-    script's record) are removed."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    command is an error. Files and folders they write in the repository's root (``--json
+    run.json``, a script's record, its TensorBoard folder) are removed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p), "COLUMNS": "200"}
     commands = [(b, False) for b in before] + [(args, script)]
     existing = set(REPO.iterdir())
     try:
@@ -143,6 +147,8 @@ def run(args: tuple[str, ...], script: bool = False,
         for path in set(REPO.iterdir()) - existing:
             if path.is_file():
                 path.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
     return proc.stdout
 
 

@@ -10,6 +10,7 @@ from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
 from tests.tensorboard_events import read_scalars
 
+from .doc_examples import skeleton_problems
 from .test_monitor_durable import ended
 from .test_monitor_tensorboard import start
 
@@ -30,6 +31,7 @@ def test_watch_follows_a_running_monitor_to_its_end(tmp_path: pathlib.Path, cli_
     summary = watched.stdout.split(f"pipecheck watch: {run}: the run finished\n")[1]
     assert summary.startswith(f"steps           {STEPS}\n"), summary
     assert "verdict so far  " in summary
+    assert skeleton_problems("monitor-watch", watched.stdout) == []
     record = store.load(run, expect=MonitorResult)
     assert record.incomplete is None and record.total_steps == STEPS
     assert sorted(read_scalars(tb)["pipecheck/step_time_s"]) == list(range(STEPS))
