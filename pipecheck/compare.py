@@ -36,6 +36,7 @@ from pipecheck.measure.real_run import (
 )
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again, target_stage
+from pipecheck.measure.whatif_check import whatif_check
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
@@ -43,6 +44,7 @@ from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.tuned_config import config_settings, usable_cores
 from pipecheck.units import ms
 from pipecheck.workloads import build_workload
@@ -160,6 +162,15 @@ class RealOf(Protocol):
                  ) -> RealRun: ...
 
 
+class CheckStage(Protocol):
+    """compare's self-check: one setting the model did not see, predicted then measured
+    (``measure.whatif_check.whatif_check``)."""
+
+    def __call__(self, parts: LoaderParts, loader: ls.LoaderChoice, opts: ls.SearchOptions,
+                 cores: int, progress: Progress, clock: Callable[[], float], /
+                 ) -> WhatIfCheck | None: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Stages:
     """compare's stages and what it reads of the machine (the real ones unless a test gives
@@ -175,6 +186,7 @@ class Stages:
     real: RealStage = real_stage
     load_real: LoadReal = load_real_run
     real_of: RealOf = real_of
+    check: CheckStage = whatif_check
     env: Callable[[], Mapping[str, object]] = collect_env
     cores: Callable[[], int] = usable_cores
     ram_budget_mb: Callable[[], float] = default_ram_budget_mb
@@ -203,6 +215,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
     loader = stages.loader(config, o.dataloader_file, parts,
                            target.result.step_time.summary.median, search, progress, clock)
+    check = None if o.dataloader_file else \
+        stages.check(parts(), loader, search, stages.cores(), progress, clock)
     if o.real_file and monitor is not None:  # its env compared now: the workload set up JAX
         real = stages.real_of(o.real_file, monitor, config.to_dict())
     else:
@@ -218,8 +232,9 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         after, drift = stages.target_again(config, max(10, o.target_steps // 2), workload,
                                            target, clock)
         t_samples += after
-    return CompareRun(_result(config, o, stages, target, loader, real, real_dist, real_est,
-                              t_samples, drift, ram_budget, run_steps), real)
+    result = _result(config, o, stages, target, loader, real, real_dist, real_est,
+                     t_samples, drift, ram_budget, run_steps)
+    return CompareRun(dataclasses.replace(result, whatif_check=check), real)
 
 
 def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],

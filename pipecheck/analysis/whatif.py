@@ -158,3 +158,24 @@ def _notes(p: lm.Prediction, model: LoaderModelFit, s: WhatIfSetting) -> Sequenc
                      "cores' floor moves: the transforms' and the training process's costs "
                      "per batch are taken as measured)")
     return notes
+
+
+def check_setting(measured: Sequence[GrainSettings], chosen: GrainSettings,
+                  max_workers: int) -> GrainSettings | None:
+    """The setting compare's self-check measures: next to the chosen one (one worker more,
+    twice the read threads, one worker fewer, half the threads, in that order) and not
+    measured yet; None when every neighbour was."""
+    def same(a: GrainSettings, b: GrainSettings) -> bool:
+        if a.workers == 0 and b.workers == 0:  # the per-worker buffer means nothing there
+            return (a.threads, a.prefetch) == (b.threads, b.prefetch)
+        return a == b
+
+    w, t = chosen.workers, chosen.threads
+    options = [dataclasses.replace(chosen, workers=w + 1) if w < max_workers else None,
+               dataclasses.replace(chosen, threads=2 * max(1, t), prefetch=0),
+               dataclasses.replace(chosen, workers=w - 1) if w > 0 else None,
+               dataclasses.replace(chosen, threads=t // 2, prefetch=0) if t > 1 else None]
+    for g in options:
+        if g is not None and not any(same(g, m) for m in measured):
+            return g
+    return None

@@ -18,6 +18,7 @@ from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
+from pipecheck.records.whatif import WhatIfCheck
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +90,9 @@ class CompareResult(TopRecord):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     estimates: Estimates = dataclasses.field(kw_only=True)
     """T, D and R with their intervals, as the verdict was decided on them."""
+    whatif_check: WhatIfCheck | None = None
+    """compare's self-check: a loader setting the model (``analysis.loader_model``) did not
+    see, predicted from the settings tried, then measured (None: not made)."""
 
     # Each of these is stored once, where the verdict took it from (format version 4
     # wrote them again, as fields of their own).

@@ -10,6 +10,7 @@ from typing import Sequence
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import findings_text, warnings_text
@@ -81,6 +82,14 @@ def tried_table(r: CompareResult) -> Table:
                                    "meets goal", "chosen"])
 
 
+def whatif_check_line(c: WhatIfCheck) -> str:
+    """compare's self-check: a setting the loader model did not see, predicted vs measured."""
+    p, m = c.predicted_loader_s, c.measured_loader_s
+    return (f"what-if self-check: {c.setting.grain().short_label()} (not tried by the search) "
+            f"predicted D = {ms(p.value)} ({ms(p.low)} .. {ms(p.high)}), measured "
+            f"{ms(m.value)}: error {100 * c.error:.0f}% (docs/whatif.md)")
+
+
 def compare_parts(r: CompareResult) -> list[Part]:
     """The compare report as parts: verdict, evidence, settings tried, host time,
     anomalies, findings, recommendation, warnings."""
@@ -101,6 +110,8 @@ def compare_parts(r: CompareResult) -> list[Part]:
     ]
     if r.tuning.scaling != "unknown":
         parts.append(f"pipeline scaling: {r.tuning.scaling}")
+    if r.whatif_check is not None:
+        parts.append(whatif_check_line(r.whatif_check))
     if host:
         parts += ["", "host time per real-data step (steady state):",
                   Table(host, ["span", "per step", "share"])]

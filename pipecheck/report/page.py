@@ -30,6 +30,7 @@ from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.profile import ProfileResult
 from pipecheck.records.synthetic import SyntheticResult
+from pipecheck.records.whatif import WhatIfResult
 from pipecheck.report import charts
 from pipecheck.report.blocks import Part, Table
 from pipecheck.report.charts import Chart, ForcedSync, SeriesRun
@@ -40,6 +41,7 @@ from pipecheck.report.monitor import monitor_parts
 from pipecheck.report.plot import sync_label_of
 from pipecheck.report.profile import profile_parts
 from pipecheck.report.synthetic import synthetic_parts
+from pipecheck.report.whatif import format_whatif
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,6 +166,11 @@ def dataloader_page(r: DataloaderResult) -> RunPage:
         ("batch times per setting", charts.batch_time_chart(r.results)),
         ("hosts", charts.hosts_chart(r.hosts, r.straggler)),
     ])
+
+
+@page_for(WhatIfResult)
+def whatif_page(r: WhatIfResult) -> RunPage:
+    return RunPage(format_whatif(r).rstrip("\n").split("\n"))
 
 
 STEP_TIME_ROW = "step time median"

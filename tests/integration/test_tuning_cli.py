@@ -104,6 +104,14 @@ def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     # the fastest calibration timings, so a step takes longer than asked): 2 workers meet the goal, and so do 2 read
     # threads without workers, the cheaper setting
     assert (chosen["workers"], chosen["threads"] > 1) == (0, True), tried
+    # compare checks its loader model on a setting the search did not try (docs/whatif.md)
+    check = data["whatif_check"]
+    knobs = check["setting"]
+    assert (knobs["workers"], knobs["threads"]) not in tried
+    predicted, measured = check["predicted_loader_s"], check["measured_loader_s"]
+    assert predicted["low"] <= predicted["value"] <= predicted["high"]
+    assert 0.5 < predicted["value"] / measured["value"] < 2.0, check
+    assert "what-if self-check: " in proc.stdout
     cfg = yaml.safe_load(saved.read_text())
     assert (cfg["num_workers"], cfg["num_threads"], cfg["per_worker_buffer_size"],
             cfg["prefetch_buffer_size"]) == (chosen["workers"], chosen["threads"],

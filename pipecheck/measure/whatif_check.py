@@ -1,0 +1,59 @@
+"""compare's self-check: after choosing, one loader setting the model did not see is
+predicted from the settings measured, then measured (a few dozen batches)."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from pipecheck.analysis.loader_model import NotPredictable, fit_loader_model, predict_loader
+from pipecheck.analysis.whatif import check_setting
+from pipecheck.data.grain_pipeline import read_elements_per_batch
+from pipecheck.data.per_setting import at_setting
+from pipecheck.measure.dataloader import LoaderParts, measure_setting
+from pipecheck.measure.loader_search import (
+    TUNING_STAGE_WAIT_S,
+    LoaderChoice,
+    SearchOptions,
+    batches_for,
+)
+from pipecheck.progress import Progress
+from pipecheck.records.whatif import Interval, WhatIfCheck, WhatIfSetting
+from pipecheck.units import ms
+
+CHECK_BATCHES = 24
+"""Batches timed for the check (more where workers buffer many at start-up): about what a
+tuning trial times, enough for D within ~10% on a loader of steady batches."""
+
+
+def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, cores: int,
+                 progress: Progress, clock: Callable[[], float] = time.perf_counter
+                 ) -> WhatIfCheck | None:
+    """The check, or None (said on progress) when there is nothing to check: settings read
+    from a file, a multi-process run, a pipeline fixing its own settings, a model that
+    cannot be fitted, or every neighbour of the choice measured already."""
+    dataset = parts.dataset
+    if dataset is None or opts.agree is not None or loader.tuning.stop == "pipeline":
+        return None
+    try:
+        model = fit_loader_model(loader.settings, cores, opts.ram_budget_mb)
+    except NotPredictable as e:
+        progress.say(f"      what-if self-check skipped: {e}")
+        return None
+    g = check_setting([s.settings for s in loader.settings], loader.chosen.settings,
+                      opts.max_workers)
+    if g is None:
+        return None
+    g = parts.own.applied(g)
+    predicted = predict_loader(model, g, cores)
+    n = batches_for(g.workers, CHECK_BATCHES, g.per_worker_buffer, g.prefetch,
+                    read_elements_per_batch(at_setting(dataset, g)))
+    progress.say(f"[2/4] what-if self-check: {g.label()}, predicted "
+                 f"{ms(predicted.interval.value)}; measuring {n} batches")
+    s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,
+                        timeout_s=opts.timeout_s, clock=clock,
+                        stage_wait_s=TUNING_STAGE_WAIT_S, own=parts.own)
+    d = s.loader_time
+    progress.say(f"      measured {ms(d.value)}")
+    return WhatIfCheck(WhatIfSetting.of(g, cores), predicted.interval,
+                       Interval(d.value, d.low, d.high), predicted.binding)
