@@ -26,6 +26,7 @@ def cli() -> None:
     pipecheck profile DIR  the verdict from a jax.profiler capture (device busy, idle)
     pipecheck report RUN   one self-contained HTML page for one or more records
     pipecheck watch RUN    a running Monitor's record, live: steps/s, input wait, stalls
+    pipecheck whatif RUN   a loader setting's D and step time, predicted from a run
 
     Workloads are chosen with --config (YAML) and --set key=value; without them the
     built-in demo transformer runs. Every command can write a versioned JSON result.
