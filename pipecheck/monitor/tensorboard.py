@@ -4,10 +4,11 @@ Each step's time, data wait, sync wait and dispatch (seconds) go to an event fil
 ``tensorboard_dir`` as the scalars ``SCALAR_TAGS`` names, at TensorBoard step = the step's
 number, with the step's end as wall time. Nothing is added to the loop's hot path: the
 recorder hands each fold's new steps (immutable columns) to ``ScalarWriter.take``, which only
-queues them; a thread of its own turns them into events (tensorboardX's protobuf classes),
-appends them to the event file (``event_file.EventFile``: TFRecord framing, CRCs computed a
-batch at a time) and flushes it after each batch, so a killed process keeps every scalar
-handed over before the kill. The loop folds at least every
+queues them; a thread of its own turns them into events (``event_file.scalar_events``:
+protobuf's wire format laid out by numpy, a run of steps at a time, each batch's first event
+read back by tensorboardX's ``Event`` class before it is written), appends them to the event
+file and flushes it after each batch, so a killed process keeps every scalar handed over
+before the kill. The loop folds at least every
 ``TENSORBOARD_EVERY_S`` seconds for this (at a mark, as for ``save_to``'s writes).
 tensorboardX is imported only when a ``tensorboard_dir`` is given.
 """
@@ -15,10 +16,10 @@ tensorboardX is imported only when a ``tensorboard_dir`` is given.
 from __future__ import annotations
 
 import atexit
-import dataclasses
 import math
 import os
 import queue
+import struct
 import threading
 import time
 import warnings
@@ -27,13 +28,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import numpy as np
 
 from pipecheck.errors import MonitorError
-from pipecheck.monitor.event_file import EventFile
+from pipecheck.monitor.event_file import EventFile, scalar_events
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
 
 if TYPE_CHECKING:  # pragma: no cover
     from tensorboardX.proto.event_pb2 import Event
-    from tensorboardX.proto.summary_pb2 import Summary
 
 TENSORBOARD_EVERY_S = 5.0
 """Default interval of the folds that hand steps to the event file: a run killed by SIGKILL
@@ -54,42 +54,53 @@ CLOSE_TIMEOUT_S = 30.0
 """How long the end of a run waits for the writer thread to write what it was handed."""
 
 
-def event_classes() -> tuple[type[Event], type[Summary]]:
-    """tensorboardX's ``Event`` and ``Summary`` protobuf classes, or a one-line error naming
-    the install command."""
+def event_class() -> type[Event]:
+    """tensorboardX's ``Event`` protobuf class, or a one-line error naming the install
+    command."""
     try:
         # lazy: tensorboardX is optional, imported only for Monitor(tensorboard_dir=...)
         from tensorboardX.proto.event_pb2 import Event
-        from tensorboardX.proto.summary_pb2 import Summary
     except ImportError:
         raise MonitorError(
             f"Monitor(tensorboard_dir=...) needs tensorboardX, which is not installed: "
             f"{INSTALL_HINT}") from None
-    return Event, Summary
+    return Event
 
 
-@dataclasses.dataclass(frozen=True)
-class StepScalars:
-    """One step's scalars: TensorBoard's step, the wall time it ended, (tag, value) pairs."""
-
-    step: int
-    wall_time: float
-    values: tuple[tuple[str, float], ...]
+class EncodingError(ValueError):
+    """An event read back differs from its step: the writer stops (never a wrong file)."""
 
 
-def step_scalars(table: StepTable[StepRecord], wall_start: float) -> list[StepScalars]:
-    """Pure: the scalars of ``table``'s steps (consecutive intervals, the first opened at wall
-    time ``wall_start``); a span a step does not have (NaN) is left out of its values."""
-    time_s = table.column("time_s")
+StepColumns = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""(steps, wall times of their ends, values: a row per step, a column per ``SCALAR_TAGS``
+tag, NaN where the step has no such span)."""
+
+
+def step_columns(table: StepTable[StepRecord], wall_start: float) -> StepColumns:
+    """Pure: the scalars of ``table``'s steps (consecutive intervals, the first opened at
+    wall time ``wall_start``)."""
+    time_s = np.asarray(table.column("time_s"), np.float64)
     columns = {"time_s": time_s, **table.map_columns("spans")}
-    present = [(tag, np.asarray(columns[name], np.float64))
-               for name, tag in SCALAR_TAGS.items() if name in columns]
-    ends = wall_start + np.cumsum(time_s)
-    out = []
-    for i, step in enumerate(table.column("step").tolist()):
-        values = tuple((tag, float(col[i])) for tag, col in present if not math.isnan(col[i]))
-        out.append(StepScalars(int(step), float(ends[i]), values))
-    return out
+    values = np.full((len(time_s), len(SCALAR_TAGS)), np.nan)
+    for j, name in enumerate(SCALAR_TAGS):
+        if name in columns:
+            values[:, j] = columns[name]
+    steps = np.asarray(table.column("step"), np.int64)
+    return steps, wall_start + np.cumsum(time_s), values
+
+
+def check_event(event_type: type[Event], data: bytes, columns: StepColumns) -> str | None:
+    """What differs between the first event of ``data`` (TFRecord bytes) as tensorboardX's
+    ``Event`` reads it and the first step of ``columns`` (None: nothing)."""
+    (length,) = struct.unpack("<Q", data[:8])
+    event = event_type.FromString(data[12:12 + length])
+    steps, walls, values = columns
+    want = {tag: float(np.float32(v)) for tag, v in zip(SCALAR_TAGS.values(), values[0])
+            if not math.isnan(v)}
+    got = {v.tag: v.simple_value for v in event.summary.value}
+    if (event.step, event.wall_time, got) != (int(steps[0]), float(walls[0]), want):
+        return f"step {event.step}, wall time {event.wall_time}, {got} read back"
+    return None
 
 
 def check_logdir(logdir: str) -> None:
@@ -119,7 +130,7 @@ class ScalarWriter:
                  suffix: str = "") -> None:
         if not every_s > 0:
             raise MonitorError(f"tensorboard_every_s must be > 0, got {every_s!r}")
-        self._event, self._summary = event_classes()  # the install hint before the run
+        self._event = event_class()  # the install hint before the run
         check_logdir(logdir)
         self.logdir = logdir
         self.every_s = every_s
@@ -131,6 +142,8 @@ class ScalarWriter:
         self._file: EventFile | None = None
         self._wall_end = 0.0
         self.steps_written = 0
+        self._broken = False
+        """A write failed in a way the next cannot mend (its steps are gone): none follows."""
         self.warned: str | None = None
         self._fold_at_exit: Callable[[], None] = lambda: None
         self.path: str | None = None
@@ -168,22 +181,27 @@ class ScalarWriter:
                 return
             if isinstance(item, threading.Event):
                 item.set()
-                continue
-            self._write(item)
+            elif not self._broken:
+                self._write(item)
 
     def _write(self, table: StepTable[StepRecord]) -> None:
-        file, event, summary, value = self._file, self._event, self._summary, \
-            self._summary.Value
+        file = self._file
         assert file is not None
         try:
-            scalars = step_scalars(table, self._wall_end)
-            file.write([event(wall_time=s.wall_time, step=s.step, summary=summary(
-                value=[value(tag=tag, simple_value=v) for tag, v in s.values])
-            ).SerializeToString() for s in scalars])  # flushed: a kill of the process keeps it
-            if scalars:
-                self._wall_end = scalars[-1].wall_time
-            self.steps_written += len(scalars)
+            columns = step_columns(table, self._wall_end)
+            if not len(columns[0]):
+                return
+            self._wall_end = float(columns[1][-1])  # the next batch's start, written or not
+            data = scalar_events(columns[0], columns[1], tuple(SCALAR_TAGS.values()),
+                                 columns[2])
+            wrong = check_event(self._event, data, columns)
+            if wrong is not None:
+                raise EncodingError(f"an event encoded wrong ({wrong}); nothing more is "
+                                    "written")
+            file.write_framed(data)  # flushed: a kill of the process keeps it
+            self.steps_written += len(columns[0])
         except Exception as e:  # noqa: BLE001 - a failed write must not end the user's run
+            self._broken = isinstance(e, EncodingError)
             if self.warned is None:
                 self.warned = (f"pipecheck: could not write TensorBoard scalars to "
                                f"{self.logdir} ({type(e).__name__}: {e}); the run goes on")

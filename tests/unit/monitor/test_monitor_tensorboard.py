@@ -13,7 +13,7 @@ import pytest
 
 from pipecheck.errors import MonitorError
 from pipecheck.monitor import Monitor
-from pipecheck.monitor.tensorboard import SCALAR_TAGS, step_scalars
+from pipecheck.monitor.tensorboard import SCALAR_TAGS, step_columns
 from pipecheck.records.common import StepRecord
 from pipecheck.records.steps import StepTable
 from tests.conftest import REPO
@@ -30,15 +30,36 @@ def sim_monitor(dev: SimDevice, logdir: pathlib.Path, every_s: float) -> Monitor
                    tensorboard_dir=str(logdir), tensorboard_every_s=every_s)
 
 
-def test_step_scalars_leave_out_spans_a_step_does_not_have() -> None:
+def test_step_columns_leave_a_span_a_step_does_not_have_as_nan() -> None:
     table = StepTable.from_rows(StepRecord, [
         StepRecord(step=0, time_s=0.5, tags=(), spans={"data_wait": 0.25, "other": 0.25}),
         StepRecord(step=1, time_s=0.25, tags=(), spans={"sync": 0.125, "other": 0.125}),
     ])
-    got = step_scalars(table, 100.0)
-    assert [(s.step, s.wall_time) for s in got] == [(0, 100.5), (1, 100.75)]
-    assert got[0].values == (("pipecheck/step_time_s", 0.5), ("pipecheck/data_wait_s", 0.25))
-    assert got[1].values == (("pipecheck/step_time_s", 0.25), ("pipecheck/sync_wait_s", 0.125))
+    steps, walls, values = step_columns(table, 100.0)
+    assert steps.tolist() == [0, 1] and walls.tolist() == [100.5, 100.75]
+    assert list(SCALAR_TAGS) == ["time_s", "data_wait", "sync", "dispatch"]
+    np.testing.assert_array_equal(values, [[0.5, 0.25, np.nan, np.nan],
+                                           [0.25, np.nan, 0.125, np.nan]])
+
+
+def test_an_event_encoded_wrong_stops_the_writer_with_one_warning(
+        tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("tensorboardX")
+    import pipecheck.monitor.tensorboard as tb
+
+    real = tb.scalar_events
+    monkeypatch.setattr(tb, "scalar_events", lambda s, w, t, v: real(s + 1, w, t, v))
+    dev = SimDevice(compute_s=C, load_s=LOAD, dispatch_s=DISPATCH)
+    mon = sim_monitor(dev, tmp_path / "tb", every_s=0.5)
+    state: Any = None
+    with pytest.warns(RuntimeWarning, match="an event encoded wrong") as caught:
+        for step, batch in enumerate(mon.batches(dev.batches())):
+            state, _ = mon.step(dev.step, state, batch)
+            if step == 8:
+                break
+        mon.finish()
+    assert len(caught) == 1
+    assert read_scalars(tmp_path / "tb") == {}  # nothing wrong was written
 
 
 def test_the_event_file_holds_every_step_as_the_record_has_it(tmp_path: pathlib.Path) -> None:
