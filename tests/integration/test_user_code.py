@@ -334,77 +334,18 @@ def test_nnx_training_script_under_the_monitor(tmp_path):
 
 
 # --- a MaxText-shaped pipeline: its own ReadOptions, first-fit packing, inputs/targets -------
-MAXTEXT_LIKE = textwrap.dedent('''
-    """A MaxText-shaped input pipeline and a tiny language model, as a user writes them."""
-    import json
-    import os
-
-    import grain
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
-    SEQ = 32
-    VOCAB = 256
-
-
-    def write_corpus(path, n=400):
-        from array_record.python.array_record_module import ArrayRecordWriter
-
-        writer = ArrayRecordWriter(path, "group_size:1")
-        rng = np.random.default_rng(0)
-        for i in range(n):
-            words = " ".join("w%d" % rng.integers(0, 999) for _ in range(rng.integers(3, 20)))
-            writer.write(json.dumps({"id": i, "text": words}).encode())
-        writer.close()
-
-
-    class ParseAndTokenize(grain.transforms.Map):
-        def map(self, record):
-            text = json.loads(record)["text"]
-            ids = np.frombuffer(text.encode(), np.uint8).astype(np.int32)[:SEQ]
-            return {"inputs": ids, "targets": np.roll(ids, -1)}
-
-
-    def make_dataset(config):
-        path = config["params"]["corpus"]
-        if not os.path.exists(path):
-            write_corpus(path)
-        source = grain.sources.ArrayRecordDataSource([path])
-        ds = (grain.MapDataset.source(source).seed(0).shuffle().repeat().map(ParseAndTokenize())
-              .to_iter_dataset(grain.ReadOptions(num_threads=4, prefetch_buffer_size=64)))
-        ds = grain.experimental.FirstFitPackIterDataset(
-            ds, length_struct={"inputs": SEQ, "targets": SEQ}, num_packing_bins=4)
-        return ds.batch(config["batch_size"], drop_remainder=True)
-
-
-    def init(config):
-        rng = np.random.default_rng(0)
-        return {"emb": rng.standard_normal((VOCAB, 16)).astype(np.float32) * 0.1,
-                "out": rng.standard_normal((16, VOCAB)).astype(np.float32) * 0.1}
-
-
-    @jax.jit
-    def train_step(state, batch):
-        def loss_fn(p):
-            logits = p["emb"][batch["inputs"]] @ p["out"]
-            logp = jax.nn.log_softmax(logits)
-            return -jnp.mean(jnp.take_along_axis(logp, batch["targets"][..., None], -1))
-
-        loss, g = jax.value_and_grad(loss_fn)(state)
-        return jax.tree.map(lambda p, d: p - 0.1 * d, state, g), {"loss": loss}
-''')
+MAXTEXT_LIKE = REPO / "tests" / "data" / "users" / "maxtext_shaped.py"
+"""The user's model and pipeline file (read prefetch 64 when the config gives none)."""
 
 
 def maxtext_config(tmp_path: pathlib.Path) -> pathlib.Path:
     d = tmp_path / "lm"
     d.mkdir()
-    (d / "maxtext_like.py").write_text(MAXTEXT_LIKE)
+    (d / "maxtext_like.py").write_text(MAXTEXT_LIKE.read_text())
     cfg = tmp_path / "lm.yml"
     cfg.write_text("workload:\n"
                    + "".join(f"  {r}: {d / 'maxtext_like.py'}:{r}\n"
-                             for r in ("init", "train_step"))
-                   + f"  dataset: {d / 'maxtext_like.py'}:make_dataset\n"
+                             for r in ("init", "train_step", "dataset"))
                    + f"batch_size: 8\nparams: {{corpus: {d / 'corpus.array_record'}}}\n")
     return cfg
 

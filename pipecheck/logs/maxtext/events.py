@@ -44,7 +44,8 @@ _WAIT_STEP = re.compile(
 # collecting data and tear down when it stops; save_profile.cc's lines after them (the
 # capture collected and written) are the same window's, which its stop can be waiting on.
 _ACTIVITY = (
-    ("eval_start", re.compile(r"Running evaluation(?: on train step\s*(\d+))?")),
+    ("eval_start", re.compile(r"Running evaluation(?: on train step\s*(\d+))?|"
+                              r"Starting eval after train step\s*(\d+)")),
     ("eval_end", re.compile(r"Completed eval after train step\s*(\d+)|eval metrics after step:"
                             r"\s*(\d+)")),
     ("eval_step", re.compile(r"Completed eval step:?\s*(\d+)")),

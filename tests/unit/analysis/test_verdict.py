@@ -1,6 +1,7 @@
 """The verdict on hand-built estimates (no timing involved)."""
 
 import numpy as np
+import pytest
 
 from pipecheck.analysis.verdict import (
     COMPUTE_BOUND,
@@ -107,22 +108,21 @@ def ms_est(value, low, high, n):
     return Estimate(value / 1e3, low / 1e3, high / 1e3, n)
 
 
-def test_noisy_intervals_far_apart_still_decide_input_bound():
+NOISY_BUT_APART = (
     # compute_ms=10, load_ms=60 with two hogs: T's interval is +/-36% of its median
-    target, loader, real = ms_est(1.1, 1.0, 1.8, 38), ms_est(66.2, 60.6, 69.8, 8), \
-        ms_est(62.2, 60.6, 64.1, 36)
-    v = decide(target, loader, real)
-    assert v.verdict == INPUT_BOUND, v.reason
-    assert "the target measurements are noisy, the machine may be busy" in v.reason
-
-
-def test_noisy_intervals_far_apart_still_decide_compute_bound():
+    ((1.1, 1.0, 1.8, 38), (66.2, 60.6, 69.8, 8), (62.2, 60.6, 64.1, 36), INPUT_BOUND,
+     "the target measurements are noisy, the machine may be busy"),
     # compute_ms=60, load_ms=10 with two hogs: D and R wider than +/-25%
-    target, loader, real = ms_est(96.0, 77.9, 101.1, 41), ms_est(12.8, 6.4, 20.5, 8), \
-        ms_est(110.4, 88.5, 144.0, 33)
-    v = decide(target, loader, real)
-    assert v.verdict == COMPUTE_BOUND, v.reason
-    assert "the loader, real measurements are noisy" in v.reason
+    ((96.0, 77.9, 101.1, 41), (12.8, 6.4, 20.5, 8), (110.4, 88.5, 144.0, 33), COMPUTE_BOUND,
+     "the loader, real measurements are noisy"),
+)
+
+
+@pytest.mark.parametrize(("target", "loader", "real", "verdict", "says"), NOISY_BUT_APART)
+def test_noisy_intervals_far_apart_still_decide(target, loader, real, verdict, says):
+    v = decide(ms_est(*target), ms_est(*loader), ms_est(*real))
+    assert v.verdict == verdict, v.reason
+    assert says in v.reason
 
 
 def test_noise_across_the_decision_says_the_machine_is_too_busy():

@@ -90,3 +90,17 @@ def test_line_delay_is_how_late_the_bounding_line_came(lag: int):
     late_row = 2 + lag  # the step the late line bounds
     assert delay[late_row] == pytest.approx(0.25)
     assert np.delete(delay, late_row) == pytest.approx(0.0)
+
+
+def test_maxtext_025s_eval_opens_at_its_starting_line():
+    """MaxText 0.2.5 writes ``Starting eval after train step N`` (train.py) when an eval
+    begins: the eval window opens there, not at its first ``Completed eval step``."""
+    p = parse_file(CPU)
+    starts = [(e.line, e.step) for e in p.events if e.kind == "eval_start"]
+    assert starts == [(71, 0), (143, 10), (214, 20)]
+    evals = [a for a in maxtext.activities(p.events) if a.family == "eval"]
+    assert [(a.first.line, a.first.text) for a in evals][0] == (
+        71, "Starting eval after train step 0")
+    (a,) = [a for a in import_log(CPU).anomalies if a.step == 1]
+    assert a.evidence.startswith("evaluation (lines 71-104, 0.9 s: Starting eval after train "
+                                 "step 0 .. Completed eval after train step 0)"), a.evidence

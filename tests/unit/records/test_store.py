@@ -66,19 +66,6 @@ def test_a_files_statistics_are_derived_from_its_samples():
     assert back.step_time.summary.median == 0.055 and back == make_result()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
-def test_pre_release_format_versions_are_refused_in_one_line(tmp_path, version):
-    data = store.to_dict(make_result())
-    data["format_version"] = version
-    p = tmp_path / "old.json"
-    p.write_text(json.dumps(data))
-    with pytest.raises(ResultFormatError) as e:
-        store.load(p)
-    assert str(e.value) == (
-        f"{p} has format_version {version}; this pipecheck reads versions 4 and 5 (re-run "
-        "the measurement with this version, or upgrade pipecheck)")
-
-
 def test_unknown_version_and_kind_are_refused(tmp_path):
     data = store.to_dict(make_result())
     data["format_version"] = 99
