@@ -49,6 +49,7 @@ SCALAR_TAGS: Mapping[str, str] = {
 """The scalars written per step: the step record's field (``time_s``) or span, and its tag."""
 
 INSTALL_HINT = "pip install 'pipecheck[tensorboard]'"
+"""What installs tensorboardX, the one optional package `tensorboard_dir` needs."""
 
 CLOSE_TIMEOUT_S = 30.0
 """How long the end of a run waits for the writer thread to write what it was handed."""
