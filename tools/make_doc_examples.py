@@ -71,6 +71,13 @@ EXAMPLES = {
     "import-maxtext": Example(
         "diff.md", ("import", "tests/data/maxtext_a.log"), deterministic=True,
         show_command=False),
+    "whatif-compare": Example(
+        "whatif.md", ("whatif", "tests/data/whatif/compare_calibrated_load40_cpu2.json",
+                      "--workers", "2", "--threads", "1"), deterministic=True),
+    "whatif-cores": Example(
+        "whatif.md", ("whatif", "tests/data/whatif/dataloader_calibrated_load20_cpu3.json",
+                      "--workers", "8", "--threads", "4", "--cores", "16"),
+        deterministic=True),
     "dataloader-calibrated": Example(
         "dataloader.md", ("dataloader", "--set", "workload=calibrated", "--set", "load_ms=80",
                           "--workers", "1,2,4", "--batches", "40")),

@@ -351,11 +351,12 @@ def predict_loader(model: LoaderModelFit, g: GrainSettings, cores: int) -> Predi
 def predict_step(loader: Interval, target: Interval, interference: float,
                  loader_binding: str) -> tuple[Interval, str]:
     """The real-data step: the slower of compute (T) and loading (D), times the
-    interference measured between them (R / max(T, D) at the setting the run chose)."""
+    interference measured between them (R / max(T, D) at the setting the run chose), and
+    never faster than the batches arrive (D)."""
     f = max(interference, 0.0) if math.isfinite(interference) else 1.0
-    value = max(target.value, loader.value) * f
-    low = max(target.low, loader.low) * f
-    high = max(target.high, loader.high) * f
+    value = max(max(target.value, loader.value) * f, loader.value)
+    low = max(max(target.low, loader.low) * f, loader.low)
+    high = max(max(target.high, loader.high) * f, loader.high)
     return Interval(value, low, high), COMPUTE if target.value >= loader.value \
         else loader_binding
 

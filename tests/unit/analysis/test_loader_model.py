@@ -154,3 +154,14 @@ def test_real_run_three_settings_predict_the_others():
         errors.append(abs(p - s.loader_time.value) / s.loader_time.value)
     assert len(errors) == 4 and max(errors) < 0.15 and sorted(errors)[1] < 0.10, errors
     assert model.stage == "MapMapDataset(transform=CalibratedBatches)"
+
+
+def test_the_step_is_the_slower_part_times_the_interference_never_faster_than_d():
+    from pipecheck.records.whatif import Interval
+
+    t = Interval(0.010, 0.009, 0.011)
+    step, binding = lm.predict_step(Interval(0.005, 0.004, 0.006), t, 1.2, "stage")
+    assert (step.value, binding) == (pytest.approx(0.012), lm.COMPUTE)
+    # R came out faster than T where the run chose: the loader still sets the floor
+    step, binding = lm.predict_step(Interval(0.020, 0.018, 0.022), t, 0.9, "stage")
+    assert (step.value, step.low, binding) == (0.020, 0.018, "stage")
