@@ -184,7 +184,7 @@ _KNOB_WORDS = {"workers": "worker processes", "per_worker_buffer": "per-worker b
                "threads": "read threads", "prefetch": "read prefetch buffer"}
 
 
-def _grain_graph(dataset: grain.IterDataset) -> Iterator[object]:
+def grain_graph(dataset: grain.IterDataset) -> Iterator[object]:
     """Every dataset in a Grain dataset's graph, each once, from the output down. Grain's
     private graph: a dataset's parents are in ``_parents``; the per-worker shards an
     ``mp_prefetch`` interleaves are in its InterleaveIterDataset's ``_datasets``."""
@@ -215,7 +215,7 @@ def own_settings(dataset: InputPipeline) -> OwnSettings:
     worker_type = _process_prefetch_type()
     read = None
     workers: list[int] = []  # each worker's buffer: one ProcessPrefetchIterDataset a worker
-    for node in _grain_graph(dataset):
+    for node in grain_graph(dataset):
         options = getattr(node, "_read_options", None)
         if options is not None and read is None:
             read = int(options.num_threads), int(options.prefetch_buffer_size)

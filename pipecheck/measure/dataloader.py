@@ -33,7 +33,12 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.analysis.loader_limits import limit_findings
-from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
+from pipecheck.analysis.slow_samples import slow_samples, slow_samples_finding
+from pipecheck.analysis.steady_state import (
+    loader_estimate,
+    steady_batch_samples,
+    steady_batch_start,
+)
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (
@@ -49,6 +54,7 @@ from pipecheck.data.grain_pipeline import (
 )
 from pipecheck.data.per_setting import PerSetting, at_setting
 from pipecheck.errors import ConfigError, PipelineError
+from pipecheck.measure.element_cost import timed_stage
 from pipecheck.measure.pipeline import (
     PipelineStalled,
     StallTimer,
@@ -58,8 +64,14 @@ from pipecheck.measure.pipeline import (
 )
 from pipecheck.measure.resources import ResourceProbe, ResourceWindow
 from pipecheck.progress import NO_PROGRESS, Progress
-from pipecheck.records.common import Distribution
-from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources, Stage
+from pipecheck.records.common import Distribution, Finding
+from pipecheck.records.dataloader import (
+    DataloaderResult,
+    ElementCosts,
+    LoaderSetting,
+    Resources,
+    Stage,
+)
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
@@ -529,6 +541,7 @@ def measure_dataloader(
     prefetch: Sequence[int] = (0,),
     ram_budget_mb: float | None = None,
     asked_by: Mapping[str, str] | None = None,
+    time_elements: bool = True,
 ) -> DataloaderResult:
     """Measure the workload's input pipeline for every combination of the knobs given.
 
@@ -536,7 +549,8 @@ def measure_dataloader(
     ``prefetch``), the option or config key the user set its values with: a value the
     pipeline would not run with (it fixes that knob itself) is refused with a ConfigError
     before anything is measured. Knobs left out hold pipecheck's defaults, which yield to
-    what the pipeline fixes (a warning says so)."""
+    what the pipeline fixes (a warning says so). With ``time_elements``, the expensive
+    stage's elements are timed afterwards (``element_costs``)."""
 
     ensure_absl_flags_parsed()
     parts = parts or loader_parts(config)
@@ -555,6 +569,8 @@ def measure_dataloader(
                         timeout_s=timeout_s, clock=clock, progress=progress, own=parts.own)
         for s in grid
     ]
+    costs, sample_findings = element_costs(parts.dataset, results) if time_elements \
+        else (None, ())
     return DataloaderResult(
         env=env,
         config=config.to_dict(),
@@ -564,4 +580,25 @@ def measure_dataloader(
         timeout_s=timeout_s,
         ram_budget_mb=ram_budget_mb,
         limit_findings=tuple(limit_findings(results, usable_cores(), ram_budget_mb)),
+        element_costs=costs,
+        sample_findings=sample_findings,
     )
+
+
+def element_costs(dataset: InputPipeline | None, results: Sequence[LoaderSetting]
+                  ) -> tuple[ElementCosts | None, tuple[Finding, ...]]:
+    """The expensive stage's per-element costs, timed after every setting was measured (on
+    the stages of the first setting that has them), and the slow-samples finding they give
+    against that setting's steady batch times."""
+    setting = next((r for r in results if r.stages), None)
+    if dataset is None or setting is None:
+        return None, ()
+    timed = timed_stage(dataset, setting.stages, short_stage_name)
+    if timed is None:
+        return None, ()
+    steady = steady_batch_samples(setting.batch_time.samples_s, setting.workers,
+                                  setting.per_worker_buffer, setting.settings.prefetch)
+    found = slow_samples(timed.name, timed.costs, timed.per_batch, steady)
+    finding = slow_samples_finding(found) if found is not None else None
+    return (ElementCosts(timed.name, Distribution.of(timed.costs), timed.per_batch),
+            (finding,) if finding else ())

@@ -109,6 +109,18 @@ class LoaderSetting(SettingsKnobs, Record):
 
 
 
+@dataclasses.dataclass(frozen=True)
+class ElementCosts(Record):
+    """The per-element cost of the pipeline's expensive stage, each element's call timed
+    apart from the timed batches (``measure.element_cost``)."""
+
+    stage: str
+    costs: Distribution
+    """Seconds per element."""
+    per_batch: int
+    """Elements of the stage in one batch."""
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class DataloaderResult(TopRecord):
@@ -133,3 +145,8 @@ class DataloaderResult(TopRecord):
     """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
     then memory), judged when measured against the cores this process may use and
     ``ram_budget_mb``."""
+    element_costs: ElementCosts | None = None
+    """The expensive stage's per-element costs (None: not timed, or no plain map)."""
+    sample_findings: tuple[Finding, ...] = ()
+    """A ``slow-samples`` finding when a few elements cost many times the rest
+    (``analysis.slow_samples``)."""

@@ -113,6 +113,22 @@ SETTING_HEADERS = ["workers", "threads", "first batch", "D/batch", "95% CI", "me
                    "p99", "batches/s", "examples/s", "tokens/s"]
 
 
+def element_cost_parts(result: DataloaderResult) -> list[Part]:
+    """The expensive stage's per-element costs, and the slow-samples finding."""
+    c = result.element_costs
+    if c is None:
+        return []
+    d = c.costs.summary
+    lines: list[Part] = [
+        "", f"Per-element cost of {c.stage} ({d.n} elements, each call timed apart from the "
+            f"batches; {c.per_batch} per batch): median {ms(d.median)}, p99 {ms(d.p99)}, "
+            f"max {ms(max(c.costs.samples_s))}"]
+    if result.sample_findings:
+        lines += ["", "Slow samples (each batch waits for its elements):",
+                  findings_text(result.sample_findings)]
+    return lines
+
+
 def dataloader_parts(result: DataloaderResult) -> list[Part]:
     """The dataloader report as parts (``report.blocks``)."""
     cfg = result.config
@@ -149,6 +165,7 @@ def dataloader_parts(result: DataloaderResult) -> list[Part]:
         partial = "" if r.stages_complete else " (partial)"
         lines += ["", f"workers={r.workers} threads={r.threads}: slowest stage "
                       f"{_slowest(r)}{partial}", stage_parts(r)]
+    lines += element_cost_parts(result)
     warnings = [f"workers={r.workers} threads={r.threads}: {w}"
                 for r in result.results for w in r.warnings]
     if warnings:
