@@ -119,6 +119,13 @@ class Prediction:
     over_memory: bool = False
 
 
+def same_to_model(a: GrainSettings, b: GrainSettings) -> bool:
+    """Settings the model cannot tell apart (the same workers and reads at once; the
+    buffers beyond them do not enter it): one measured, the other predicts nothing new."""
+    return (a.workers, a.threads == 0, reads_per_process(a)) == \
+        (b.workers, b.threads == 0, reads_per_process(b))
+
+
 def reads_per_process(g: GrainSettings) -> int:
     """Reads one process runs at once: min(threads, prefetch); 0 threads read inline."""
     return 1 if g.threads == 0 else max(1, min(g.threads, g.prefetch))
@@ -181,7 +188,7 @@ def _log_d(points: Sequence[Point], cores: int, k: Costs, s: np.ndarray,
         total = _stage_floor(pt.settings, k.c, k.main0, s) ** sharpness
         for v in others:
             total = total + (v ** sharpness if v > 0 else 0.0)
-        out[i] = np.log(total) / sharpness
+        out[i] = np.log(np.maximum(total, 1e-300)) / sharpness  # all floors 0: no log(0)
     return out
 
 
