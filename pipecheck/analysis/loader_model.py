@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -146,21 +146,33 @@ class Costs:
     cpu_scale: float = 1.0
 
 
+def per_process(g: GrainSettings, c: float, main0: float, s: Any) -> Any:
+    """Seconds per batch one process's reads take (``s`` a number or an array of them).
+    The read threads overlap their waiting and, under the GIL, not their CPU; a worker
+    also spends CPU sending each batch, beside its read threads, so only the transforms'
+    share of ``c`` (no more than the training process's time without workers, ``main0``)
+    is in the reads."""
+    in_reads = min(c, main0)
+    if g.workers == 0:
+        c = in_reads
+    if g.threads == 0:  # read inline: one after the other
+        return c + s
+    return np.maximum(c, (in_reads + s) / reads_per_process(g))
+
+
 def floors(g: GrainSettings, cores: int, k: Costs, stage: str) -> dict[str, float]:
     """Seconds per batch each resource allows at setting ``g`` on ``cores`` cores."""
-    p = reads_per_process(g)
-    # without workers the transforms' CPU is part of the training process's, and is no
-    # more than it (workers also pay for sending each batch)
-    c, s, m = (k.c if g.workers else min(k.c, k.main0)), k.s, k.m
-    per_process = c + s if g.threads == 0 else max(c, (c + s) / p)
     slow = 1.0 + k.contention * max(0, g.workers + 1 - cores)
-    main = k.main0 if g.workers == 0 else m
-    cpu = k.cpu_scale * (c + m if g.workers else main) / max(1, cores) * slow
+    c = k.c if g.workers else min(k.c, k.main0)
+    main = k.main0 if g.workers == 0 else k.m
+    cpu = k.cpu_scale * (c + k.m if g.workers else main) / max(1, cores) * slow
     if g.workers == 0:
         if g.threads == 0:  # everything in one thread, one after the other
-            return {stage: s + main, CPU_CORES: cpu}
-        return {stage: per_process, MAIN_PROCESS: main, CPU_CORES: cpu}
-    return {stage: per_process / g.workers, MAIN_PROCESS: m, CPU_CORES: cpu}
+            return {stage: k.s + main, CPU_CORES: cpu}
+        return {stage: float(per_process(g, k.c, k.main0, k.s)), MAIN_PROCESS: main,
+                CPU_CORES: cpu}
+    return {stage: float(per_process(g, k.c, k.main0, k.s)) / g.workers, MAIN_PROCESS: k.m,
+            CPU_CORES: cpu}
 
 
 def combine(values: Sequence[float], sharpness: float) -> float:
@@ -172,11 +184,7 @@ def _stage_floor(g: GrainSettings, c: float, main0: float, s: np.ndarray) -> np.
     """The transform stage's floor for every candidate latency ``s`` (``floors``' first)."""
     if g.workers == 0 and g.threads == 0:
         return s + main0
-    if g.workers == 0:
-        c = min(c, main0)
-    p = reads_per_process(g)
-    per_process = c + s if g.threads == 0 else np.maximum(c, (c + s) / p)
-    return per_process / max(1, g.workers)
+    return per_process(g, c, main0, s) / max(1, g.workers)
 
 
 def _log_d(points: Sequence[Point], cores: int, k: Costs, s: np.ndarray,
