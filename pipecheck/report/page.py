@@ -42,6 +42,7 @@ from pipecheck.report.plot import sync_label_of
 from pipecheck.report.profile import profile_parts
 from pipecheck.report.synthetic import synthetic_parts
 from pipecheck.report.whatif import format_whatif
+from pipecheck.report.whatif_chart import predicted_curve_chart
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +127,10 @@ def compare_page(r: CompareResult) -> RunPage:
         ("loader settings tried: the tuning path",
          charts.tuning_chart(r.loader, goal, chosen, limits) if r.loader else None),
         ("batch times per setting", charts.batch_time_chart(r.loader) if r.loader else None),
+        ("loader time against workers: predicted and measured",
+         predicted_curve_chart(r.loader, r.tuning.chosen, int(r.env.get("cpu_count") or 1),
+                               goal, r.tuning.ram_budget_mb, r.whatif_check)
+         if r.loader else None),
     ], [recommendation_line(r)])
 
 
