@@ -24,6 +24,9 @@ from tests.conftest import REPO, run_cli
 
 from .doc_examples import skeleton_problems
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 NNX_LOOP = REPO / "examples" / "nnx_generation_loop.py"
 
 

@@ -13,8 +13,13 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from ..conftest import REPO, run_cli
 from .doc_examples import skeleton_problems
+
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
 
 CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
 USER_LOOP = REPO / "tests" / "data" / "user_workload_loop.py"

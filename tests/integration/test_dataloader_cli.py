@@ -27,6 +27,9 @@ from pipecheck.records.codec import decode_array
 from ..conftest import REPO, run_cli
 from .doc_examples import skeleton_problems
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 HERE = pathlib.Path(__file__).resolve().parent
 PYTHONPATH = os.pathsep.join([str(REPO), str(HERE)])
 MARKER = "PIPECHECK_TEST_MARKER"

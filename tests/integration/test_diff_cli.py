@@ -11,6 +11,9 @@ from tests.conftest import run_cli
 
 from .doc_examples import skeleton_problems
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 

@@ -30,6 +30,9 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAKE_CORPUS = ROOT / "tests" / "data" / "maxtext" / "make_corpus.py"
 MAKE_ARTIFACTS = ROOT / "tests" / "data" / "maxtext" / "make_artifacts.py"

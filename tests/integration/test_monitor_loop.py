@@ -9,6 +9,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 from pipecheck.records import store
 from pipecheck.records.kinds import SPAN_NAMES
 from pipecheck.records.monitor import MonitorResult
@@ -16,6 +18,9 @@ from pipecheck.report.trace import validate_chrome_trace
 from tests.conftest import REPO
 
 from .doc_examples import skeleton_problems
+
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
 
 USER_LOOP = REPO / "tests" / "data" / "user_loop.py"
 

@@ -14,6 +14,9 @@ from tests.conftest import REPO
 
 from .multihost import free_port, launched, pipecheck_argv
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 CALIBRATED = ["--set", "workload=calibrated", "--set", "feature_dim=64",
               "--set", "compute_ms=5"]
 RUN_TIMEOUT_S = 120

@@ -14,6 +14,9 @@ import pytest
 
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 CALIBRATED = ["--config", str(REPO / "configs" / "calibrated.yml"), "--workers", "0",
               "--steps", "40", "--batches", "10"]
 """compare's own scenarios (tests/integration/test_compare.py), one worker setting."""

@@ -19,6 +19,9 @@ import pytest
 from pipecheck.records import store
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 LOOP = REPO / "tests" / "data" / "profile_loop.py"
 
 

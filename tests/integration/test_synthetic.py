@@ -6,6 +6,8 @@ import json
 import statistics
 import time
 
+import pytest
+
 from pipecheck.measure.synthetic import measure_synthetic
 from pipecheck.records import store
 from pipecheck.records.codec import decode_array
@@ -15,6 +17,9 @@ from pipecheck.workloads import build_workload, resolve
 
 from ..conftest import run_cli
 from .doc_examples import skeleton_problems
+
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
 
 AGREEMENT = 0.20
 """The bound: synthetic median within 20% of the sync-every-step compute time."""

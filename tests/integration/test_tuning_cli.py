@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import yaml
 
 from ..conftest import run_cli
 from .doc_examples import skeleton_problems
+
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
 
 
 def _dataloader(tmp_path, *args):
@@ -101,8 +105,8 @@ def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     tried = [(s["settings"]["workers"], s["settings"]["threads"]) for s in data["loader"]]
     assert any(t > 1 for _, t in tried)  # the threads were searched
     # 40 ms of sleep per batch against ~27 ms (compute_ms=20: the chain is sized from
-    # the fastest calibration timings, so a step takes longer than asked): 2 workers meet the goal, and so do 2 read
-    # threads without workers, the cheaper setting
+    # the fastest calibration timings, so a step takes longer than asked): 2 workers meet
+    # the goal, and so do 2 read threads without workers, the cheaper setting
     assert (chosen["workers"], chosen["threads"] > 1) == (0, True), tried
     # compare checks its loader model on a setting the search did not try (docs/whatif.md)
     check = data["whatif_check"]
