@@ -9,6 +9,7 @@ import pathlib
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -80,8 +81,12 @@ def test_a_killed_run_keeps_the_scalars_written(tmp_path: pathlib.Path) -> None:
     runs = {sig: (tmp_path / f"{sig.name}.json", tmp_path / f"tb-{sig.name}")
             for sig in (signal.SIGKILL, signal.SIGTERM)}
     procs = {sig: start(run, tb, 60, KILL_AT) for sig, (run, tb) in runs.items()}
-    for sig, proc in procs.items():
+    for proc in procs.values():
         wait_ready(proc)
+    # the loops sleep in their bodies now (no mark, no fold): the writer threads have time
+    # to write the last fold's steps whatever the machine's load
+    time.sleep(0.5)
+    for sig, proc in procs.items():
         proc.send_signal(sig)
     for sig, proc in procs.items():
         ended(proc)

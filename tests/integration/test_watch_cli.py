@@ -5,6 +5,7 @@ another; watch shows the run going and ends by itself, exit 0, when the run fini
 from __future__ import annotations
 
 import pathlib
+import time
 
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
@@ -14,15 +15,19 @@ from .doc_examples import skeleton_problems
 from .test_monitor_durable import ended
 from .test_monitor_tensorboard import start
 
-STEPS = 60
+STEPS = 100
 
 
 def test_watch_follows_a_running_monitor_to_its_end(tmp_path: pathlib.Path, cli_run) -> None:
     run, tb = tmp_path / "run.json", tmp_path / "tb"
     loop = start(run, tb, STEPS, save_every=0.2)
     assert loop.stdout is not None
-    first = loop.stdout.readline()  # the first step wrote the record
-    assert first.strip() == "step 0", (first, loop.stderr.read() if loop.poll() else "")
+    lines = [loop.stdout.readline(), loop.stdout.readline()]
+    assert [x.strip() for x in lines] == ["step 0", "step 1"], (lines, loop.poll())
+    for _ in range(300):  # step 1's mark writes the record first (the writer's thread)
+        if run.exists():
+            break
+        time.sleep(0.1)
     watched = cli_run("watch", str(run), "--every", "0.1", timeout=120)
     out, err = ended(loop)
     assert loop.returncode == 0, err[-3000:]
