@@ -9,6 +9,7 @@ from typing import Mapping
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
+from pipecheck.analysis.first_batch import first_batch_finding, monitor_startup
 from pipecheck.analysis.periodic_stall import periodic_stall_findings, shape_of_config
 from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.encoding import ParallelEncoder
@@ -66,8 +67,11 @@ def build_result(
                                    train_step_compiles=state.train_step_compiles,
                                    findings=state.compile_findings)
     table = breakdown(snap.totals, compile_s, state.outside_spans_s)
+    startup = monitor_startup(steps, compile_s)
+    first_batch = first_batch_finding(startup) if startup is not None else None
     findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites),
-                *periodic_stall_findings(steps, shape_of_config(config))]
+                *periodic_stall_findings(steps, shape_of_config(config)),
+                *([first_batch] if first_batch else [])]
     if snap.dropped_steps:
         warnings.append(
             f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
@@ -91,6 +95,7 @@ def build_result(
         findings=tuple(findings),
         warnings=tuple(warnings),
         incomplete=incomplete,
+        startup=startup,
     )
 
 

@@ -127,6 +127,30 @@ class Anomaly(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class StartUp(Record):
+    """The time to the first batch beside the start-up work it could have overlapped."""
+
+    first_batch_s: float
+    """Waiting for the first batch: the iterator's creation, the workers' start, the first
+    read."""
+    work: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """Start-up work done before or after it, in seconds by name: ``compile`` (the train
+    step), and the user's own spans before the first batch (``restore``, ``init``, ...)."""
+    typical_wait_s: float = 0.0
+    """A steady step's wait for its batch: the part of the first wait that is not start-up."""
+
+    @property
+    def work_s(self) -> float:
+        return float(sum(self.work.values()))
+
+    @property
+    def hideable_s(self) -> float:
+        """Seconds a loader started before that work would hide: its start-up, up to the
+        work's length."""
+        return max(0.0, min(self.first_batch_s - self.typical_wait_s, self.work_s))
+
+
+@dataclasses.dataclass(frozen=True)
 class CompileInfo(Record):
     first_step_s: float
     compile_s: float

@@ -13,6 +13,7 @@ from pipecheck.records.common import (
     CompileInfo,
     Distribution,
     Finding,
+    StartUp,
     StepRecord,
     SyncSite,
 )
@@ -91,6 +92,9 @@ class MonitorResult(TopRecord):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     incomplete: RunEnd | None = None
     """Set when the run did not finish: how it ended and at which step (None: it finished)."""
+    startup: StartUp | None = None
+    """The first batch beside the start-up work it could overlap (None: step 0 is not in the
+    record, or its batch was not fetched through ``Monitor.batches``)."""
 
     @property
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:

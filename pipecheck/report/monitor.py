@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from pipecheck.analysis.first_batch import work_text
+from pipecheck.records.common import StartUp
 from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
@@ -30,6 +32,14 @@ def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str |
             f"the record holds the {total_steps} steps completed before it")
 
 
+def startup_rows(startup: StartUp | None) -> list[Sequence[object]]:
+    """The first batch and the start-up work beside it (none when not known)."""
+    if startup is None:
+        return []
+    return [["first batch (step 0's data wait)", ms(startup.first_batch_s)],
+            ["start-up work beside it", work_text(startup.work) or "-"]]
+
+
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
     return render_text(monitor_parts(result, max_sites))
@@ -39,6 +49,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
     """The Monitor report as parts (``report.blocks``)."""
     rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
+    rows += startup_rows(result.startup)
     if result.compile is not None:
         rows += [["compile time (step function)", ms(result.compile.compile_s)],
                  ["step function compilations", result.compile.train_step_compiles]]

@@ -2,10 +2,11 @@
 run as a subprocess): a Grain pipeline with workers whose batches arrive in bursts, a
 generator that pays at each epoch boundary, and a clean loop. Their Monitor records must
 hold a ``periodic-stall`` finding with the right period and cause, and none on the clean
-loop."""
+loop; and a ``first-batch`` finding where the workers start only after the restore."""
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import subprocess
@@ -49,9 +50,21 @@ USER_SCRIPT = textwrap.dedent('''
         return w * 0.999, {"loss": loss}
 
 
-    def run(out, batches, config):
+    def take(ds, n):
+        it = iter(ds)  # the workers start at the first batch
+        try:
+            for _ in range(n):
+                yield next(it)
+        finally:
+            it.close()
+
+
+    def run(out, batches, config, restore_s=0.0):
         w = jnp.eye(16, dtype=jnp.float32)
         mon = Monitor(config=config, locate_syncs=False)
+        if restore_s:
+            with mon.span("restore"):
+                time.sleep(restore_s)  # reading the last checkpoint
         for x in mon.batches(batches):
             w, _ = mon.step(train_step, w, jnp.asarray(x))
             time.sleep(0.004)  # the rest of the step
@@ -67,10 +80,8 @@ USER_SCRIPT = textwrap.dedent('''
               .batch(4)
               .mp_prefetch(grain.MultiprocessingOptions(num_workers=3,
                                                         per_worker_buffer_size=1)))
-        it = iter(ds)
-        run(out + ".grain.json", (next(it) for _ in range(48)),
-            {"num_workers": 3, "per_worker_buffer_size": 1, "batch_size": 4})
-        it.close()
+        run(out + ".grain.json", take(ds, 48),
+            {"num_workers": 3, "per_worker_buffer_size": 1, "batch_size": 4}, restore_s=0.8)
         run(out + ".epochs.json", epochs(8, 6, 0.15), {"dataset_size": 48, "batch_size": 8})
         run(out + ".clean.json", epochs(1, 48, 0.0), {"dataset_size": 48, "batch_size": 8})
 ''')
@@ -99,9 +110,11 @@ def test_grain_workers_in_bursts_stall_every_three_steps(runs: dict[str, Monitor
     times = [round(s.time_s * 1e3) for s in runs["grain"].steps]
     assert f.numbers["period"] == 3, times
     assert f.location == "workers" and "the loader's 3 workers" in f.message
-    # ~80 ms a round of 3 batches against ~3 x 8 ms of training: well over 2x
-    assert f.numbers["keep_ahead_factor"] > 1.5
-    assert "raise the workers from 3 to" in (f.fix or "")
+    # ~80 ms a round of 3 batches against ~3 x 5 ms of training (on a quiet machine: ~5x;
+    # a busy one stretches the training steps, and the factor falls)
+    factor = f.numbers["keep_ahead_factor"]
+    assert factor > 1.0 + 0.5 / 3  # a stall is half a typical step or more
+    assert f"raise the workers from 3 to {math.ceil(3 * factor - 1e-9)} " in (f.fix or "")
 
 
 def test_generator_epoch_boundary_is_the_period(runs: dict[str, MonitorResult]) -> None:
@@ -115,3 +128,27 @@ def test_generator_epoch_boundary_is_the_period(runs: dict[str, MonitorResult]) 
 
 def test_clean_loop_has_no_periodic_stall(runs: dict[str, MonitorResult]) -> None:
     assert _periodic(runs["clean"]) == []
+
+
+def test_workers_started_after_the_restore_are_a_first_batch_finding(
+        runs: dict[str, MonitorResult]) -> None:
+    run = runs["grain"]
+    assert run.startup is not None
+    # three worker processes start at the first batch: a second or more here
+    assert run.startup.first_batch_s > 0.8
+    assert run.startup.work["restore"] >= 0.8 and "compile" in run.startup.work
+    [f] = [f for f in run.findings if f.kind == "first-batch"]
+    # the restore (0.8 s) and the compile would hide as much of the workers' start-up
+    assert f.numbers["hideable_s"] == pytest.approx(
+        min(run.startup.first_batch_s - run.startup.typical_wait_s, run.startup.work_s))
+    assert f.numbers["hideable_s"] >= 0.8
+    assert "start_prefetch()" in (f.fix or "")
+    from pipecheck.report.monitor import format_monitor
+    text = format_monitor(run)
+    assert "first batch (step 0's data wait)" in text and "restore 0." in text
+
+
+def test_a_generator_that_starts_at_once_has_no_first_batch_finding(
+        runs: dict[str, MonitorResult]) -> None:
+    for name in ("epochs", "clean"):
+        assert [f for f in runs[name].findings if f.kind == "first-batch"] == []

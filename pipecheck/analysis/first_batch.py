@@ -1,0 +1,91 @@
+"""The first batch: its time beside the start-up work it could overlap, and the finding.
+
+A loop that creates its loader's iterator when it asks for the first batch, after
+restoring or initializing its state, and compiles its train step on that batch, pays the
+loader's start-up (worker processes, their imports, the first reads) on top of the rest:
+nothing runs beside it. Started first (the iterator created and its ``start_prefetch()``
+called before the restore, the step compiled ahead of time meanwhile), the loader's
+start-up hides behind that work, up to its length (``StartUp.hideable_s``).
+
+From a Monitor run (``monitor_startup``): the first batch is step 0's data wait, the work
+is the train step's compilation and the user's own spans in step 0 (``mon.span("restore")``
+around the restore before the loop). From compare (``compare_startup``): the first batch
+at the chosen setting as ``pipecheck dataloader`` timed it, the work the train step's
+compilation as the target run timed it. The finding (``first_batch_finding``) is given
+when the first batch could hide ``MIN_HIDDEN_S`` or more.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from pipecheck.records.common import Finding, StartUp
+from pipecheck.records.kinds import SPAN_NAMES
+from pipecheck.records.steps import column_of
+
+MIN_HIDDEN_S = 0.5
+"""Starting the loader earlier is a finding when it hides at least this much: a second of
+badput per start or restart is what users chase; below half of one, a busy machine's
+start-up jitter (a worker's imports alone take ~0.5 s here)."""
+
+NOT_START_UP = frozenset({*SPAN_NAMES, "other"})
+"""Step 0's spans that are not start-up work of the user's: pipecheck's own spans and the
+time outside any span."""
+
+
+def monitor_startup(steps: Sequence[object], compile_s: float | None) -> StartUp | None:
+    """A Monitor run's start-up: step 0's data wait, beside the train step's compilation
+    and the user's own spans in step 0; the typical wait is the median data wait of the
+    steps after it. None when step 0 is not in the record or has no data wait."""
+    if len(steps) == 0 or int(column_of(steps, "step")[0]) != 0:
+        return None
+    first = steps[0].spans  # type: ignore[attr-defined]
+    if "data_wait" not in first:
+        return None
+    work = {name: float(s) for name, s in first.items()
+            if name not in NOT_START_UP and s > 0}
+    if compile_s:
+        work["compile"] = float(compile_s)
+    waits = [s.spans.get("data_wait", 0.0) for s in steps[1:]]  # type: ignore[attr-defined]
+    typical = float(np.median(waits)) if waits else 0.0
+    return StartUp(float(first["data_wait"]), work, typical)
+
+
+def compare_startup(first_batch_s: float, loader_s: float,
+                    compile_s: float | None) -> StartUp:
+    """compare's start-up: the first batch at the chosen setting (``loader_s`` its steady
+    time per batch) beside the train step's compilation."""
+    return StartUp(first_batch_s, {"compile": float(compile_s)} if compile_s else {},
+                   loader_s if math.isfinite(loader_s) else 0.0)
+
+
+def work_text(work: Mapping[str, float]) -> str:
+    """``restore 3.10 s, compile 1.20 s``, longest first."""
+    return ", ".join(f"{name} {s:.2f} s" for name, s in
+                     sorted(work.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def first_batch_finding(startup: StartUp) -> Finding | None:
+    """The ``first-batch`` finding: the loader started only after the start-up work, and
+    starting it before would hide ``MIN_HIDDEN_S`` or more."""
+    hidden = startup.hideable_s
+    if hidden < MIN_HIDDEN_S:
+        return None
+    return Finding(
+        kind="first-batch",
+        message=(f"the first batch took {startup.first_batch_s:.2f} s, on top of start-up "
+                 f"work the loader did not overlap ({work_text(startup.work)}): starting the "
+                 f"loader before that work would hide {hidden:.2f} s of every start and "
+                 "restart"),
+        numbers={"first_batch_s": startup.first_batch_s, "work_s": startup.work_s,
+                 "hideable_s": hidden, "typical_wait_s": startup.typical_wait_s},
+        fix=("create the loader's iterator first and call its start_prefetch() (Grain 0.2: "
+             "it = iter(dataset); it.start_prefetch(), for a grain.DataLoader's iterator "
+             "too) so its "
+             "workers start and fill their buffers while you restore or initialize the state; "
+             "compile the train step ahead of time (jax.jit(step).lower(*specs).compile()) "
+             "instead of on the first batch; then take the first batch"),
+    )
