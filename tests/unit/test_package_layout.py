@@ -21,10 +21,11 @@ HEAVY = ("jax", "jaxlib", "grain", "tensorflow", "tensorflow_datasets", "matplot
 """Libraries whose import costs seconds (or pulls in JAX): `import pipecheck` and the CLI's
 start-up must not import them."""
 
-LAZY_LIBRARIES = (*HEAVY, "tqdm", "absl", "xprof")
+LAZY_LIBRARIES = (*HEAVY, "tqdm", "absl", "xprof", "tensorboardX")
 """Libraries a function may import where it uses them: the heavy ones, tqdm (only when a
-bar is drawn), absl (Grain's flags, only when a pipeline runs) and xprof (an optional
-extra, only for ``profile --xprof``)."""
+bar is drawn), absl (Grain's flags, only when a pipeline runs), xprof (an optional
+extra, only for ``profile --xprof``) and tensorboardX (an optional extra, only for
+``Monitor(tensorboard_dir=...)``)."""
 
 LAZY_OWN_MODULES = {
     ("__init__.py", "pipecheck.monitor"): "import pipecheck stays cheap",
