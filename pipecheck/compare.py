@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
+from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
@@ -265,6 +266,10 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
                                     real.sync_sites, real.n_steps, cores, ram_budget)
     findings += periodic_stall_findings(real.steps, real.loader)
+    startup = real.startup or compare_startup(loader.chosen.first_batch_s, chosen_d.value,
+                                              target.result.compile.compile_s)
+    first_batch = first_batch_finding(startup)
+    findings += [first_batch] if first_batch else []
     t = loader.tuning
     return CompareResult(
         env=dict(stages.env()), config=config.to_dict(), target=target_dist,
@@ -279,7 +284,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
         host_spans=spans, compile=target.result.compile,
         sources={"target": o.synthetic_file or "measured",
                  "loader": o.dataloader_file or "measured", "real": o.real_file or "measured"},
-        steps=real.steps, anomalies=real.anomalies,
+        steps=real.steps, anomalies=real.anomalies, startup=startup,
         warnings=(*target.warnings, *loader.warnings, *real.warnings, *([drift] if drift else []),
                   *target.result.warnings, *host_warnings),
         estimates=est)

@@ -76,10 +76,10 @@ def first_batch_finding(startup: StartUp) -> Finding | None:
         return None
     return Finding(
         kind="first-batch",
-        message=(f"the first batch took {startup.first_batch_s:.2f} s, on top of start-up "
-                 f"work the loader did not overlap ({work_text(startup.work)}): starting the "
-                 f"loader before that work would hide {hidden:.2f} s of every start and "
-                 "restart"),
+        message=(f"the first batch took {startup.first_batch_s:.2f} s beside "
+                 f"{startup.work_s:.2f} s of start-up work ({work_text(startup.work)}): a "
+                 "loader started before that work (not when the first batch is asked for) "
+                 f"would hide up to {hidden:.2f} s of every start and restart"),
         numbers={"first_batch_s": startup.first_batch_s, "work_s": startup.work_s,
                  "hideable_s": hidden, "typical_wait_s": startup.typical_wait_s},
         fix=("create the loader's iterator first and call its start_prefetch() (Grain 0.2: "

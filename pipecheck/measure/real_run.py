@@ -38,7 +38,7 @@ from pipecheck.measure.spans import SpanRecorder
 from pipecheck.measure.sync_locator import SyncLocator
 from pipecheck.progress import Progress
 from pipecheck.records import store
-from pipecheck.records.common import Anomaly, Finding, StepRecord, SyncSite
+from pipecheck.records.common import Anomaly, Finding, StartUp, StepRecord, SyncSite
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import input_warnings, other_workload
 from pipecheck.records.events import CompileEvent
@@ -70,6 +70,8 @@ class RealRun:
     warnings: tuple[str, ...] = ()
     loader: LoaderShape = LoaderShape()
     """What is known of the loader that fed the steps (a periodic stall is matched to it)."""
+    startup: StartUp | None = None
+    """A Monitor run's start-up (None for pipecheck's own run: compare builds its own)."""
 
     @property
     def n_steps(self) -> int:
@@ -219,7 +221,7 @@ def real_of(path: str, run: MonitorResult, config: Mapping[str, object]) -> Real
     warnings = input_warnings(path, run.env, run.config or None, config)
     return RealRun(steps, tuple(run.sync_sites), total_steps=run.total_steps,
                    anomalies=tuple(run.anomalies), warnings=tuple(warnings),
-                   loader=shape_of_config(run.config))
+                   loader=shape_of_config(run.config), startup=run.startup)
 
 
 def read_real_run(path: str, config: Mapping[str, object], one_workload: bool = True

@@ -12,6 +12,7 @@ from pipecheck.records.common import (
     Distribution,
     Estimate,
     Finding,
+    StartUp,
     StepRecord,
 )
 from pipecheck.records.dataloader import LoaderSetting
@@ -88,6 +89,9 @@ class CompareResult(TopRecord):
     """The host every other host waits for, or None (see docs/multihost.md)."""
     host_findings: tuple[Finding, ...] = ()
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
+    startup: StartUp | None = None
+    """The first batch beside the start-up work it could overlap: at the chosen setting and
+    the train step's compile, or the Monitor run's (``--real``)."""
     estimates: Estimates = dataclasses.field(kw_only=True)
     """T, D and R with their intervals, as the verdict was decided on them."""
     whatif_check: WhatIfCheck | None = None

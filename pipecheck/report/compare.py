@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pipecheck.records.common import Estimate
+from pipecheck.analysis.first_batch import work_text
+from pipecheck.records.common import Estimate, StartUp
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.whatif import WhatIfCheck
@@ -90,6 +91,12 @@ def whatif_check_line(c: WhatIfCheck) -> str:
             f"{ms(m.value)}: error {100 * c.error:.0f}% (docs/whatif.md)")
 
 
+def startup_line(s: StartUp) -> str:
+    """Time to the first batch next to the start-up work it could overlap."""
+    return (f"start-up: first batch {s.first_batch_s:.2f} s; beside it "
+            f"{work_text(s.work) or 'no start-up work recorded'}")
+
+
 def compare_parts(r: CompareResult) -> list[Part]:
     """The compare report as parts: verdict, evidence, settings tried, host time,
     anomalies, findings, recommendation, warnings."""
@@ -112,6 +119,8 @@ def compare_parts(r: CompareResult) -> list[Part]:
         parts.append(f"pipeline scaling: {r.tuning.scaling}")
     if r.whatif_check is not None:
         parts.append(whatif_check_line(r.whatif_check))
+    if r.startup is not None:
+        parts.append(startup_line(r.startup))
     if host:
         parts += ["", "host time per real-data step (steady state):",
                   Table(host, ["span", "per step", "share"])]

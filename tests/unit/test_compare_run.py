@@ -341,3 +341,16 @@ def test_a_periodic_stall_of_the_real_data_run_is_a_finding_matched_to_its_loade
     assert f.numbers["stalls"] == 10  # steps 8 .. 80
     assert f.numbers["lost_s"] == pytest.approx(10 * 3 * 0.050, rel=0.05)
     assert run(50.0, loader(setting(4, 10.0)), real(around(50.0, 81))).findings == ()
+
+
+def test_the_first_batch_beside_the_compile_is_in_the_record_and_a_finding():
+    slow_start = dataclasses.replace(setting(4, 10.0), first_batch_s=3.0)
+    result = run(50.0, loader(slow_start), real(around(50.0)))
+    assert result.startup is not None
+    assert (result.startup.first_batch_s, dict(result.startup.work)) == (3.0, {"compile": 0.5})
+    [f] = [f for f in result.findings if f.kind == "first-batch"]
+    assert f.numbers["hideable_s"] == pytest.approx(0.5)  # the compile's 0.5 s, at most
+    from pipecheck.report.compare import format_compare
+    assert "start-up: first batch 3.00 s; beside it compile 0.50 s" in format_compare(result)
+    quick = run(50.0, loader(setting(4, 10.0)), real(around(50.0)))  # 0.5 s: nothing to hide
+    assert [f for f in quick.findings if f.kind == "first-batch"] == []
