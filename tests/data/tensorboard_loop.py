@@ -5,6 +5,7 @@ tests/integration/test_monitor_tensorboard.py and test_watch_cli.py.
 
 Each step sleeps STEP_SLEEP_S in its body (the host's work) and prints ``step I``. With
 WAIT_AT, after step WAIT_AT it prints ``ready`` and sleeps (the test sends a signal).
+TBDIR ``-``: no ``tensorboard_dir`` (tensorboardX need not be installed).
 """
 
 import sys
@@ -36,7 +37,8 @@ def main() -> None:
     wait_at = int(sys.argv[7]) if len(sys.argv) > 7 else -1
     w = jnp.eye(32, dtype=jnp.float32)
     with Monitor(config={"test": "tensorboard"}, save_to=run, save_every_s=save_every,
-                 tensorboard_dir=tbdir, tensorboard_every_s=tb_every) as mon:
+                 tensorboard_dir=None if tbdir == "-" else tbdir,
+                 tensorboard_every_s=tb_every) as mon:
         for i, x in enumerate(mon.batches(loader(steps))):
             w, metrics = mon.step(train_step, w, x)
             time.sleep(sleep_s)

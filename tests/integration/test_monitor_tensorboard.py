@@ -4,11 +4,8 @@ the scalars of its last fold, one ended by SIGTERM every completed step (its rec
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -18,27 +15,14 @@ from pipecheck.monitor import Monitor
 from pipecheck.monitor.tensorboard import SCALAR_TAGS
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
-from tests.conftest import REPO
 from tests.tensorboard_events import event_files, read_scalars
 
 from .test_monitor_durable import ended, wait_ready
+from .test_watch_cli import STEP_SLEEP_S, TB_EVERY_S, start
 
 pytest.importorskip("tensorboardX")
 
-LOOP = REPO / "tests" / "data" / "tensorboard_loop.py"
-STEP_SLEEP_S = 0.02
-TB_EVERY_S = 0.1
 KILL_AT = 30
-
-
-def start(run: pathlib.Path, tbdir: pathlib.Path, steps: int, wait_at: int = -1,
-          save_every: float = 30.0) -> subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONFAULTHANDLER="1",
-               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen(
-        [sys.executable, str(LOOP), str(run), str(tbdir), str(steps), str(STEP_SLEEP_S),
-         str(save_every), str(TB_EVERY_S), str(wait_at)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=run.parent)
 
 
 def test_a_real_loop_writes_the_records_own_numbers(tmp_path: pathlib.Path) -> None:
