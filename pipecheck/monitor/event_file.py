@@ -183,7 +183,7 @@ def scalar_events(steps: np.ndarray, walls: np.ndarray, tags: Sequence[str],
     key = pattern * 16 + varint_lengths(steps)
     cuts = [0, *(np.flatnonzero(key[1:] != key[:-1]) + 1).tolist(), len(steps)]
     parts = []
-    for a, b in zip(cuts, cuts[1:]):
+    for a, b in zip(cuts, cuts[1:], strict=False):
         if a == b:
             continue
         cols = np.flatnonzero(present[a])

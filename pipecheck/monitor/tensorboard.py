@@ -96,8 +96,8 @@ def check_event(event_type: type[Event], data: bytes, columns: StepColumns) -> s
     (length,) = struct.unpack("<Q", data[:8])
     event = event_type.FromString(data[12:12 + length])
     steps, walls, values = columns
-    want = {tag: float(np.float32(v)) for tag, v in zip(SCALAR_TAGS.values(), values[0])
-            if not math.isnan(v)}
+    first = zip(SCALAR_TAGS.values(), values[0], strict=True)
+    want = {tag: float(np.float32(v)) for tag, v in first if not math.isnan(v)}
     got = {v.tag: v.simple_value for v in event.summary.value}
     if (event.step, event.wall_time, got) != (int(steps[0]), float(walls[0]), want):
         return f"step {event.step}, wall time {event.wall_time}, {got} read back"

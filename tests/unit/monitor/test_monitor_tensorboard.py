@@ -79,7 +79,8 @@ def test_the_event_file_holds_every_step_as_the_record_has_it(tmp_path: pathlib.
     # while the run went, the file had the steps of the last fold (one at least every
     # simulated second, steps of ~0.44 s): never more than 3 steps behind the marks
     closed = list(range(12))  # after step i's dispatch, steps before i are closed
-    assert seen_mid_run[-1] >= 8 and all(c - s <= 3 for c, s in zip(closed, seen_mid_run))
+    assert seen_mid_run[-1] >= 8
+    assert all(c - s <= 3 for c, s in zip(closed, seen_mid_run, strict=True))
     assert seen_mid_run == sorted(seen_mid_run)
     got = read_scalars(logdir)
     assert set(got) == set(SCALAR_TAGS.values())
