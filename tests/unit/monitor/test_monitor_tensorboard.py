@@ -100,6 +100,25 @@ def test_the_event_file_holds_every_step_as_the_record_has_it(tmp_path: pathlib.
     assert 11 not in got["pipecheck/data_wait_s"]  # the drain: no batch fetched
 
 
+def test_a_process_exiting_without_finish_hands_every_closed_step_over(
+        tmp_path: pathlib.Path) -> None:
+    """What ``atexit`` runs (``ScalarWriter._at_exit``): the Monitor's fold, then the close;
+    with an interval no step reached, nothing was in the file before it."""
+    pytest.importorskip("tensorboardX")
+    dev = SimDevice(compute_s=C, load_s=LOAD, dispatch_s=DISPATCH)
+    logdir = tmp_path / "tb"
+    mon = sim_monitor(dev, logdir, every_s=1e6)
+    state: Any = None
+    for step, batch in enumerate(mon.batches(dev.batches())):
+        state, _ = mon.step(dev.step, state, batch)
+        if step == 6:
+            break
+    assert mon._scalars is not None and mon._scalars.drain()
+    assert read_scalars(logdir) == {}
+    mon._scalars._at_exit()
+    assert sorted(read_scalars(logdir)["pipecheck/step_time_s"]) == list(range(6))
+
+
 def test_without_tensorboardx_the_error_names_the_install(
         tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "tensorboardX", None)
