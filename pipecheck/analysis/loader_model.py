@@ -415,3 +415,29 @@ def cheapest_keeping_up(model: LoaderModelFit, candidates: Sequence[GrainSetting
         if not p.over_memory and p.interval.value <= goal_s:
             return g
     return None
+
+
+def stage_seconds_per_batch(settings: Sequence[LoaderSetting], stage: str) -> float | None:
+    """Seconds per batch the named stage takes (Grain's stage timing): its time per element
+    times the elements it makes per batch (the examples of a batch when it makes many more
+    elements than batches, else one), the least over the settings that timed it: contention
+    (threads waiting for the GIL, other processes) only adds to a stage's time."""
+    per_batch = []
+    for s in settings:
+        batches = s.batch_time.summary.n + 1
+        for st in s.stages:
+            if st.name == stage and st.n > 0 and math.isfinite(st.avg_s):
+                many = st.n > 2 * batches and s.examples_per_batch > 0
+                per_batch.append(st.avg_s * (s.examples_per_batch if many else 1))
+    return min(per_batch) if per_batch else None
+
+
+def without_stage(model: LoaderModelFit, stage_s: float) -> LoaderModelFit:
+    """The model with ``stage_s`` seconds per batch of the transform stage gone (its output
+    precomputed): its waiting first, then the rest as the transforms' CPU (from the workers'
+    and, without workers, the training process's)."""
+    waiting = min(model.latency_s, stage_s)
+    cpu = min(model.worker_cpu_s, model.main_alone_s, max(0.0, stage_s - waiting))
+    return dataclasses.replace(model, latency_s=model.latency_s - waiting,
+                               worker_cpu_s=model.worker_cpu_s - cpu,
+                               main_alone_s=model.main_alone_s - cpu)

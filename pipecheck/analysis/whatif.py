@@ -136,12 +136,31 @@ def what_if(record: CompareResult | DataloaderResult, source: str, asked: Asked
         goal = m.target.value * LOADER_HEADROOM
         cores_needed, keeps_up, host_setting = host_sizing(model, setting.grain(), goal,
                                                            m.cores)
+    stage_s, precomputed = stage_what_if(m.settings, model, setting)
     return WhatIfResult(
         source=source, source_kind=m.kind, setting=setting, predicted_loader_s=loader.interval,
         predicted_step_s=step, binding=binding, loader_binding=loader.binding, model=model,
         target_s=_interval(m.target) if m.target is not None else None,
         interference=interference, cores_needed=cores_needed, host_keeps_up=keeps_up,
-        host_setting=host_setting, notes=tuple(notes), env=dict(record.env))
+        host_setting=host_setting, stage_s=stage_s,
+        precomputed_loader_s=precomputed.interval if precomputed else None,
+        precomputed_binding=precomputed.binding if precomputed else None,
+        notes=tuple(notes), env=dict(record.env))
+
+
+def stage_what_if(settings: Sequence[LoaderSetting], model: LoaderModelFit,
+                  setting: WhatIfSetting) -> tuple[float | None, lm.Prediction | None]:
+    """The transform stage's seconds per batch, and D at ``setting`` were its output
+    precomputed (its interval widened as for a setting past those measured: no setting
+    without the stage was measured)."""
+    stage_s = lm.stage_seconds_per_batch(settings, model.stage)
+    if stage_s is None:
+        return None, None
+    p = lm.predict_loader(lm.without_stage(model, stage_s), setting.grain(), setting.cores)
+    i, w = p.interval, (1.0 if p.extrapolated else lm.EXTRAPOLATION_WIDENING)
+    wider = Interval(i.value, max(0.0, i.value - w * (i.value - i.low)),
+                     i.value + w * (i.high - i.value))
+    return stage_s, dataclasses.replace(p, interval=wider)
 
 
 def _notes(p: lm.Prediction, model: LoaderModelFit, s: WhatIfSetting) -> Sequence[str]:

@@ -119,6 +119,12 @@ class WhatIfResult(TopRecord):
     """Whether any setting the model knows keeps up with T on the measured host's cores."""
     host_setting: GrainSettings | None = None
     """The cheapest such setting."""
+    stage_s: float | None = None
+    """Seconds per batch the transform stage (``model.stage``) takes, from Grain's stage
+    timing (None: not timed)."""
+    precomputed_loader_s: Interval | None = None
+    """D at this setting were that stage's output precomputed (pre-tokenized, cached)."""
+    precomputed_binding: str | None = None
     notes: tuple[str, ...] = ()
     env: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 

@@ -52,6 +52,10 @@ def format_whatif(r: WhatIfResult) -> str:
     else:
         lines.append("predicted step R: a dataloader record holds no T (compute alone); the "
                      "step is at least D (pipecheck compare measures T)")
+    if r.precomputed_loader_s is not None and r.stage_s is not None:
+        lines.append(f"if {r.model.stage} were precomputed (its {ms(r.stage_s)} per batch "
+                     f"gone): D = {_interval(r.precomputed_loader_s)}; binds: "
+                     f"{r.precomputed_binding}")
     lines.append(f"how sure: the model misses the measured settings by "
                  f"{100 * m.fit_error:.0f}% in the median (each left out in turn), their D "
                  f"intervals are +-{100 * m.noise:.0f}%")
