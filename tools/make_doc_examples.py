@@ -99,6 +99,9 @@ EXAMPLES = {
                        "--steps", "40", "--quiet")),
     "dataloader-demo": Example(
         "dataloader.md", ("dataloader", "--workers", "0,1", "--batches", "50")),
+    "dataloader-slow-samples": Example(
+        "dataloader.md", ("dataloader", "--config", "configs/heavy-tail.yml", "--workers", "0",
+                          "--batches", "24")),
     "synthetic-default": Example(
         "synthetic.md", ("synthetic",)),
     "synthetic-double-compile": Example(
@@ -124,6 +127,8 @@ EXAMPLES = {
         "monitor.md", ("examples/monitor_loop.py",), script=True, show_command=False),
     "monitor-ended-early": Example(
         "monitor.md", ("examples/monitor_ended_early.py",), script=True, show_command=False),
+    "monitor-loader-dynamics": Example(
+        "monitor.md", ("examples/monitor_loader_dynamics.py",), script=True),
     "monitor-watch": Example(
         "monitor.md", ("examples/monitor_tensorboard.py",), script=True, show_command=False),
     "monitor-nnx-generation": Example(

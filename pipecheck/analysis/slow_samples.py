@@ -123,7 +123,7 @@ def slow_samples_finding(s: SlowSamples) -> Finding | None:
         return None
     return Finding(
         kind="slow-samples",
-        message=(f"{s.stage}: per element median {ms(s.median_s)}, p99 {ms(s.p99_s)}, max "
+        message=(f"per element median {ms(s.median_s)}, p99 {ms(s.p99_s)}, max "
                  f"{ms(s.max_s)} ({s.n} elements timed); {100 * s.heavy_share:.0f}% cost "
                  f"{HEAVY_RATIO:g}x the median or more and make the stage {s.inflation:.2f}x "
                  f"slower than even costs would; {100 * s.batches_with_heavy:.0f}% of batches "

@@ -1,8 +1,9 @@
-"""Loader dynamics on loops written as users write them (a script outside the repository,
-run as a subprocess): a Grain pipeline with workers whose batches arrive in bursts, a
-generator that pays at each epoch boundary, and a clean loop. Their Monitor records must
-hold a ``periodic-stall`` finding with the right period and cause, and none on the clean
-loop; and a ``first-batch`` finding where the workers start only after the restore."""
+"""Loader dynamics on loops written as users write them (examples/monitor_loader_dynamics.py,
+copied outside the repository and run as a subprocess): a Grain pipeline with workers whose
+batches arrive in bursts, a generator that pays at each epoch boundary, and a clean loop.
+Their Monitor records must hold a ``periodic-stall`` finding with the right period and
+cause, and none on the clean loop; and a ``first-batch`` finding where the workers start
+only after the restore."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import textwrap
 
 import pytest
 
@@ -19,83 +19,22 @@ from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult
 from tests.conftest import REPO
 
-USER_SCRIPT = textwrap.dedent('''
-    import sys
-    import time
+from .doc_examples import skeleton_problems
 
-    import grain
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    from absl import flags
-
-    from pipecheck import Monitor
-
-
-    def slow_example(i):
-        time.sleep(0.02)  # decoding: 20 ms an example, in the worker
-        return np.full((16,), i, np.float32)
-
-
-    def epochs(n_epochs, per_epoch, cost):
-        for _ in range(n_epochs):
-            time.sleep(cost)  # reopen and reshuffle the files at each epoch
-            for i in range(per_epoch):
-                yield np.full((8, 16), i, np.float32)
-
-
-    @jax.jit
-    def train_step(w, x):
-        loss = jnp.mean((x @ w) ** 2)
-        return w * 0.999, {"loss": loss}
-
-
-    def take(ds, n):
-        it = iter(ds)  # the workers start at the first batch
-        try:
-            for _ in range(n):
-                yield next(it)
-        finally:
-            it.close()
-
-
-    def run(out, batches, config, restore_s=0.0):
-        w = jnp.eye(16, dtype=jnp.float32)
-        mon = Monitor(config=config, locate_syncs=False)
-        if restore_s:
-            with mon.span("restore"):
-                time.sleep(restore_s)  # reading the last checkpoint
-        for x in mon.batches(batches):
-            w, _ = mon.step(train_step, w, jnp.asarray(x))
-            time.sleep(0.004)  # the rest of the step
-        mon.save(out)
-
-
-    if __name__ == "__main__":
-        flags.FLAGS.mark_as_parsed()
-        out = sys.argv[1]
-        # 3 workers, 4 examples a batch: 80 ms a batch each, ~8 ms a step to train on it
-        ds = (grain.MapDataset.range(100_000).map(slow_example)
-              .to_iter_dataset(grain.ReadOptions(num_threads=0, prefetch_buffer_size=1))
-              .batch(4)
-              .mp_prefetch(grain.MultiprocessingOptions(num_workers=3,
-                                                        per_worker_buffer_size=1)))
-        run(out + ".grain.json", take(ds, 48),
-            {"num_workers": 3, "per_worker_buffer_size": 1, "batch_size": 4}, restore_s=0.8)
-        run(out + ".epochs.json", epochs(8, 6, 0.15), {"dataset_size": 48, "batch_size": 8})
-        run(out + ".clean.json", epochs(1, 48, 0.0), {"dataset_size": 48, "batch_size": 8})
-''')
+EXAMPLE = REPO / "examples" / "monitor_loader_dynamics.py"
+"""The user's script (docs/monitor.md's example), copied outside the repository to run."""
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, MonitorResult]:
     tmp = tmp_path_factory.mktemp("loader_dynamics")
     script = tmp / "my_train.py"
-    script.write_text(USER_SCRIPT)
+    script.write_text(EXAMPLE.read_text())
     env = dict(os.environ, PYTHONPATH=str(REPO))
     r = subprocess.run([sys.executable, str(script), str(tmp / "run")], capture_output=True,
                        text=True, timeout=240, env=env, cwd=tmp)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert skeleton_problems("monitor-loader-dynamics", r.stdout) == []
     return {name: store.load(tmp / f"run.{name}.json", expect=MonitorResult)
             for name in ("grain", "epochs", "clean")}
 

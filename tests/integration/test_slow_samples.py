@@ -1,9 +1,14 @@
-"""Slow samples on real Grain pipelines, as ``pipecheck dataloader`` measures them: a map
-where 5% of the elements cost 20x the rest gives a ``slow-samples`` finding whose
-predicted batch times agree with the measured ones; a map of even costs gives none."""
+"""Slow samples on real Grain pipelines, as ``pipecheck dataloader`` measures them: a user's
+map where 5% of the elements cost 20x the rest (examples/heavy_tail.py, through the CLI)
+gives a ``slow-samples`` finding whose predicted batch times agree with the measured ones;
+a map of even costs gives none."""
 
 from __future__ import annotations
 
+import os
+import pathlib
+import subprocess
+import sys
 import time
 
 import grain
@@ -13,15 +18,14 @@ import pytest
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_pipeline import BatchedExamples
 from pipecheck.measure.dataloader import LoaderParts, measure_dataloader
+from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.report.dataloader import format_dataloader
+from tests.conftest import REPO
+
+from .doc_examples import skeleton_problems
 
 CONFIG = RunConfig("demo", {"batch_size": 8})
-
-
-def heavy_tail(i):
-    time.sleep(0.020 if i % 20 == 7 else 0.001)  # 1 in 20 is a long document
-    return np.full((4,), i, np.float32)
 
 
 def even(i):
@@ -36,13 +40,21 @@ def _measure(fn) -> DataloaderResult:
 
 
 @pytest.fixture(scope="module")
-def heavy() -> DataloaderResult:
-    return _measure(heavy_tail)
+def heavy(tmp_path_factory: pytest.TempPathFactory) -> DataloaderResult:
+    out = tmp_path_factory.mktemp("slow_samples") / "heavy.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO), COLUMNS="200")
+    r = subprocess.run([sys.executable, "-m", "pipecheck", "dataloader", "--config",
+                        "configs/heavy-tail.yml", "--workers", "0", "--batches", "24",
+                        "--json", str(out)], capture_output=True, text=True, timeout=240,
+                       env=env, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert skeleton_problems("dataloader-slow-samples", r.stdout) == []
+    return store.load(pathlib.Path(out), expect=DataloaderResult)
 
 
 def test_a_heavy_tail_is_a_slow_samples_finding(heavy: DataloaderResult):
     costs = heavy.element_costs
-    assert costs is not None and costs.stage == "MapMapDataset(transform=heavy_tail)"
+    assert costs is not None and costs.stage == "MapMapDataset(transform=decode)"
     assert costs.per_batch == 8 and costs.costs.summary.n == 200
     [f] = heavy.sample_findings
     assert f.kind == "slow-samples"
@@ -56,7 +68,7 @@ def test_a_heavy_tail_is_a_slow_samples_finding(heavy: DataloaderResult):
     assert 0.5 < n["measured_batch_median_s"] / n["predicted_batch_median_s"] < 2.0
     assert n["predicted_batch_p90_s"] > 1.5 * n["predicted_batch_median_s"]
     text = format_dataloader(heavy)
-    assert "Per-element cost of MapMapDataset(transform=heavy_tail)" in text
+    assert "Per-element cost of MapMapDataset(transform=decode)" in text
     assert "Slow samples" in text and "bucket" in text
 
 
