@@ -78,6 +78,9 @@ class CompareOptions:
     """Capture PROFILE_STEPS real-data steps after the measured ones with jax.profiler here."""
     max_workers_given: bool = False
     """--max-workers was given (refused for a pipeline that runs its own workers)."""
+    search: str = "joint"
+    """``joint``: the tuner's joint search; ``model``: the loader model picks each setting
+    (``analysis.model_tuner``)."""
 
 
 class AcrossHosts(Protocol):
@@ -210,7 +213,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               o.hosts.agree if o.hosts else None,
                               search_threads=o.search_threads, fixed=fixed,
                               ram_budget_mb=ram_budget, run_steps=run_steps,
-                              max_workers_given=o.max_workers_given)
+                              max_workers_given=o.max_workers_given, search=o.search)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
         ls.refuse_ignored(parts(), search)
     target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)

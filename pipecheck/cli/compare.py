@@ -83,6 +83,11 @@ COMPARE_OPTIONS = (
         show_default="half of the available RAM",
         help="RAM the loader may use: the search measures each worker's peak memory and "
              "stops before the budget."), replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--search", "search", dict(
+        type=click.Choice(["joint", "model"]), default="joint", show_default=True,
+        help="How the loader settings are searched: the joint search over the four knobs "
+             "(docs/tuning.md), or the loader model picking each next setting, at most 4 "
+             "(docs/whatif.md)."), replaced_by="dataloader_file", agreed=True),
     OptionSpec("--save-config", "save_config_path", dict(
         type=click.Path(dir_okay=False), metavar="FILE",
         help="Write the config with the chosen Grain settings as YAML, for --config or "

@@ -13,6 +13,7 @@ import os
 import time
 from typing import Callable, Mapping, Sequence
 
+from pipecheck.analysis.model_tuner import tune_by_model
 from pipecheck.analysis.steady_state import buffered_at_start
 from pipecheck.analysis.tuner import (
     MIN_GAIN,
@@ -152,6 +153,9 @@ class SearchOptions:
     """The user's run length: start-up is weighed against it (0: not weighed)."""
     max_workers_given: bool = False
     """--max-workers was given (a ceiling the user asked for, not the default)."""
+    search: str = "joint"
+    """``joint``: ``tuner.tune_grain``; ``model``: ``model_tuner.tune_by_model`` (one
+    process only: across hosts the joint search follows the slowest host)."""
 
     def asked(self) -> list[Asked]:
         """The Grain knobs the user set, and where: what a pipeline that fixes a knob
@@ -177,7 +181,9 @@ def refuse_ignored(parts: LoaderParts, opts: SearchOptions) -> None:
 
 def _tuning(own: OwnSettings, read: GrainSettings,
             opts: SearchOptions, measure_settings: Callable[[GrainSettings], Trial],
-            target_s: float, cores: int, max_workers: int, ram_budget: float) -> TuningOutcome:
+            target_s: float, cores: int, max_workers: int, ram_budget: float,
+            measure_loader: Callable[[GrainSettings], LoaderSetting] | None = None
+            ) -> TuningOutcome:
     """The settings measured and the choice: the pipeline as it is (it runs its own
     workers), the settings fixed by the config or --workers, or a search of what pipecheck
     can set (every knob, or the workers and buffers where the read threads are fixed)."""
@@ -197,6 +203,10 @@ def _tuning(own: OwnSettings, read: GrainSettings,
                else "worker counts fixed by --workers")
         return outcome([measure_settings(g) for g in fixed], target_s, cores, "fixed", why,
                        opts.run_steps)
+    if opts.search == "model" and opts.search_threads and own.read is None \
+            and opts.agree is None and measure_loader is not None:
+        return tune_by_model(measure_loader, target_s, max_workers=max_workers, cores=cores,
+                             ram_budget_mb=ram_budget, run_steps=opts.run_steps)
     if opts.search_threads and own.read is None:
         return tune_grain(measure_settings, target_s, max_workers=max_workers,
                           cores=cores, ram_budget_mb=ram_budget, run_steps=opts.run_steps)
@@ -247,9 +257,14 @@ def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
         progress.say(f"      D = {ms(here.batch_s)} per batch{slowest}")
         return t
 
+    def measure_loader(g: GrainSettings) -> LoaderSetting:
+        """The setting as measured (the model is fitted to its resources)."""
+        measure_settings(g)
+        return measured[own.applied(g)][1]
+
     ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
     tuning = _tuning(own, read, opts, measure_settings, target_s, cores, max_workers,
-                     ram_budget)
+                     ram_budget, measure_loader)
     note = own.note()
     warnings = (note,) if note is not None else ()
     return _choice([measured[t.settings][1] for t in tuning.trials], tuning, warnings)

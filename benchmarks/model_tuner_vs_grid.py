@@ -1,0 +1,130 @@
+"""The model-guided search (``analysis.model_tuner``) against the exhaustive grid, on the
+calibrated pipelines of ``benchmarks/tuner_joint_search.py``.
+
+Each pipeline's grid (workers 0..--max-workers x read threads 1, 4, 16 x per-worker buffer
+1, 2 x read prefetch 1 or 2 per thread: 42 settings at 3 workers) is measured once with real
+Grain workers, as ``pipecheck dataloader`` records each setting (resources and stage timing:
+what the loader model is fitted to). Then, on that table, the grid's choice (``tuner.choose``
+over every setting), the model-guided search (each setting it asks for looked up in the
+table) and the joint search (``tuner.tune_grain``, the same way) are compared: trials, the
+chosen setting, its D, and the throughput relative to the grid's choice (grid D / chosen D;
+1.0 or more where both meet the goal is as good).
+
+    PYTHONPATH=. python benchmarks/model_tuner_vs_grid.py [--max-workers 3] [--batches 20]
+        [--only NAME] [--tables FILE] [--replay FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from pipecheck.analysis.model_tuner import tune_by_model, trial_of
+from pipecheck.analysis.tuner import choose, tune_grain
+from pipecheck.analysis.verdict import LOADER_HEADROOM
+from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
+from pipecheck.measure.dataloader import measure_setting
+from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
+from pipecheck.records.base import from_dict, to_dict
+from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.tuned_config import usable_cores
+from pipecheck.workloads import resolve
+from pipecheck.workloads.calibrated import make_dataset
+
+PIPELINES = {
+    # name: (calibrated keys, target step time in ms): tuner_joint_search.py's
+    "latency-bound": ({"load_ms": 40.0}, 10.0),
+    "cpu-bound": ({"cpu_ms": 12.0}, 5.0),
+    "main-process-bound": ({"load_ms": 20.0, "consumer_ms": 8.0}, 5.0),
+}
+THREADS = (1, 4, 16)
+BUFFERS = (1, 2)
+PREFETCH_FACTORS = (1, 2)
+
+
+def grid(max_workers: int) -> list[GrainSettings]:
+    out: list[GrainSettings] = []
+    for w in range(max_workers + 1):
+        for t in THREADS:
+            for b in BUFFERS:
+                for f in PREFETCH_FACTORS:
+                    s = GrainSettings(w, b if w else 2, t, max(1, f * t))
+                    if s not in out:
+                        out.append(s)
+    return out
+
+
+def measure_table(keys: dict, settings: list[GrainSettings], batches: int
+                  ) -> list[LoaderSetting]:
+    ds = make_dataset(resolve({"workload": "calibrated", **keys}))
+    out = []
+    for i, s in enumerate(settings):
+        t0 = time.perf_counter()
+        out.append(measure_setting(ds, s, batches_for(s.workers, batches, s.per_worker_buffer,
+                                                      s.prefetch),
+                                   put=None, tokens_key=None,
+                                   stage_wait_s=TUNING_STAGE_WAIT_S))
+        print(f"  [{i + 1}/{len(settings)}] {s.label()}: D = "
+              f"{out[-1].loader_time.value * 1e3:.2f} ms ({time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr)
+    return out
+
+
+def compare_searches(name: str, table: list[LoaderSetting], target_s: float, cores: int,
+                     max_workers: int) -> None:
+    by = {s.settings: s for s in table}
+    trials = [trial_of(s) for s in table]
+    best, best_ok = choose(trials, target_s)
+    model = tune_by_model(lambda g: by[g], target_s, max_workers=max_workers, cores=cores,
+                          candidates=list(by))
+    joint = tune_grain(lambda g: trial_of(by[g]), target_s, max_workers=max_workers,
+                       cores=cores, remeasure=False)
+    goal = target_s * LOADER_HEADROOM
+    print(f"\n{name}: target T = {target_s * 1e3:.0f} ms (goal D <= {goal * 1e3:.1f} ms); "
+          f"fastest on the grid: {min(t.batch_s for t in trials) * 1e3:.2f} ms")
+    print(f"{'method':<9} {'trials':>6}  {'setting':<46} {'D ms':>6}  goal  vs grid choice")
+    for method, n, chosen in (("grid", len(trials), best),
+                              ("model", len(model.trials), model.chosen),
+                              ("joint", len(joint.trials), joint.chosen)):
+        ok = chosen.batch_s <= goal
+        print(f"{method:<9} {n:>6}  {chosen.settings.label():<46} {chosen.batch_s * 1e3:>6.2f}"
+              f"  {'yes' if ok else 'no ':<4}  {best.batch_s / chosen.batch_s:.3f}")
+    print(f"model: {model.reason}; asked: "
+          + ", ".join(t.settings.short_label() for t in model.trials))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--max-workers", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--only", choices=sorted(PIPELINES))
+    ap.add_argument("--tables", help="write the measured tables to this JSON file")
+    ap.add_argument("--replay", help="read the tables from this JSON file instead")
+    args = ap.parse_args()
+    ensure_absl_flags_parsed()
+    cores = usable_cores()
+    stored = json.loads(open(args.replay).read()) if args.replay else {}
+    tables: dict[str, list] = {}
+    settings = grid(args.max_workers)
+    print(f"grid: workers 0..{args.max_workers} x threads {THREADS} x per-worker buffer "
+          f"{BUFFERS} x prefetch {PREFETCH_FACTORS} (x threads) = {len(settings)} settings; "
+          f"{cores} cores; {args.batches}+ batches per setting")
+    for name in [args.only] if args.only else list(PIPELINES):
+        keys, target_ms = PIPELINES[name]
+        if name in stored:
+            table = [from_dict(LoaderSetting, d) for d in stored[name]]
+        else:
+            print(f"{name}: {keys}", file=sys.stderr)
+            table = measure_table(keys, settings, args.batches)
+        tables[name] = [to_dict(s) for s in table]
+        if args.tables:
+            with open(args.tables, "w") as f:
+                json.dump(tables, f)
+        compare_searches(f"{name}: {keys}", table, target_ms / 1e3, cores, args.max_workers)
+
+
+if __name__ == "__main__":
+    main()
