@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import pathlib
 import subprocess
 import sys
 
