@@ -128,7 +128,8 @@ def slow_samples_finding(s: SlowSamples) -> Finding | None:
                  f"{HEAVY_RATIO:g}x the median or more and make the stage {s.inflation:.2f}x "
                  f"slower than even costs would; {100 * s.batches_with_heavy:.0f}% of batches "
                  f"of {s.per_batch} hold one, so each batch's elements cost median "
-                 f"{ms(s.predicted_median_s)}, p90 {ms(s.predicted_p90_s)} (predicted); "
+                 f"{ms(s.predicted_median_s)}, p90 {ms(s.predicted_p90_s)} (predicted, "
+                 "built element by element); "
                  f"measured batch times median {ms(s.measured_median_s)}, p90 "
                  f"{ms(s.measured_p90_s)}"),
         numbers={"median_s": s.median_s, "p99_s": s.p99_s, "max_s": s.max_s,

@@ -593,7 +593,7 @@ def element_costs(dataset: InputPipeline | None, results: Sequence[LoaderSetting
     setting = next((r for r in results if r.stages), None)
     if dataset is None or setting is None:
         return None, ()
-    timed = timed_stage(dataset, setting.stages, short_stage_name)
+    timed = timed_stage(dataset, setting.stages, short_stage_name, setting.examples_per_batch)
     if timed is None:
         return None, ()
     steady = steady_batch_samples(setting.batch_time.samples_s, setting.workers,

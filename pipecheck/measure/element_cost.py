@@ -105,17 +105,25 @@ def time_elements(fn: Callable[[Any], Any], elements: Iterable[Any], *,
     return tuple(costs)
 
 
-def per_batch_of(stage: Stage, stages: Sequence[Stage]) -> int:
-    """Elements of ``stage`` per batch: its count over the output stage's (the first),
-    from Grain's own counts."""
+PER_ELEMENT_COUNT_RATIO = 1.5
+"""A stage that produced this many times the output stage's count (or more) works on the
+batch's elements, not on whole batches (Grain's counts of worker stages lag each other by a
+report or two, so the exact ratio is not the batch size)."""
+
+
+def per_batch_of(stage: Stage, stages: Sequence[Stage], examples_per_batch: int) -> int:
+    """Elements of ``stage`` per batch: ``examples_per_batch`` (the first batch's leading
+    dimension) when Grain's counts say the stage works on elements, else 1 (it maps whole
+    batches)."""
     out = next((s for s in stages if s.n > 0), None)
-    if out is None or out is stage:
+    if out is None or out is stage or stage.n < PER_ELEMENT_COUNT_RATIO * out.n:
         return 1
-    return max(1, round(stage.n / out.n))
+    return max(1, examples_per_batch)
 
 
 def timed_stage(dataset: InputPipeline, stages: Sequence[Stage],
-                name_of: Callable[[str], str], *, max_elements: int = MAX_ELEMENTS,
+                name_of: Callable[[str], str], examples_per_batch: int, *,
+                max_elements: int = MAX_ELEMENTS,
                 budget_s: float = BUDGET_S,
                 clock: Callable[[], float] = time.perf_counter) -> TimedStage | None:
     """The expensive stage's per-element costs (``expensive_map``, ``time_elements``)."""
@@ -131,4 +139,5 @@ def timed_stage(dataset: InputPipeline, stages: Sequence[Stage],
         close = getattr(elements, "close", None)
         if close is not None:
             close()
-    return TimedStage(stage.name, costs, per_batch_of(stage, stages)) if costs else None
+    return TimedStage(stage.name, costs, per_batch_of(stage, stages, examples_per_batch)) \
+        if costs else None

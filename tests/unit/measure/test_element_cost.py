@@ -60,5 +60,8 @@ def test_the_expensive_map_is_the_one_grain_timed_longest():
               Stage("MapMapDataset(transform=decode)", "main", 0.9, 0.5, 0.01, 40))
     node, stage = expensive_map(ds, stages, short_stage_name)
     assert node._map_fn is decode and stage is stages[2]
-    assert per_batch_of(stage, stages) == 4
+    assert per_batch_of(stage, stages, 4) == 4
+    assert per_batch_of(stages[1], stages[:2], 4) == 4
+    on_batches = Stage("MapIterDataset(transform=scale)", "main", 0.1, 0.01, 0.0002, 11)
+    assert per_batch_of(on_batches, (stages[0], on_batches), 4) == 1  # maps whole batches
     assert expensive_map(ds, stages[:1], short_stage_name) is None
