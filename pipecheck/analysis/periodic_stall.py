@@ -60,6 +60,11 @@ MIN_OCCURRENCES = 3
 """A period needs at least this many stalls on it: two stalls make a distance, not a
 recurrence."""
 
+JITTER_MIN_PERIOD = 4
+"""From this period on, stalls that wander between two adjacent steps (a worker a little
+late one round, early the next) are also counted together; a shorter period would have
+half or more of its steps in the pair."""
+
 MIN_COVERAGE = 0.5
 """At least this share of the steps at the period's phase must be slow: a stall that
 recurs, not a few slow steps that happen to share a remainder."""
@@ -118,6 +123,9 @@ class PeriodicStall:
     """Seconds of all the steps looked at."""
     p_value: float
     """Tail probability of so many slow steps at one phase, times the pairs tested."""
+    width: int = 1
+    """1: the stalls fall on one phase; 2: on ``phase`` or the next (they wander by a
+    step)."""
 
     @property
     def mean_stall_s(self) -> float:
@@ -127,9 +135,11 @@ class PeriodicStall:
     @property
     def keep_ahead_factor(self) -> float:
         """How much faster the loader must deliver a period's batches to keep ahead: it gave
-        ``period`` batches in ``period x typical + stall`` seconds."""
+        ``period`` batches in ``period x typical + stall`` seconds, the stall being the
+        seconds lost per period (``positions`` of them)."""
         work = self.period * self.typical_s
-        return (work + self.mean_stall_s) / work if work > 0 else math.inf
+        per_period = self.lost_s / max(1, self.positions)
+        return (work + per_period) / work if work > 0 else math.inf
 
 
 EXACT_MAX_DRAWS = 64
@@ -176,10 +186,22 @@ def _phase_size(lo: int, hi: int, gaps: np.ndarray, period: int, phase: int) -> 
     return full - int(np.count_nonzero(gaps % period == phase))
 
 
-def _candidates(numbers: np.ndarray, slow: np.ndarray
-                ) -> list[tuple[int, int, int, int]]:
-    """(period, phase, hits, positions) of each period's phase with the most slow steps,
-    where enough stalls lie on it."""
+@dataclasses.dataclass(frozen=True)
+class _Candidate:
+    period: int
+    phase: int
+    width: int
+    """Phases the stalls may fall on: 1, or 2 (``phase`` and the next) when they wander."""
+    hits: int
+    draws: int
+    """Steps at those phases."""
+    positions: int
+    """Steps at ``phase`` alone: one stall a period is expected."""
+
+
+def _candidates(numbers: np.ndarray, slow: np.ndarray) -> list[_Candidate]:
+    """Each period's phase with the most slow steps, and (from ``JITTER_MIN_PERIOD`` on)
+    its pair of adjacent phases with the most, where enough stalls lie on them."""
     n = numbers.size
     lo, hi = int(numbers[0]), int(numbers[-1])
     gaps = np.setdiff1d(np.arange(lo, hi + 1), numbers, assume_unique=True)
@@ -187,19 +209,28 @@ def _candidates(numbers: np.ndarray, slow: np.ndarray
     out = []
     for period in range(MIN_PERIOD, min(MAX_PERIOD, n // MIN_OCCURRENCES) + 1):
         hits = np.bincount(slow_numbers % period, minlength=period)
-        phase = int(np.argmax(hits))
-        if hits[phase] < MIN_OCCURRENCES:
-            continue
-        size = _phase_size(lo, hi, gaps, period, phase)
-        if hits[phase] >= MIN_COVERAGE * max(size, 1):
-            out.append((period, phase, int(hits[phase]), size))
+        widths = [(1, hits)]
+        if period >= JITTER_MIN_PERIOD:
+            widths.append((2, hits + np.roll(hits, -1)))
+        for width, counts in widths:
+            phase = int(np.argmax(counts))
+            h = int(counts[phase])
+            if h < MIN_OCCURRENCES:
+                continue
+            size = _phase_size(lo, hi, gaps, period, phase)
+            draws = size if width == 1 else size + _phase_size(lo, hi, gaps, period,
+                                                               (phase + 1) % period)
+            if h >= MIN_COVERAGE * max(size, 1):
+                out.append(_Candidate(period, phase, width, h, draws, size))
     return out
 
 
 def _tests(n: int) -> int:
-    """The (period, phase) pairs a run of ``n`` steps tests: the Bonferroni factor."""
+    """The (period, phase) pairs and adjacent-phase pairs a run of ``n`` steps tests: the
+    Bonferroni factor."""
     top = min(MAX_PERIOD, n // MIN_OCCURRENCES)
-    return max(1, sum(range(MIN_PERIOD, top + 1)))
+    return max(1, sum(range(MIN_PERIOD, top + 1))
+               + sum(range(JITTER_MIN_PERIOD, top + 1)))
 
 
 def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicStall | None:
@@ -221,20 +252,20 @@ def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicSta
     found = _candidates(numbers, slow)
     if not found:
         return None
-    hits = np.array([f[2] for f in found])
-    sizes = np.array([f[3] for f in found])
-    p = hypergeom_tail(hits, n, k, sizes) * _tests(n)
-    best = min(range(len(found)), key=lambda i: (p[i], found[i][0]))
-    period, phase, _, positions = found[best]
+    p = hypergeom_tail(np.array([c.hits for c in found]), n, k,
+                       np.array([c.draws for c in found])) * _tests(n)
+    best = min(range(len(found)), key=lambda i: (p[i], found[i].width, found[i].period))
+    c = found[best]
     if p[best] >= FALSE_ALARM_RATE:
         return None
-    at = slow & (numbers % period == phase)
+    offset = (numbers - c.phase) % c.period
+    at = slow & (offset < c.width)
     lost = float(np.sum(seconds[at] - typical))
     total = float(seconds.sum())
     if lost < MIN_LOST_SHARE * total:
         return None
-    return PeriodicStall(period, phase, tuple(int(s) for s in numbers[at]), positions,
-                         typical, lost, total, float(p[best]))
+    return PeriodicStall(c.period, c.phase, tuple(int(s) for s in numbers[at]), c.positions,
+                         typical, lost, total, float(p[best]), c.width)
 
 
 def steps_looked_at(steps: Sequence[object]) -> np.ndarray:
@@ -364,10 +395,11 @@ def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
     shown = ", ".join(map(str, stall.stall_steps[:8]))
     more = len(stall.stall_steps) - 8
     share = stall.lost_s / stall.looked_at_s if stall.looked_at_s > 0 else math.nan
+    wander = ", wandering by a step" if stall.width > 1 else ""
     return Finding(
         kind="periodic-stall",
-        message=(f"steps stall every {stall.period} steps ({len(stall.stall_steps)} of the "
-                 f"{stall.positions} steps at that period, e.g. steps {shown}"
+        message=(f"steps stall every {stall.period} steps ({len(stall.stall_steps)} stalls "
+                 f"over {stall.positions} periods{wander}, e.g. steps {shown}"
                  f"{f' and {more} more' if more > 0 else ''}): {ms(stall.mean_stall_s)} "
                  f"extra each over a typical {ms(stall.typical_s)} step, "
                  f"{stall.lost_s:.2f} s lost ({100 * share:.0f}% of the steps' time); the "

@@ -40,6 +40,21 @@ def test_a_period_with_a_few_missed_stalls_is_still_found() -> None:
     assert len(found.stall_steps) == 9 and found.positions == 10
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_stalls_that_wander_by_a_step_are_one_period(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    numbers = np.arange(1, 330)
+    t = 0.010 * rng.lognormal(0.0, 0.05, numbers.size)
+    for start in range(16, 321, 16):  # each round late at step 16k or 16k + 1
+        t[numbers == start + int(rng.integers(0, 2))] += 0.050
+    found = ps.find_periodic_stall(numbers, t)
+    assert found is not None and (found.period, found.phase, found.width) == (16, 0, 2)
+    assert len(found.stall_steps) == 20
+    [f] = ps.periodic_stall_findings([StepRecord(0, 1.0), *(
+        StepRecord(int(i), float(x)) for i, x in zip(numbers, t, strict=True))])
+    assert "wandering by a step" in f.message
+
+
 @pytest.mark.parametrize("seed", range(200))
 def test_silent_on_seeded_noise(seed: int) -> None:
     rng = np.random.default_rng(seed)
