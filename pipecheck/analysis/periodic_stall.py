@@ -13,13 +13,16 @@ low quantile, so that with one stall in every two steps it is still a step that 
 stall). For every period P from ``MIN_PERIOD`` up to a ``MIN_OCCURRENCES``-th of the run
 (at most ``MAX_PERIOD``) and every phase (step number mod P), the slow steps at that phase
 are counted. Under "no period" (the slow steps at random positions among the steps looked
-at), that count is hypergeometric; a (period, phase) is a periodic stall when its tail
-probability, times the number of (period, phase) pairs tested (Bonferroni), is below
-``FALSE_ALARM_RATE``, at least ``MIN_OCCURRENCES`` slow steps fall on it, and they fill at
-least ``MIN_COVERAGE`` of its steps. The most significant pair wins (a multiple of the
+at), that count is hypergeometric (from ``JITTER_MIN_PERIOD`` on, the slow steps on a
+pair of adjacent phases are counted too: stalls that wander by a step); a (period, phase)
+is a periodic stall when its tail probability, times the number of pairs tested
+(Bonferroni), is below ``FALSE_ALARM_RATE``, at least ``MIN_OCCURRENCES`` slow steps fall
+on it, and they fill at least ``MIN_COVERAGE`` of its steps. The most significant pair wins (a multiple of the
 true period holds only some of its stalls, a divisor has more steps without one), and the
 stalls must cost at least ``MIN_LOST_SHARE`` of the time of the steps looked at. So a
-seeded noise run, however heavy its tail, and a one-off stall (or two) never make a period.
+seeded noise run, however heavy its tail, and a one-off stall (or two) never make a period
+(the unit tests run 200 seeded noise runs, and the search looks at a long run's last
+``MAX_STEPS`` steps).
 
 What the period matches (``match_period``): the loader's workers (W) or their output
 buffers (W x per-worker buffer), its read prefetch buffer (in batches), an epoch boundary
