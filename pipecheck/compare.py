@@ -270,7 +270,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                                     real.sync_sites, real.n_steps, cores, ram_budget)
     findings += periodic_stall_findings(real.steps, real.loader)
     startup = real.startup or compare_startup(loader.chosen.first_batch_s, chosen_d.value,
-                                              target.result.compile.compile_s)
+                                              target.result.compile.compile_s, real.init_s)
     first_batch = first_batch_finding(startup)
     findings += [first_batch] if first_batch else []
     t = loader.tuning

@@ -10,8 +10,9 @@ start-up hides behind that work, up to its length (``StartUp.hideable_s``).
 From a Monitor run (``monitor_startup``): the first batch is step 0's data wait, the work
 is the train step's compilation and the user's own spans in step 0 (``mon.span("restore")``
 around the restore before the loop). From compare (``compare_startup``): the first batch
-at the chosen setting as ``pipecheck dataloader`` timed it, the work the train step's
-compilation as the target run timed it. The finding (``first_batch_finding``) is given
+at the chosen setting as ``pipecheck dataloader`` timed it, the work the state's
+initialization (host time, as the real-data run took it) and the train step's compilation
+as the target run timed it. The finding (``first_batch_finding``) is given
 when the first batch could hide ``MIN_HIDDEN_S`` or more.
 """
 
@@ -54,12 +55,13 @@ def monitor_startup(steps: Sequence[object], compile_s: float | None) -> StartUp
     return StartUp(float(first["data_wait"]), work, typical)
 
 
-def compare_startup(first_batch_s: float, loader_s: float,
-                    compile_s: float | None) -> StartUp:
+def compare_startup(first_batch_s: float, loader_s: float, compile_s: float | None,
+                    init_s: float | None = None) -> StartUp:
     """compare's start-up: the first batch at the chosen setting (``loader_s`` its steady
-    time per batch) beside the train step's compilation."""
-    return StartUp(first_batch_s, {"compile": float(compile_s)} if compile_s else {},
-                   loader_s if math.isfinite(loader_s) else 0.0)
+    time per batch) beside the state's initialization (host seconds, as the real-data run
+    took them) and the train step's compilation."""
+    work = {name: float(s) for name, s in (("init", init_s), ("compile", compile_s)) if s}
+    return StartUp(first_batch_s, work, loader_s if math.isfinite(loader_s) else 0.0)
 
 
 def work_text(work: Mapping[str, float]) -> str:

@@ -72,6 +72,9 @@ class RealRun:
     """What is known of the loader that fed the steps (a periodic stall is matched to it)."""
     startup: StartUp | None = None
     """A Monitor run's start-up (None for pipecheck's own run: compare builds its own)."""
+    init_s: float | None = None
+    """Host seconds pipecheck's run took to initialize the state (before its loader
+    started; None for a Monitor run)."""
 
     @property
     def n_steps(self) -> int:
@@ -158,7 +161,9 @@ def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSett
     of the record). ``plan``: ``plan_real``'s, when the caller made it already."""
     plan = plan or plan_real(dataset, settings, steps)
     steps = plan.steps
-    state = workload.init_state()
+    before_init = clock()
+    state = workload.init_state()  # its host time: what a loader started first would overlap
+    init_s = clock() - before_init
     recorder = SpanRecorder(clock)
     extra = PROFILE_STEPS if profile_dir else 0
     window = ProfileWindow(range(steps, steps + extra), profile_dir) if profile_dir else None
@@ -182,7 +187,7 @@ def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSett
     # the sync locator sampled the captured steps too: its sites cover every step
     return RealRun(tagged, tuple(locator.sites()), findings, recorder, len(outcome.steps),
                    events, anomalies, warnings=(plan.warning,) if plan.warning else (),
-                   loader=loader_shape(dataset, settings))
+                   loader=loader_shape(dataset, settings), init_s=init_s)
 
 
 PROFILE_STEPS = 30

@@ -54,6 +54,10 @@ def test_compute_bound(tmp_path):
     assert not [f for f in data["findings"] if f["kind"] in ("forced-sync", "input-bound")]
     assert "pipecheck compare: COMPUTE-BOUND" in proc.stdout
     assert "[3/4] real-data training" in proc.stderr  # progress on the terminal
+    # the start-up beside the first batch: the state's init (host time) and T's compile
+    startup = data["startup"]
+    assert set(startup["work"]) == {"init", "compile"} and startup["first_batch_s"] > 0
+    assert "start-up: first batch " in proc.stdout
 
 
 def test_input_bound_fixed_by_tuning(tmp_path):

@@ -56,3 +56,5 @@ def test_compare_startup_from_the_chosen_setting_and_the_compile():
     assert s.hideable_s == pytest.approx(0.9)
     assert first_batch_finding(s) is not None
     assert first_batch_finding(compare_startup(0.3, 0.02, 5.0)) is None  # a quick start
+    s = compare_startup(4.0, 0.02, 0.9, init_s=2.0)
+    assert s.work == {"init": 2.0, "compile": 0.9} and s.hideable_s == pytest.approx(2.9)
