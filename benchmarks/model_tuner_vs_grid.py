@@ -81,7 +81,8 @@ def compare_searches(name: str, table: list[LoaderSetting], target_s: float, cor
     model = tune_by_model(lambda g: by[g], target_s, max_workers=max_workers, cores=cores,
                           candidates=list(by))
     joint = tune_grain(lambda g: trial_of(by[g]), target_s, max_workers=max_workers,
-                       cores=cores, remeasure=False)
+                       cores=cores, thread_ladder=THREADS, buffer_ladder=BUFFERS,
+                       prefetch_factors=PREFETCH_FACTORS, remeasure=False)
     goal = target_s * LOADER_HEADROOM
     print(f"\n{name}: target T = {target_s * 1e3:.0f} ms (goal D <= {goal * 1e3:.1f} ms); "
           f"fastest on the grid: {min(t.batch_s for t in trials) * 1e3:.2f} ms")
