@@ -16,9 +16,10 @@ from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.report.whatif import format_whatif
 
 
-def _count(low: int, what: str) -> dict[str, object]:
+def _count(low: int, what: str, default: str = "the run's chosen setting"
+           ) -> dict[str, object]:
     return {"type": click.IntRange(low, MAX_KNOB), "default": None, "metavar": "N",
-            "help": f"{what} [default: the run's chosen setting]"}
+            "help": f"{what} [default: {default}]"}
 
 
 WHATIF_OPTIONS = (
@@ -28,8 +29,8 @@ WHATIF_OPTIONS = (
     OptionSpec("--threads", "threads", _count(0, "Read threads per process (num_threads).")),
     OptionSpec("--prefetch", "prefetch", _count(0, "Read prefetch buffer (prefetch_buffer_"
                                                    "size; 0: 2 x threads).")),
-    OptionSpec("--cores", "cores", _count(1, "Host CPU cores the loader would run on "
-                                             "[default: the measured host's].")),
+    OptionSpec("--cores", "cores", _count(1, "Host CPU cores the loader would run on.",
+                                          "the measured host's")),
 )
 """whatif's options, declared once."""
 
