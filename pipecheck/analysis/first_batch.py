@@ -25,7 +25,7 @@ import numpy as np
 
 from pipecheck.records.common import Finding, StartUp
 from pipecheck.records.kinds import SPAN_NAMES
-from pipecheck.records.steps import column_of
+from pipecheck.records.steps import StepTable, column_of
 
 MIN_HIDDEN_S = 0.5
 """Starting the loader earlier is a finding when it hides at least this much: a second of
@@ -50,9 +50,17 @@ def monitor_startup(steps: Sequence[object], compile_s: float | None) -> StartUp
             if name not in NOT_START_UP and s > 0}
     if compile_s:
         work["compile"] = float(compile_s)
-    waits = [s.spans.get("data_wait", 0.0) for s in steps[1:]]  # type: ignore[attr-defined]
-    typical = float(np.median(waits)) if waits else 0.0
+    waits = _data_waits(steps)[1:]
+    typical = float(np.median(waits)) if waits.size else 0.0
     return StartUp(float(first["data_wait"]), work, typical)
+
+
+def _data_waits(steps: Sequence[object]) -> np.ndarray:
+    """Each step's data wait (0 where it has none), by column for a StepTable."""
+    if isinstance(steps, StepTable):
+        column = steps.map_columns("spans").get("data_wait")
+        return np.zeros(len(steps)) if column is None else np.nan_to_num(column)
+    return np.array([s.spans.get("data_wait", 0.0) for s in steps])  # type: ignore[attr-defined]
 
 
 def compare_startup(first_batch_s: float, loader_s: float, compile_s: float | None,

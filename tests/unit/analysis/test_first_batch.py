@@ -58,3 +58,11 @@ def test_compare_startup_from_the_chosen_setting_and_the_compile():
     assert first_batch_finding(compare_startup(0.3, 0.02, 5.0)) is None  # a quick start
     s = compare_startup(4.0, 0.02, 0.9, init_s=2.0)
     assert s.work == {"init": 2.0, "compile": 0.9} and s.hideable_s == pytest.approx(2.9)
+
+
+def test_a_step_table_gives_the_same_startup_as_its_rows():
+    from pipecheck.records.steps import StepTable
+
+    rows = _steps(2.5, restore=3.0)
+    table = StepTable.from_rows(StepRecord, rows)
+    assert monitor_startup(table, 0.8) == monitor_startup(rows, 0.8)
