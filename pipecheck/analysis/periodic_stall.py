@@ -17,16 +17,17 @@ at), that count is hypergeometric (from ``JITTER_MIN_PERIOD`` on, the slow steps
 pair of adjacent phases are counted too: stalls that wander by a step); a (period, phase)
 is a periodic stall when its tail probability, times the number of pairs tested
 (Bonferroni), is below ``FALSE_ALARM_RATE``, at least ``MIN_OCCURRENCES`` slow steps fall
-on it, and they fill at least ``MIN_COVERAGE`` of its steps. The most significant pair wins (a multiple of the
-true period holds only some of its stalls, a divisor has more steps without one), and the
-stalls must cost at least ``MIN_LOST_SHARE`` of the time of the steps looked at. So a
-seeded noise run, however heavy its tail, and a one-off stall (or two) never make a period
-(the unit tests run 200 seeded noise runs, and the search looks at a long run's last
-``MAX_STEPS`` steps).
+on it, and they fill at least ``MIN_COVERAGE`` of its steps. The most significant pair
+wins (a multiple of the true period holds only some of its stalls, a divisor has more steps
+without one), and the stalls must cost at least ``MIN_LOST_SHARE`` of the time of the
+steps looked at. So a seeded noise run, however heavy its tail, and a one-off stall (or
+two) never make a period (the unit tests run 200 seeded noise runs). A long run is searched
+over its last ``MAX_STEPS`` steps.
 
 What the period matches (``match_period``): the loader's workers (W) or their output
 buffers (W x per-worker buffer), its read prefetch buffer (in batches), an epoch boundary
-(the data set's batches per epoch), or the steps tagged checkpoint or eval. The fix
+(the data set's batches per epoch, or a Monitor's ``batches`` called once a pass), or the
+steps tagged checkpoint, eval or epoch. The fix
 (``periodic_stall_finding``): over one period the loader delivered P batches in
 ``P x typical + stall`` seconds; to keep ahead it must deliver them in ``P x typical``,
 so the knob the period matches must grow by that factor.
@@ -328,7 +329,8 @@ def _tag_match(stall: PeriodicStall, tagged: dict[str, set[int]]) -> Match | Non
 def _epoch_match(stall: PeriodicStall, shape: LoaderShape) -> Match | None:
     starts = set(shape.epoch_starts)
     if len(starts) >= 2:
-        on = sum(1 for s in stall.stall_steps if s in starts or s - 1 in starts)
+        # the wait for a pass's first batch lands in the step before it (the lagged sync)
+        on = sum(1 for s in stall.stall_steps if {s - 1, s, s + 1} & starts)
         if on >= TAG_MATCH_SHARE * len(stall.stall_steps):
             return Match(f"an epoch boundary: a new pass over the data every {stall.period} "
                          "steps", "epoch")

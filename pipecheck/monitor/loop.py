@@ -16,6 +16,7 @@ mark are logged inline, by the recorder's own loggers (``SpanRecorder.log_start`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -184,6 +185,8 @@ class Monitor:
         """The step the loop is at: the last one dispatched (or being dispatched)."""
         self.step_index = 0
         """The number of steps dispatched so far (the index of the next one)."""
+        self._passes: list[int] = []
+        """The step at which each ``batches`` call began: a new pass over the data."""
 
     # -- the loop --------------------------------------------------------------
     def start(self) -> None:
@@ -217,6 +220,7 @@ class Monitor:
     def batches(self, iterable: Iterable[B]) -> Iterator[B]:
         """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
         self.start()
+        self._passes.append(self.step_index)
         it = iter(iterable)
         rec = self.recorder
         clock = self.clock
@@ -333,7 +337,7 @@ class Monitor:
 
     def _capture(self, fold: bool = True) -> RunState:
         """The state a record is built from, now (on the loop's thread)."""
-        return self._watchers.capture(fold)
+        return dataclasses.replace(self._watchers.capture(fold), passes=tuple(self._passes))
 
     def _build_saved(self, item: MonitorResult | StateAndEnd) -> MonitorResult:
         """What the writer writes: a finished record as it is, or a captured state (with how

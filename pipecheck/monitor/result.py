@@ -10,7 +10,11 @@ from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.first_batch import first_batch_finding, monitor_startup
-from pipecheck.analysis.periodic_stall import periodic_stall_findings, shape_of_config
+from pipecheck.analysis.periodic_stall import (
+    LoaderShape,
+    periodic_stall_findings,
+    shape_of_config,
+)
 from pipecheck.analysis.steady_state import table_with_anomalies
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
@@ -38,6 +42,8 @@ class RunState:
     compile_s: float
     train_step_compiles: int
     compile_findings: tuple[Finding, ...]
+    passes: tuple[int, ...] = ()
+    """The step at which each ``Monitor.batches`` call began (each a pass over the data)."""
 
 
 def build_result(
@@ -70,7 +76,7 @@ def build_result(
     startup = monitor_startup(steps, compile_s)
     first_batch = first_batch_finding(startup) if startup is not None else None
     findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites),
-                *periodic_stall_findings(steps, shape_of_config(config)),
+                *periodic_stall_findings(steps, loader_shape(config, state.passes)),
                 *([first_batch] if first_batch else [])]
     if snap.dropped_steps:
         warnings.append(
@@ -97,6 +103,13 @@ def build_result(
         incomplete=incomplete,
         startup=startup,
     )
+
+
+def loader_shape(config: Mapping[str, object], passes: tuple[int, ...]) -> LoaderShape:
+    """What the run's config says of its loader, with the steps where a new pass over the
+    data began when ``Monitor.batches`` was called more than once (an epoch each)."""
+    shape = shape_of_config(config)
+    return dataclasses.replace(shape, epoch_starts=passes) if len(passes) >= 2 else shape
 
 
 def encode_result(encoder: ChunkEncoder, result: MonitorResult) -> str:

@@ -261,3 +261,36 @@ def test_a_capture_makes_the_names_spans_annotations_from_the_next_step(
     assert entered == ["train", "sync", "log", "data_wait", "train", "sync", "log",
                        "data_wait"]
     assert [s.spans["log"] for s in r.steps] == pytest.approx([0.01] * 6)
+
+
+def test_a_loop_over_epochs_stalls_at_each_new_pass_and_the_record_says_so() -> None:
+    dev = SimDevice(compute_s=C)
+    mon = monitor_for(dev)
+
+    def one_epoch():  # reopening the files costs 0.3 s at the start of each pass
+        dev.sleep(0.3)
+        yield from range(6)
+
+    state: Any = None
+    for _ in range(8):
+        for batch in mon.batches(one_epoch()):
+            state, _ = mon.step(dev.step, state, batch)
+    r = mon.finish()
+    [f] = [f for f in r.findings if f.kind == "periodic-stall"]
+    assert f.numbers["period"] == 6 and f.location == "epoch"
+    assert "a new pass over the data every 6 steps" in f.message
+    # each stalled step takes the 0.3 s wait, the device's 50 ms step running beside it:
+    # 0.25 s more than a typical step
+    assert f.numbers["stalls"] == 7 and f.numbers["lost_s"] == pytest.approx(7 * 0.25)
+    # one pass only: the same stalls, and nothing says what they are
+    dev = SimDevice(compute_s=C)
+    mon = monitor_for(dev)
+
+    def epochs():
+        for _ in range(8):
+            yield from one_epoch()
+
+    for batch in mon.batches(epochs()):
+        state, _ = mon.step(dev.step, state, batch)
+    [f] = [f for f in mon.finish().findings if f.kind == "periodic-stall"]
+    assert f.location is None and "nothing pipecheck knows" in f.message
