@@ -70,12 +70,19 @@ def next_setting(model: lm.LoaderModelFit, candidates: Sequence[GrainSettings],
 
 
 def _scaling_guess(measured: Sequence[LoaderSetting], goal_s: float,
-                   max_workers: int) -> GrainSettings:
-    """Perfect scaling's worker count from the setting with the most workers."""
+                   max_workers: int) -> GrainSettings | None:
+    """Perfect scaling's worker count from the setting with the most workers, or, when that
+    count was measured, its nearest neighbour not measured (the count past a peak may be
+    slower: a CPU-bound transform on few cores); None when all three were."""
     most = max(measured, key=lambda s: s.workers)
     w = max(1, most.workers)
-    return dataclasses.replace(most.settings, workers=min(
-        max_workers, max(w + 1, math.ceil(w * most.loader_time.value / goal_s))))
+    guess = min(max_workers, max(w + 1, math.ceil(w * most.loader_time.value / goal_s)))
+    seen = {key(s.settings) for s in measured}
+    for n in (guess, guess - 1, guess + 1):
+        g = key(dataclasses.replace(most.settings, workers=n))
+        if 1 <= n <= max_workers and g not in seen:
+            return g
+    return None
 
 
 def tune_by_model(measure: Callable[[GrainSettings], LoaderSetting], target_s: float, *,
@@ -106,7 +113,8 @@ def tune_by_model(measure: Callable[[GrainSettings], LoaderSetting], target_s: f
             pick = next_setting(model, left, cores, goal)
         except lm.NotPredictable as e:
             reason = f"the model could not be fitted ({e}): perfect scaling picked"
-            pick = (key(_scaling_guess(list(measured.values()), goal, max_workers)), False)
+            guess = _scaling_guess(list(measured.values()), goal, max_workers)
+            pick = None if guess is None else (guess, False)
         if pick is None or pick[0] in measured:
             break
         run(pick[0])
