@@ -108,6 +108,10 @@ class LoaderShape:
     """Batches in one epoch of the data set (its size over the batch size)."""
     epoch_starts: tuple[int, ...] = ()
     """Steps at which a new pass over the data began (a Monitor's ``batches`` called again)."""
+    threads: int = 0
+    """Read threads (``ReadOptions.num_threads``)."""
+    elements_per_batch: int = 1
+    """Elements the read threads produce for one batch."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,9 +301,10 @@ class Match:
 
 
 def shape_of_config(config: Mapping[str, object]) -> LoaderShape:
-    """What a run's config says of its loader: ``num_workers``, ``per_worker_buffer_size``
-    (pipecheck's config keys, as a Monitor's ``config`` may hold them) and, for the epoch,
-    ``dataset_size`` over ``batch_size`` (examples per epoch over examples per batch)."""
+    """What a run's config says of its loader: ``num_workers``, ``per_worker_buffer_size``,
+    ``num_threads`` (pipecheck's config keys, as a Monitor's ``config`` may hold them; the
+    threads read examples, ``batch_size`` a batch) and, for the epoch, ``dataset_size`` over
+    ``batch_size`` (examples per epoch over examples per batch)."""
 
     def whole(key: str) -> int:
         value = config.get(key)
@@ -308,7 +313,8 @@ def shape_of_config(config: Mapping[str, object]) -> LoaderShape:
     size, batch = whole("dataset_size"), whole("batch_size")
     return LoaderShape(workers=whole("num_workers"),
                        per_worker_buffer=whole("per_worker_buffer_size"),
-                       epoch_steps=size // batch if size and batch and size >= batch else None)
+                       epoch_steps=size // batch if size and batch and size >= batch else None,
+                       threads=whole("num_threads"), elements_per_batch=max(1, batch))
 
 
 MATCHED_TAGS = ("checkpoint", "eval", "epoch")
@@ -357,6 +363,10 @@ def match_period(stall: PeriodicStall, shape: LoaderShape,
                      "per_worker_buffer", k)
     if shape.prefetch_batches >= 2 and p == shape.prefetch_batches:
         return Match(f"the read prefetch buffer ({p} batches)", "prefetch", p)
+    t, per = shape.threads, max(1, shape.elements_per_batch)
+    if not w and t >= 2 and t % per == 0 and p == t // per:
+        return Match(f"the {t} read threads finishing their elements together ({t} elements, "
+                     f"{per} a batch)", "threads", t)
     return Match(f"nothing pipecheck knows of the loader (workers {w or '?'}, "
                  f"per-worker buffer {k or '?'}, epoch "
                  f"{shape.epoch_steps or '?'} batches)")
@@ -377,6 +387,9 @@ def _fix(stall: PeriodicStall, match: Match, shape: LoaderShape) -> str:
         return (f"raise the per-worker buffer from {match.value} to "
                 f"{_ceil(match.value * f)}, or the workers from {shape.workers} to "
                 f"{_ceil(shape.workers * f)} (the loader needs {need})")
+    if match.knob == "threads":
+        return (f"raise the read threads (ReadOptions.num_threads) from {match.value} to "
+                f"{_ceil(match.value * f)} (the loader needs {need}), or add workers")
     if match.knob == "prefetch":
         return (f"raise the read prefetch buffer (ReadOptions.prefetch_buffer_size) to "
                 f"{_ceil(match.value * f)} batches' worth, or add read threads")

@@ -142,12 +142,14 @@ def _epoch_batches(dataset: InputPipeline) -> int | None:
 
 
 def loader_shape(dataset: InputPipeline, settings: GrainSettings) -> LoaderShape:
-    """What the real-data run's loader is: ``settings``' workers and buffers (the read
-    prefetch counted in batches) and the batches in one epoch of ``dataset``."""
+    """What the real-data run's loader is: ``settings``' workers, buffers (the read prefetch
+    counted in batches) and read threads, and the batches in one epoch of ``dataset``."""
     per_batch = read_elements_per_batch(at_setting(dataset, settings))  # type: ignore[arg-type]
-    return LoaderShape(settings.workers, settings.per_worker_buffer if settings.workers else 0,
-                       read_prefetch_batches(settings.prefetch, per_batch),
-                       _epoch_batches(dataset))
+    return LoaderShape(workers=settings.workers,
+                       per_worker_buffer=settings.per_worker_buffer if settings.workers else 0,
+                       prefetch_batches=read_prefetch_batches(settings.prefetch, per_batch),
+                       epoch_steps=_epoch_batches(dataset), threads=settings.threads,
+                       elements_per_batch=per_batch)
 
 
 def measure_real(workload: Workload, dataset: InputPipeline, settings: GrainSettings,

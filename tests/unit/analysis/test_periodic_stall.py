@@ -134,6 +134,14 @@ def test_finding_matches_the_buffer_the_prefetch_and_the_epoch() -> None:
     assert f.location == "epoch"
     [f] = ps.periodic_stall_findings(steps, ps.LoaderShape(workers=3, per_worker_buffer=2))
     assert f.location is None and "nothing pipecheck knows" in f.message
+    # no workers, 16 read threads, 2 elements a batch: 8 batches finish together
+    [f] = ps.periodic_stall_findings(steps, ps.LoaderShape(threads=16, elements_per_batch=2))
+    assert f.location == "threads" and "from 16 to" in (f.fix or "")
+    [f] = ps.periodic_stall_findings(steps, ps.LoaderShape(workers=1, threads=16,
+                                                           elements_per_batch=2))
+    assert f.location is None  # in a worker, the threads' rounds are not the steps'
+    assert ps.shape_of_config({"num_threads": 8, "batch_size": 4, "dataset_size": 40}) == \
+        ps.LoaderShape(epoch_steps=10, threads=8, elements_per_batch=4)
 
 
 def test_finding_matches_checkpoint_tags() -> None:

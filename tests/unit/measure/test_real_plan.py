@@ -62,7 +62,8 @@ def test_the_loader_shape_a_periodic_stall_is_matched_to():
     examples = BatchedExamples(grain.MapDataset.range(96), 8)
     settings = GrainSettings(workers=2, per_worker_buffer=3, threads=2, prefetch=32)
     # 96 examples of 8 a batch: 12 batches an epoch; 32 read elements are 4 batches
-    assert loader_shape(examples, settings) == LoaderShape(2, 3, 4, 12)
+    assert loader_shape(examples, settings) == LoaderShape(2, 3, 4, 12, threads=2,
+                                                           elements_per_batch=8)
     forever = BatchedExamples(grain.MapDataset.range(96).repeat(), 8)
     assert loader_shape(forever, settings).epoch_steps is None
     assert loader_shape(packed(16), settings).epoch_steps is None  # an IterDataset
