@@ -1,17 +1,20 @@
 """A model of the loader time D as a function of Grain's four knobs and the host's cores,
 fitted to the settings a run measured. Pure: no I/O, no clock.
 
-A batch costs ``c`` seconds of GIL-holding CPU in the transforms (measured: the workers' CPU
-per batch), ``s`` seconds of waiting besides (I/O, latency; fitted) and ``m`` seconds of the
-training process's own work with workers (measured: receiving, collating, work after
-``mp_prefetch``). Each resource sets a floor on the time per batch:
+A batch costs ``c`` seconds of GIL-holding CPU in a worker (measured: the workers' CPU per
+batch; the transforms' share of it is no more than ``m0``), ``s`` seconds of waiting besides
+(I/O, latency; fitted), ``m`` seconds of the training process's own work with workers
+(measured: receiving, collating, work after ``mp_prefetch``) and ``m0`` without workers
+(measured: the transforms included). Each resource sets a floor on the time per batch:
 
 - the transform stage: one process runs ``p = min(threads, prefetch)`` reads at once, which
-  overlap their waiting but not their CPU (the GIL): ``max(c, (c + s) / p)`` per batch per
-  process, divided over ``W`` workers (no workers: in the training process);
-- the training process: ``m`` with workers; ``c + m`` without (the transforms share its GIL);
-- the cores: ``(c + m) / N`` on ``N`` cores, slowed by ``contention`` per runnable process
-  past the cores.
+  overlap their waiting but not their CPU (the GIL): ``max(c, (min(c, m0) + s) / p)`` per
+  batch per process (a worker sends each batch beside its read threads), divided over
+  ``W`` workers (no workers: in the training process);
+- the training process: ``m`` with workers, ``m0`` without;
+- the cores: ``cpu_scale x (c + m) / N`` on ``N`` cores, slowed by ``contention`` per
+  runnable process past the cores (``cpu_scale``: the share of the cores other programs
+  left the loader, fitted).
 
 D is the p-norm of the floors (``sharpness`` fitted: queues make D smoother than the
 largest floor alone near the point where two floors cross); the largest floor names what
