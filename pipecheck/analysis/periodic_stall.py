@@ -64,10 +64,11 @@ MIN_OCCURRENCES = 3
 """A period needs at least this many stalls on it: two stalls make a distance, not a
 recurrence."""
 
-JITTER_MIN_PERIOD = 4
-"""From this period on, stalls that wander between two adjacent steps (a worker a little
-late one round, early the next) are also counted together; a shorter period would have
-half or more of its steps in the pair."""
+JITTER_MIN_PERIOD = 3
+"""From this period on, stalls on two adjacent steps are also counted together: a stall
+that wanders by a step (a worker a little late one round, early the next), or one split
+over two steps (3 workers out of phase: two short waits a round, measured here); with
+period 2 the pair would be every step."""
 
 MIN_COVERAGE = 0.5
 """At least this share of the steps at the period's phase must be slow: a stall that
@@ -413,7 +414,7 @@ def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
     shown = ", ".join(map(str, stall.stall_steps[:8]))
     more = len(stall.stall_steps) - 8
     share = stall.lost_s / stall.looked_at_s if stall.looked_at_s > 0 else math.nan
-    wander = ", wandering by a step" if stall.width > 1 else ""
+    wander = ", on two adjacent steps" if stall.width > 1 else ""
     return Finding(
         kind="periodic-stall",
         message=(f"steps stall every {stall.period} steps ({len(stall.stall_steps)} stalls "
