@@ -21,7 +21,7 @@ import json
 import sys
 import time
 
-from pipecheck.analysis.model_tuner import tune_by_model, trial_of
+from pipecheck.analysis.model_tuner import trial_of, tune_by_model
 from pipecheck.analysis.tuner import choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
