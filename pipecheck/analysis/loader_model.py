@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -178,7 +178,7 @@ def floors(g: GrainSettings, cores: int, k: Costs, stage: str) -> dict[str, floa
             CPU_CORES: cpu}
 
 
-def combine(values: Sequence[float], sharpness: float) -> float:
+def combine(values: Iterable[float], sharpness: float) -> float:
     """The p-norm of the floors: the largest, smoothed where others come close."""
     return float(sum(v ** sharpness for v in values if v > 0) ** (1.0 / sharpness))
 

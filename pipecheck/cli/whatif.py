@@ -45,7 +45,7 @@ def load_measured(path: str) -> CompareResult | DataloaderResult:
     record = store.load(path)
     if not isinstance(record, (CompareResult, DataloaderResult)):
         raise ResultFormatError(
-            f"{path} holds a {record.kind!r} record; whatif reads a 'compare' or "
+            f"{path} holds a {getattr(record, 'kind', '?')!r} record; whatif reads a 'compare' or "
             "'dataloader' record (pipecheck compare --json, pipecheck dataloader --json)")
     return record
 

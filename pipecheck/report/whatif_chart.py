@@ -9,9 +9,10 @@ from typing import Sequence
 import numpy as np
 
 from pipecheck.analysis import loader_model as lm
+from pipecheck.records.common import Estimate
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
-from pipecheck.records.whatif import WhatIfCheck
+from pipecheck.records.whatif import Interval, WhatIfCheck
 from pipecheck.report import svg
 from pipecheck.report.charts import GOAL_COLOR, MARK_COLOR, RUN_COLORS, Chart
 from pipecheck.units import ms
@@ -46,10 +47,10 @@ def predicted_curve_chart(settings: Sequence[LoaderSetting], like: GrainSettings
     value = np.asarray([p.interval.value for p in preds]) * 1e3
     low = np.asarray([p.interval.low for p in preds]) * 1e3
     high = np.asarray([p.interval.high for p in preds]) * 1e3
-    points = [(s.workers, s.loader_time) for s in settings if _same_reads(s.settings, like)]
+    points: list[tuple[int, Estimate | Interval]] = [
+        (s.workers, s.loader_time) for s in settings if _same_reads(s.settings, like)]
     if check is not None and _same_reads(check.setting.grain(), like):
-        m = check.measured_loader_s
-        points.append((check.setting.workers, m))
+        points.append((check.setting.workers, check.measured_loader_s))
     top = max([float(high.max()), (goal_s or 0.0) * 1e3]
               + [p[1].high * 1e3 for p in points if math.isfinite(p[1].high)]) * 1.1
     x = svg.Scale(-0.5, top_w + 0.5, svg.LEFT, svg.WIDTH - svg.RIGHT)
