@@ -182,8 +182,9 @@ def _notes(p: lm.Prediction, model: LoaderModelFit, s: WhatIfSetting) -> Sequenc
 def check_setting(measured: Sequence[GrainSettings], chosen: GrainSettings,
                   max_workers: int) -> GrainSettings | None:
     """The setting compare's self-check measures: next to the chosen one (one worker more,
-    twice the read threads, one worker fewer, half the threads, in that order) and not
-    measured yet; None when every neighbour was."""
+    twice the read threads, one worker fewer, half the threads, in that order; without
+    workers, twice the threads first: no worker process to start) and not measured yet;
+    None when every neighbour was."""
     def same(a: GrainSettings, b: GrainSettings) -> bool:
         if a.workers == 0 and b.workers == 0:  # the per-worker buffer means nothing there
             return (a.threads, a.prefetch) == (b.threads, b.prefetch)
@@ -194,6 +195,8 @@ def check_setting(measured: Sequence[GrainSettings], chosen: GrainSettings,
                dataclasses.replace(chosen, threads=2 * max(1, t), prefetch=0),
                dataclasses.replace(chosen, workers=w - 1) if w > 0 else None,
                dataclasses.replace(chosen, threads=t // 2, prefetch=0) if t > 1 else None]
+    if w == 0:
+        options[0], options[1] = options[1], options[0]
     for g in options:
         if g is not None and not any(same(g, m) for m in measured):
             return g

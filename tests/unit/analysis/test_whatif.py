@@ -15,6 +15,11 @@ def test_self_check_takes_the_first_neighbour_of_the_choice_not_measured():
     assert check_setting([chosen], chosen, max_workers=2) == GrainSettings(2, threads=2)
 
 
+def test_self_check_without_workers_tries_more_threads_first():
+    chosen = GrainSettings(workers=0, threads=4, prefetch=4)
+    assert check_setting([chosen], chosen, max_workers=8) == GrainSettings(0, threads=8)
+
+
 def test_self_check_without_workers_ignores_the_per_worker_buffer():
     chosen = GrainSettings(workers=0, threads=4, prefetch=4)
     measured = [chosen, GrainSettings(1, threads=4, prefetch=4),
