@@ -36,3 +36,27 @@ def test_knobs_not_asked_keep_the_runs_choice_and_prefetch_follows_threads():
     assert (s.workers, s.per_worker_buffer, s.threads, s.prefetch, s.cores) == (5, 1, 4, 4, 2)
     s = setting_of(Asked(threads=8, cores=16), base, cores=2)
     assert (s.threads, s.prefetch, s.cores) == (8, 16, 16)
+
+
+def test_a_pipeline_that_runs_its_own_workers_is_not_predicted():
+    import dataclasses
+    from pathlib import Path
+
+    import pytest
+
+    from pipecheck.analysis.loader_model import NotPredictable
+    from pipecheck.analysis.whatif import OWN_WORKERS, what_if
+    from pipecheck.records import store
+
+    data = Path(__file__).parents[2] / "data" / "whatif"
+    dl = store.load(data / "dataloader_calibrated_load20_cpu3.json")
+    own = dataclasses.replace(dl, results=tuple(
+        dataclasses.replace(s, warnings=(f"{OWN_WORKERS} (mp_prefetch(num_workers=4)): ...",))
+        for s in dl.results))
+    with pytest.raises(NotPredictable, match="fixes its own worker processes"):
+        what_if(own, "dl.json", Asked())
+    c = store.load(data / "compare_calibrated_load40_cpu2.json")
+    fixed = dataclasses.replace(c, tuning=dataclasses.replace(c.tuning, stop="pipeline"))
+    with pytest.raises(NotPredictable, match="fixes its own worker processes"):
+        what_if(fixed, "c.json", Asked())
+    assert what_if(c, "c.json", Asked(workers=2)).setting.workers == 2
