@@ -166,8 +166,9 @@ def stage_what_if(settings: Sequence[LoaderSetting], model: LoaderModelFit,
 def _notes(p: lm.Prediction, model: LoaderModelFit, s: WhatIfSetting) -> Sequence[str]:
     notes = []
     if p.extrapolated:
-        notes.append(f"past the settings measured (at most {model.max_workers_measured} "
-                     f"workers, {model.max_reads_measured} parallel reads per process): the "
+        w = model.max_workers_measured
+        notes.append(f"past the settings measured (at most {w} worker{'' if w == 1 else 's'}, "
+                     f"{model.max_reads_measured} parallel reads per process): the "
                      f"interval is widened {lm.EXTRAPOLATION_WIDENING:g}x")
     if p.over_memory:
         notes.append(f"{s.workers} workers need about {lm.memory_mb(model, s.grain()):.0f} MB, "
