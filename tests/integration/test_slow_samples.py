@@ -25,6 +25,9 @@ from tests.conftest import REPO
 
 from .doc_examples import skeleton_problems
 
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+
 CONFIG = RunConfig("demo", {"batch_size": 8})
 
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ..conftest import run_cli
+
+pytestmark = pytest.mark.timing
+"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
 
 
 def test_whatif_predicts_a_worker_count_the_run_did_not_measure(tmp_path):
