@@ -22,6 +22,7 @@ from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
 from pipecheck.measure import loader_search as ls
+from pipecheck.measure import machine_load as ml
 from pipecheck.measure.dataloader import (
     DEFAULT_THREADS,
     DEFAULT_TIMEOUT_S,
@@ -44,6 +45,7 @@ from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.tuned_config import config_settings, usable_cores
@@ -194,6 +196,9 @@ class Stages:
     env: Callable[[], Mapping[str, object]] = collect_env
     cores: Callable[[], int] = usable_cores
     ram_budget_mb: Callable[[], float] = default_ram_budget_mb
+    cpu: ml.CpuReader = ml.read_cpu
+    """The machine's busy CPU and pipecheck's own, read at each phase's boundaries."""
+    host_cores: Callable[[], int] = ml.host_cores
 
 
 def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
@@ -216,28 +221,34 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               max_workers_given=o.max_workers_given, search=o.search)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
         ls.refuse_ignored(parts(), search)
-    target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress, clock)
-    loader = stages.loader(config, o.dataloader_file, parts,
-                           target.result.step_time.summary.median, search, progress, clock)
+    loads = ml.PhaseLoads(stages.cpu, clock)
+    with loads.phase("target", measured=not o.synthetic_file):
+        target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress,
+                               clock)
+    with loads.phase("loader", measured=not o.dataloader_file):
+        loader = stages.loader(config, o.dataloader_file, parts,
+                               target.result.step_time.summary.median, search, progress, clock)
     check = None if o.dataloader_file else \
         stages.check(parts(), loader, search, stages.cores(), progress, clock)
     if o.real_file and monitor is not None:  # its env compared now: the workload set up JAX
         real = stages.real_of(o.real_file, monitor, config.to_dict())
     else:
         assert workload is not None
-        real = stages.real(workload, parts, loader.chosen, o.steps, o.timeout_s, progress, clock,
-                           profile_dir=o.profile_dir)
+        with loads.phase("real"):
+            real = stages.real(workload, parts, loader.chosen, o.steps, o.timeout_s, progress,
+                               clock, profile_dir=o.profile_dir)
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
     progress.say(f"      real-data step time R = {ms(real_est.value)}")
     t_samples, drift = target.result.step_time.samples_s, None
     if not o.synthetic_file and workload is not None:
         progress.say(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
-        after, drift = stages.target_again(config, max(10, o.target_steps // 2), workload,
-                                           target, clock)
+        with loads.phase("target_again"):
+            after, drift = stages.target_again(config, max(10, o.target_steps // 2), workload,
+                                               target, clock)
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
-                     t_samples, drift, ram_budget, run_steps)
+                     t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
     return CompareRun(dataclasses.replace(result, whatif_check=check), real)
 
 
@@ -254,7 +265,7 @@ def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],
 def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target,
             loader: ls.LoaderChoice, real: RealRun, real_dist: Distribution,
             real_est: Estimate, t_samples: tuple[float, ...], drift: str | None,
-            ram_budget: float, run_steps: int) -> CompareResult:
+            ram_budget: float, run_steps: int, machine: MachineLoad | None) -> CompareResult:
     """The verdict on T, D and R, the findings and the recommendation, as the record."""
     chosen_d, baseline_d, host_warnings = _loader_times(loader, o.hosts)
     target_dist = Distribution.of(t_samples)
@@ -263,7 +274,8 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value),
                      own_load_share=None if o.real_file else
-                     _own_load_share(loader.chosen.settings, spans, real_est))
+                     _own_load_share(loader.chosen.settings, spans, real_est),
+                     machine=machine)
     cores = stages.cores()
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,
@@ -290,4 +302,4 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
         steps=real.steps, anomalies=real.anomalies, startup=startup,
         warnings=(*target.warnings, *loader.warnings, *real.warnings, *([drift] if drift else []),
                   *target.result.warnings, *host_warnings),
-        estimates=est)
+        estimates=est, machine_load=machine)

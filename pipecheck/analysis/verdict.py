@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from pipecheck.analysis.machine_load import busier_during_real
 from pipecheck.records.common import Estimate
 from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is records.kinds
     COMPUTE_BOUND,
@@ -35,6 +36,7 @@ from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is reco
     VERDICTS,
     VerdictKind,
 )
+from pipecheck.records.machine_load import MachineLoad
 from pipecheck.units import ms
 
 FORCED_SYNC_MARGIN = 0.20
@@ -72,7 +74,8 @@ class Verdict:
     fixed_by_tuning: bool = False
     """Input-bound at the baseline setting, and the chosen setting keeps up with compute."""
     unexplained_slowdown: bool = False
-    """R is clearly above max(T, D) but no host sync explains it (e.g. CPU contention)."""
+    """R is clearly above max(T, D) but neither a host sync nor a machine that other
+    programs kept busier during R explains it (e.g. loading competes with compute)."""
 
 
 def _clearly_slower(loader: Estimate, target: Estimate) -> bool:
@@ -93,25 +96,37 @@ def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> boo
 
 def decide(target: Estimate, loader: Estimate, real: Estimate,
            baseline: Estimate | None = None, sync_share: float | None = None,
-           parts_of_real: bool = False, own_load_share: float | None = None) -> Verdict:
+           parts_of_real: bool = False, own_load_share: float | None = None,
+           machine: MachineLoad | None = None) -> Verdict:
     """Classify a run (see ``_decide``); flag a slowdown that no host sync explains.
     ``parts_of_real``: T and D were read off the same steps as R (a profiler capture), so
     their noise is judged against R's median, not their own (a 1 ms spread in a 5 ms
     compute time cannot change the verdict of a 35 ms step). ``own_load_share``: the share
     of a real-data step the training thread spent loading its batches itself (no workers,
-    no read threads; None: loading runs beside it)."""
+    no read threads; None: loading runs beside it). ``machine``: the CPU other processes
+    used during each phase; when they used clearly more during R than while the slower of
+    T and D was timed, that, not loading, is said to explain the slowdown."""
     v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share)
     usable = target.usable and loader.usable and real.usable
     if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
         return v
+    busier = busier_during_real(machine, target.value, loader.value)
+    slower = (f"real-data steps ({ms(real.value)}) are {100 * v.excess_over_bound:.0f}% "
+              f"slower than compute ({ms(target.value)}) and loading ({ms(loader.value)})")
+    if busier is not None:
+        if v.verdict != COMPUTE_BOUND:  # the verdict stands; the slowdown is explained
+            return v
+        return Verdict(
+            INCONCLUSIVE,
+            f"{slower}, but {busier.describe()}: rerun on a quieter machine",
+            v.excess_over_bound,
+        )
     if v.verdict == COMPUTE_BOUND:
         # Neither compute nor loading explains R, and no host sync was found: calling it
         # compute-bound would send the user to speed up a step that is not the problem.
         return Verdict(
             INCONCLUSIVE,
-            f"real-data steps ({ms(real.value)}) are {100 * v.excess_over_bound:.0f}% "
-            f"slower than compute ({ms(target.value)}) and loading "
-            f"({ms(loader.value)}), but the sampler found no host sync that explains "
+            f"{slower}, but the sampler found no host sync that explains "
             "it: most likely loading competes with compute for the CPU. Try fewer loader "
             "threads/workers or cheaper transforms, and run your loop under pipecheck.Monitor "
             "to rule out a sync the sampler cannot see",

@@ -19,6 +19,7 @@ from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
+from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.whatif import WhatIfCheck
 
 
@@ -97,6 +98,9 @@ class CompareResult(TopRecord):
     whatif_check: WhatIfCheck | None = None
     """compare's self-check: a loader setting the model (``analysis.loader_model``) did not
     see, predicted from the settings tried, then measured (None: not made)."""
+    machine_load: MachineLoad | None = None
+    """The CPU other processes used during each phase compare measured, and the host's
+    cores (None: nothing measured here, or a file written before it was recorded)."""
 
     # Each of these is stored once, where the verdict took it from (format version 4
     # wrote them again, as fields of their own).

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipecheck.analysis.first_batch import work_text
+from pipecheck.analysis.machine_load import machine_was_shared, phase_loads
 from pipecheck.records.common import Estimate, StartUp
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
@@ -91,6 +93,12 @@ def whatif_check_line(c: WhatIfCheck) -> str:
             f"{ms(m.value)}: error {100 * c.error:.0f}% (docs/whatif.md)")
 
 
+def machine_load_line(m: MachineLoad) -> str:
+    """The CPU other processes used during each phase, compactly."""
+    each = ", ".join(f"{label} {cores:.1f}" for label, cores in phase_loads(m))
+    return f"other processes' CPU while measuring (cores of {m.cores}): {each}"
+
+
 def startup_line(s: StartUp) -> str:
     """Time to the first batch next to the start-up work it could overlap."""
     return (f"start-up: first batch {s.first_batch_s:.2f} s; beside it "
@@ -109,6 +117,8 @@ def compare_parts(r: CompareResult) -> list[Part]:
         r.verdict_reason,
         "",
         Table(_evidence(r), EVIDENCE_HEADERS),
+        *([machine_load_line(r.machine_load)] if r.machine_load is not None
+          and machine_was_shared(r.machine_load) else []),
         "",
         f"loader settings tried (goal: D <= {ms(goal)}, {100 * r.tuning.headroom:.0f}% of T "
         "as measured before the search)",

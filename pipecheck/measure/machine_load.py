@@ -1,0 +1,115 @@
+"""The CPU other processes use while compare measures a phase, read at its boundaries.
+
+System-wide busy CPU time (``psutil.cpu_times()``: every state but idle and iowait; guest
+time is already counted in user time on Linux, as psutil's own ``cpu_percent`` has it),
+less the CPU of this process and its children (Grain workers: live ones recursively, and
+the children already reaped, whose times the kernel adds to ours), over the phase's wall
+time. Read once at the start and once at the end of a phase, never inside a timed loop:
+a few /proc reads, no device sync, nothing per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from typing import Any, Callable, Iterator, Protocol
+
+import psutil
+
+from pipecheck.records.machine_load import MachineLoad, PhaseLoad
+
+NOT_BUSY_FIELDS = ("idle", "iowait", "guest", "guest_nice")
+"""The system-wide CPU time fields that are not busy time of their own (idle, waiting on
+I/O; guest time is counted in user time too)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CpuReading:
+    """One reading: the machine's busy CPU seconds and our own (with our children)."""
+
+    busy_s: float
+    own_s: float
+
+
+class CpuReader(Protocol):
+    def __call__(self) -> CpuReading: ...
+
+
+def busy_seconds(times: Any) -> float:
+    """The busy CPU seconds of a ``psutil.cpu_times()`` result (any platform's fields)."""
+    fields = times._asdict()
+    return sum(v for k, v in fields.items() if k not in NOT_BUSY_FIELDS)
+
+
+def own_seconds(proc: psutil.Process) -> float:
+    """CPU seconds of ``proc``, its children already reaped, and its live children."""
+    t = proc.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for child in proc.children(recursive=True):
+        try:
+            c = child.cpu_times()
+        except psutil.Error:  # exited between the listing and the read
+            continue
+        total += c.user + c.system
+    return float(total)
+
+
+def read_cpu() -> CpuReading:
+    """The machine's busy CPU seconds and this process's own, now."""
+    return CpuReading(busy_seconds(psutil.cpu_times()), own_seconds(psutil.Process()))
+
+
+def host_cores() -> int:
+    """Every core the system-wide CPU times count."""
+    return psutil.cpu_count() or 1
+
+
+class PhaseMeter:
+    """``start()`` at a phase's start, ``stop()`` at its end: the phase's ``PhaseLoad``."""
+
+    def __init__(self, reader: CpuReader = read_cpu,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.reader = reader
+        self.clock = clock
+        self._start: tuple[float, CpuReading] | None = None
+
+    def start(self) -> None:
+        self._start = (self.clock(), self.reader())
+
+    def stop(self) -> PhaseLoad:
+        if self._start is None:
+            raise RuntimeError("the phase was never started")
+        t0, r0 = self._start
+        r1, t1 = self.reader(), self.clock()
+        self._start = None
+        other = (r1.busy_s - r0.busy_s) - (r1.own_s - r0.own_s)
+        # a child reaped by a grandparent we are not: its CPU leaves our count; never below 0
+        return PhaseLoad(wall_s=t1 - t0, other_cpu_s=max(0.0, other))
+
+
+class PhaseLoads:
+    """The other processes' load over each of compare's phases, by name (the fields of
+    ``MachineLoad``): ``with loads.phase("real"): ...`` around a phase's work."""
+
+    def __init__(self, reader: CpuReader = read_cpu,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self.reader = reader
+        self.clock = clock
+        self.loads: dict[str, PhaseLoad] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str, measured: bool = True) -> Iterator[None]:
+        """Read the load around the block; not at all when ``measured`` is False (the phase
+        is read from a file)."""
+        if not measured:
+            yield
+            return
+        meter = PhaseMeter(self.reader, self.clock)
+        meter.start()
+        yield
+        self.loads[name] = meter.stop()
+
+    def record(self, cores: int) -> MachineLoad | None:
+        """The phases read, or None when none was measured here."""
+        return MachineLoad(cores, **self.loads) if self.loads else None

@@ -1,0 +1,103 @@
+"""The other processes' load over a phase, from fake CPU readings and a fake clock."""
+
+import collections
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from pipecheck.measure.machine_load import (
+    CpuReading,
+    PhaseLoads,
+    PhaseMeter,
+    busy_seconds,
+    own_seconds,
+    read_cpu,
+)
+from pipecheck.records.machine_load import MachineLoad, PhaseLoad
+from tests.fakes import FakeClock
+
+Times = collections.namedtuple(
+    "Times", "user nice system idle iowait irq softirq steal guest guest_nice")
+
+
+def test_busy_seconds_leave_out_idle_iowait_and_guest():
+    t = Times(user=10, nice=1, system=2, idle=100, iowait=5, irq=0.5, softirq=0.5, steal=1,
+              guest=3, guest_nice=1)
+    assert busy_seconds(t) == 10 + 1 + 2 + 0.5 + 0.5 + 1
+
+
+def scripted(readings):
+    it = iter(readings)
+    return lambda: next(it)
+
+
+def test_other_processes_are_the_busy_time_less_our_own():
+    clock = FakeClock(100.0)
+    # 4 s of wall: the machine busy for 7 CPU s, ours (with workers) 5 of them
+    reader = scripted([CpuReading(1000.0, 50.0), CpuReading(1007.0, 55.0)])
+    meter = PhaseMeter(reader, clock)
+    meter.start()
+    clock.advance(4.0)
+    p = meter.stop()
+    assert p == PhaseLoad(wall_s=4.0, other_cpu_s=2.0)
+    assert p.other_cores == 0.5
+
+
+def test_never_below_zero():
+    clock = FakeClock()
+    meter = PhaseMeter(scripted([CpuReading(0.0, 0.0), CpuReading(1.0, 1.2)]), clock)
+    meter.start()
+    clock.advance(1.0)
+    assert meter.stop().other_cpu_s == 0.0
+
+
+def test_stop_without_start_fails():
+    with pytest.raises(RuntimeError, match="never started"):
+        PhaseMeter(read_cpu, FakeClock()).stop()
+
+
+def test_phases_by_name_and_a_file_phase_left_out():
+    clock = FakeClock()
+    reader = scripted([CpuReading(0.0, 0.0), CpuReading(2.0, 1.0),
+                       CpuReading(2.0, 1.0), CpuReading(12.0, 2.0)])
+    loads = PhaseLoads(reader, clock)
+    with loads.phase("target", measured=False):
+        clock.advance(5.0)  # T read from a file: no reading
+    with loads.phase("loader"):
+        clock.advance(2.0)
+    with loads.phase("real"):
+        clock.advance(4.0)
+    m = loads.record(cores=2)
+    assert m == MachineLoad(2, target=None, loader=PhaseLoad(2.0, 1.0),
+                            real=PhaseLoad(4.0, 9.0))
+    assert m.real.other_cores == 2.25 and m.target_all is None
+    assert PhaseLoads(reader, clock).record(2) is None
+    assert MachineLoad.from_dict(m.to_dict()) == m
+
+
+def _children_s(me):
+    """own_seconds less this process's own CPU: what it counts for the children."""
+    total = own_seconds(me)
+    t = me.cpu_times()
+    return total - (t.user + t.system)
+
+
+def test_own_seconds_count_live_and_reaped_children():
+    me = psutil.Process()
+    before = _children_s(me)
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt=time.process_time()\n"
+                              "while time.process_time()-t<0.3: pass\n"
+                              "time.sleep(30)"])
+    try:
+        proc = psutil.Process(child.pid)
+        while sum(proc.cpu_times()[:2]) < 0.3:
+            time.sleep(0.02)
+        assert _children_s(me) - before >= 0.3  # the live child's CPU counts
+    finally:
+        child.kill()
+        child.wait()
+    assert _children_s(me) - before >= 0.3  # and still once it is reaped

@@ -1,0 +1,83 @@
+"""compare_run reads the other processes' load around each phase (a fake machine and a fake
+clock), decides on it, keeps it in the record and shows it in the report."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from pipecheck import compare
+from pipecheck.measure.machine_load import CpuReading
+from pipecheck.records.compare import CompareResult
+from pipecheck.records.machine_load import PhaseLoad
+from pipecheck.report.compare import format_compare
+from tests.fakes import FakeClock
+from tests.unit.test_compare_run import CONFIG, around, loader, real, setting, stages
+
+
+class Machine:
+    """The machine's busy CPU and pipecheck's own, as a fake reader gives them."""
+
+    def __init__(self) -> None:
+        self.busy = self.own = 0.0
+
+    def __call__(self) -> CpuReading:
+        return CpuReading(self.busy, self.own)
+
+
+def busy_phases(machine: Machine, clock: FakeClock, others: dict[str, float],
+                s: compare.Stages) -> compare.Stages:
+    """Each stage takes 10 s, pipecheck busy for 15 CPU s of it, other processes for
+    ``others[phase]`` cores."""
+
+    def wrap(phase, stage):
+        def run(*args, **kwargs):
+            clock.advance(10.0)
+            machine.own += 15.0
+            machine.busy += 15.0 + 10.0 * others[phase]
+            return stage(*args, **kwargs)
+        return run
+
+    return dataclasses.replace(
+        s, target=wrap("target", s.target), loader=wrap("loader", s.loader),
+        real=wrap("real", s.real), target_again=wrap("target_again", s.target_again),
+        cpu=machine, host_cores=lambda: 2)
+
+
+def run(others: dict[str, float]) -> CompareResult:
+    clock = FakeClock()
+    s = busy_phases(Machine(), clock, others,
+                    stages(50.0, loader(setting(0, 10.0)), real(around(90.0))))
+    return compare.compare_run(CONFIG, stages=s, clock=clock).result
+
+
+def test_busier_during_the_real_data_run_is_the_verdicts_reason():
+    r = run({"target": 0.1, "loader": 0.1, "real": 0.9, "target_again": 0.1})
+    m = r.machine_load
+    assert m is not None and m.cores == 2
+    assert [m.target, m.loader, m.real, m.target_again] == [
+        PhaseLoad(10.0, 1.0), PhaseLoad(10.0, 1.0), PhaseLoad(10.0, 9.0), PhaseLoad(10.0, 1.0)]
+    assert r.verdict == "inconclusive"
+    assert ("the machine got busier during the real-data run (other processes used 0.9 of 2 "
+            "cores, against 0.1 while compute was timed): rerun on a quieter machine"
+            ) in r.verdict_reason
+    assert not [f for f in r.findings if f.kind == "interference"]
+    assert CompareResult.from_dict(r.to_dict()) == r
+    text = format_compare(r)
+    assert ("other processes' CPU while measuring (cores of 2): T 0.1, D 0.1, R 0.9, "
+            "T again 0.1") in text
+
+
+def test_even_load_still_blames_loading_and_a_quiet_machine_shows_no_line():
+    r = run({"target": 0.8, "loader": 0.8, "real": 0.9, "target_again": 0.8})
+    assert "loading competes with compute for the CPU" in r.verdict_reason
+    assert [f.kind for f in r.findings if f.kind == "interference"] == ["interference"]
+    assert "other processes' CPU while measuring" in format_compare(r)
+    quiet = run({"target": 0.0, "loader": 0.1, "real": 0.2, "target_again": 0.0})
+    assert "other processes' CPU" not in format_compare(quiet)
+
+
+def test_a_record_without_the_field_reads_as_none():
+    r = run({"target": 0.0, "loader": 0.0, "real": 0.0, "target_again": 0.0})
+    data = dict(r.to_dict())
+    del data["machine_load"]
+    assert CompareResult.from_dict(data).machine_load is None
