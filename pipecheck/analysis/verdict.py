@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from pipecheck.analysis.machine_load import busier_during_real
+from pipecheck.analysis.machine_load import BusierMachine, busier_during_real
 from pipecheck.records.common import Estimate
 from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is records.kinds
     COMPUTE_BOUND,
@@ -106,11 +106,12 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     no read threads; None: loading runs beside it). ``machine``: the CPU other processes
     used during each phase; when they used clearly more during R than while the slower of
     T and D was timed, that, not loading, is said to explain the slowdown."""
-    v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share)
+    busier = busier_during_real(machine, target.value, loader.value)
+    v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share,
+                busier)
     usable = target.usable and loader.usable and real.usable
     if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
         return v
-    busier = busier_during_real(machine, target.value, loader.value)
     slower = (f"real-data steps ({ms(real.value)}) are {100 * v.excess_over_bound:.0f}% "
               f"slower than compute ({ms(target.value)}) and loading ({ms(loader.value)})")
     if busier is not None:
@@ -138,12 +139,14 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
 
 def _decide(target: Estimate, loader: Estimate, real: Estimate,
             baseline: Estimate | None = None, sync_share: float | None = None,
-            parts_of_real: bool = False, own_load_share: float | None = None) -> Verdict:
+            parts_of_real: bool = False, own_load_share: float | None = None,
+            busier: BusierMachine | None = None) -> Verdict:
     """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
     (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
     clearly slower than T and the chosen setting is not, the run is input-bound and the
     chosen setting fixes it. ``sync_share`` is the share of a real-data step the sync
-    locator found blocked in the user's syncs (None: not located, e.g. no sampler ran)."""
+    locator found blocked in the user's syncs (None: not located, e.g. no sampler ran).
+    ``busier``: other processes used clearly more CPU during R (named when R is noisy)."""
     for name, e in (("target step time", target), ("loader batch time", loader),
                     ("real-data step time", real)):
         if not e.usable:
@@ -157,12 +160,13 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
     noisy = [name for name, e in (("target", target), ("loader", loader), ("real", real))
              if _too_noisy(e, real, parts_of_real)]
     if noisy and not _apart_despite_noise(target, loader, real):
+        cause = (busier.describe() if busier is not None and "real" in noisy else
+                 "the machine is likely too busy (other processes competing for the CPU)")
         return Verdict(
             INCONCLUSIVE,
             f"the {', '.join(noisy)} measurements are too noisy to decide (confidence "
             f"interval wider than +/-{100 * MAX_RELATIVE_HALF_WIDTH:.0f}% of the median): "
-            "the machine is likely too busy (other processes competing for the CPU); run "
-            "more steps (--steps, --batches) on a quieter machine",
+            f"{cause}; run more steps (--steps, --batches) on a quieter machine",
             excess,
         )
     v = _loader_or_compute(target, loader, real, baseline, excess)

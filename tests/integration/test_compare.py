@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from ..conftest import REPO, run_cli
+from .busier_machine import rerun_if_busier
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
@@ -47,7 +48,8 @@ def sets(**kv):
 
 
 def test_compute_bound(tmp_path):
-    data, proc = compare(tmp_path, *sets(compute_ms=60), "--steps", "40")
+    data, proc = rerun_if_busier(
+        lambda n: compare(tmp_path, *sets(compute_ms=60), "--steps", "40", name=f"c{n}"))
     assert data["verdict"] == "compute-bound", data["verdict_reason"]
     assert data["tuning"]["chosen"]["workers"] == 0  # a cheap loader needs no workers
     assert data["estimates"]["loader"]["value"] < data["estimates"]["target"]["value"]
@@ -111,10 +113,7 @@ def test_sync_is_harmless_when_the_run_is_input_bound(tmp_path):
 def test_default_demo_compare_is_compute_bound(tmp_path):
     """The default demo's loader is ~10x faster than its compute (docs/compare.md): the
     verdict must say so, with the numbers behind it, not merely be one of the verdicts."""
-    out = tmp_path / "default.json"
-    proc = run_cli("compare", "--quiet", "--json", str(out), timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads(out.read_text())
+    data, proc = rerun_if_busier(lambda n: compare(tmp_path, "--quiet", name=f"default{n}"))
     assert data["verdict"] == "compute-bound", data["verdict_reason"]
     assert data["estimates"]["loader"]["value"] < data["estimates"]["target"]["value"] / 2
     assert proc.stdout.splitlines()[0] == "pipecheck compare: COMPUTE-BOUND"

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.integration.busier_machine import rerun_if_busier
 
 pytestmark = pytest.mark.timing
 """Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
@@ -49,11 +50,15 @@ def test_profile_verdict_agrees_with_compare(tmp_path: pathlib.Path, name: str,
         extra += ["--threads", "0"]  # loading on the training thread, as the sync needs
     if name == "compute-bound":
         extra += ["--target-steps", "60", "--steps", "60"]
-    r = pipecheck(tmp_path, "compare", *CALIBRATED, *extra, "--quiet", "--json", "c.json",
-                  "--profile", "cap")
-    assert "pipecheck profile cap" in r.stdout  # the capture is announced
-    comp = json.loads((tmp_path / "c.json").read_text())
-    pipecheck(tmp_path, "profile", "cap", "--json", "p.json", "--source", str(REPO / "pipecheck"))
+
+    def attempt(n: int) -> tuple[dict, str]:
+        r = pipecheck(tmp_path, "compare", *CALIBRATED, *extra, "--quiet", "--json",
+                      f"c{n}.json", "--profile", f"cap{n}")
+        assert f"pipecheck profile cap{n}" in r.stdout  # the capture is announced
+        return json.loads((tmp_path / f"c{n}.json").read_text()), f"cap{n}"
+
+    comp, cap = rerun_if_busier(attempt)
+    pipecheck(tmp_path, "profile", cap, "--json", "p.json", "--source", str(REPO / "pipecheck"))
     prof = json.loads((tmp_path / "p.json").read_text())
     assert comp["verdict"] == name, comp["verdict_reason"]
     assert prof["verdict"] == comp["verdict"], prof["reason"]

@@ -88,3 +88,22 @@ def test_busier_machine_never_overrides_other_verdicts():
     # input-bound, fixed by tuning, slower than both: kept, and not blamed on loading
     v = decide(est(40), est(30), est(60), baseline=est(120), sync_share=0.0, machine=busy)
     assert v.fixed_by_tuning and not v.unexplained_slowdown
+
+
+def test_noisy_real_data_steps_on_a_busier_machine_name_it():
+    noisy_r = Estimate(0.0836, 0.040, 0.130, 40)
+    v = decide(T, D, noisy_r, sync_share=0.0, machine=load(0.1, 0.1, 0.9))
+    assert v.verdict == INCONCLUSIVE
+    assert v.reason == (
+        "the real measurements are too noisy to decide (confidence interval wider than "
+        "+/-25% of the median): the machine got busier during the real-data run (other "
+        "processes used 0.9 of 2 cores, against 0.1 while compute was timed); run more "
+        "steps (--steps, --batches) on a quieter machine")
+    # even load: the reason as before
+    assert "the machine is likely too busy" in decide(
+        T, D, noisy_r, sync_share=0.0, machine=load(0.8, 0.8, 0.9)).reason
+    # a noisy target, D close to it, R steady: a busier real-data run explains nothing
+    v = decide(Estimate(0.0485, 0.02, 0.08, 40), Estimate(0.040, 0.039, 0.041, 40), est(50),
+               sync_share=0.0, machine=load(0.1, 0.1, 0.9))
+    assert v.verdict == INCONCLUSIVE and v.reason.startswith("the target measurements")
+    assert "the machine is likely too busy" in v.reason
