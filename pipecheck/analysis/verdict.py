@@ -19,6 +19,11 @@ must never be called forced-sync because of noise: that needs R's whole interval
 slower of T and D's intervals by ``FORCED_SYNC_MARGIN``, or, within R's own steps, the
 training thread's own loading and its wait in the user's sync one after the other
 (``SERIAL_SAVING``), which noise cannot make.
+
+R slower than both with no sync to explain it is blamed on loading competing with compute,
+unless other programs used clearly more CPU during R than while the slower of T and D was
+timed (``analysis.machine_load``): then the reason names the busier machine, and a noisy R
+on it names it too.
 """
 
 from __future__ import annotations
