@@ -27,9 +27,6 @@ from pipecheck.records.codec import decode_array
 from ..conftest import REPO, run_cli
 from .doc_examples import skeleton_problems
 
-pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
-
 HERE = pathlib.Path(__file__).resolve().parent
 PYTHONPATH = os.pathsep.join([str(REPO), str(HERE)])
 MARKER = "PIPECHECK_TEST_MARKER"
@@ -76,6 +73,7 @@ def user_config(tmp_path: pathlib.Path, dataset: str, **params: float) -> str:
     return str(path)
 
 
+@pytest.mark.timing
 def test_demo_sweep_json_and_per_example_stages_are_the_slow_ones(tmp_path):
     out = tmp_path / "dl.json"
     marker = uuid.uuid4().hex
@@ -121,6 +119,7 @@ LOAD_S = 0.080
 """The calibrated loader's sleep per batch in the worker sweep."""
 
 
+@pytest.mark.timing
 def test_calibrated_sweep_batch_time_falls_with_workers(tmp_path):
     out = tmp_path / "dl.json"
     proc = run_cli("dataloader", "--set", "workload=calibrated", "--set",

@@ -14,14 +14,12 @@ from tests.conftest import REPO
 
 from .multihost import free_port, launched, pipecheck_argv
 
-pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
-
 CALIBRATED = ["--set", "workload=calibrated", "--set", "feature_dim=64",
               "--set", "compute_ms=5"]
 RUN_TIMEOUT_S = 120
 
 
+@pytest.mark.timing
 def test_three_hosts_one_slow_loader_is_named(tmp_path):
     out = tmp_path / "run.json"
     argv = pipecheck_argv(
@@ -47,6 +45,7 @@ def test_three_hosts_one_slow_loader_is_named(tmp_path):
         assert [h["process_id"] for h in own["hosts"]] == [i]
 
 
+@pytest.mark.timing
 def test_two_equal_hosts_have_no_straggler(tmp_path):
     out = tmp_path / "run.json"
     argv = pipecheck_argv(2, free_port(), "dataloader", *CALIBRATED, "--set", "load_ms=10",
@@ -118,6 +117,7 @@ def test_different_configs_are_refused_naming_the_key(tmp_path):
                        "the same command (same --config, --set and options) on every process"]
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("mode", ["sync-stall", "slow-host"])
 def test_monitor_in_a_two_process_user_script(tmp_path, mode):
     """The user's own script (outside the repo, __main__ guard, Grain workers, a real
@@ -177,6 +177,7 @@ def test_monitor_save_to_keeps_each_host_and_names_a_dead_one(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
+@pytest.mark.timing
 def test_compare_on_two_hosts_follows_the_slowest_loader(tmp_path):
     """compare on 2 processes (a real all-reduce per step): the straggler is named, and the
     verdict's loader time D is the slowest host's, not process 0's own."""
