@@ -225,6 +225,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     with loads.phase("target", measured=not o.synthetic_file):
         target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress,
                                clock)
+    if o.synthetic_file and target.result.machine_load is not None:
+        loads.given("target", target.result.machine_load.target)
     with loads.phase("loader", measured=not o.dataloader_file):
         loader = stages.loader(config, o.dataloader_file, parts,
                                target.result.step_time.summary.median, search, progress, clock)

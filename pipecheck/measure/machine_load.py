@@ -110,6 +110,11 @@ class PhaseLoads:
         yield
         self.loads[name] = meter.stop()
 
+    def given(self, name: str, phase: PhaseLoad | None) -> None:
+        """A phase read from a file, with the load its own run recorded (if any)."""
+        if phase is not None:
+            self.loads[name] = phase
+
     def record(self, cores: int) -> MachineLoad | None:
         """The phases read, or None when none was measured here."""
         return MachineLoad(cores, **self.loads) if self.loads else None

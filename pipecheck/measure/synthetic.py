@@ -17,6 +17,7 @@ from pipecheck.analysis.steady_state import steady_mask, with_anomalies
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
+from pipecheck.measure.machine_load import PhaseLoads, host_cores
 from pipecheck.measure.spans import GcSpans, SpanRecorder
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
@@ -143,7 +144,8 @@ def synthetic_run(
     jax.block_until_ready((state, batch))
     recorder = SpanRecorder(clock)
     progress.say(f"timing {steps} steps on one batch on the devices")
-    with CompileWatcher(workload.train_step_name, clock) as watcher:
+    loads = PhaseLoads(clock=clock)  # read before and after the steps, never between them
+    with CompileWatcher(workload.train_step_name, clock) as watcher, loads.phase("target"):
         if workload.prepare is not None:
             workload.prepare(workload, state)
         with GcSpans(recorder):
@@ -170,5 +172,6 @@ def synthetic_run(
         warnings=tuple(warnings),
         steps=records,
         anomalies=anomalies,
+        machine_load=loads.record(host_cores()),
     )
     return SyntheticRun(result, recorder, events)

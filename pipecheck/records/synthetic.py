@@ -15,6 +15,7 @@ from pipecheck.records.common import (
     Throughput,
 )
 from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.machine_load import MachineLoad
 
 
 @register_kind
@@ -38,3 +39,6 @@ class SyntheticResult(TopRecord):
     """What the hosts' comparison found: a straggler, a synchronized stall, or none."""
     anomalies: tuple[Anomaly, ...] = ()
     """Steps far from the steady state (kept out of it), each with its likely cause."""
+    machine_load: MachineLoad | None = None
+    """The CPU other processes used while the steps ran (its ``target`` phase) and the
+    host's cores: compare weighs a real-data run against it when given this file."""

@@ -8,10 +8,11 @@ import dataclasses
 from pipecheck import compare
 from pipecheck.measure.machine_load import CpuReading
 from pipecheck.records.compare import CompareResult
-from pipecheck.records.machine_load import PhaseLoad
+from pipecheck.measure.target import Target
+from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 from pipecheck.report.compare import format_compare
 from tests.fakes import FakeClock
-from tests.unit.test_compare_run import CONFIG, around, loader, real, setting, stages
+from tests.unit.test_compare_run import CONFIG, around, loader, real, setting, stages, target
 
 
 class Machine:
@@ -43,11 +44,12 @@ def busy_phases(machine: Machine, clock: FakeClock, others: dict[str, float],
         cpu=machine, host_cores=lambda: 2)
 
 
-def run(others: dict[str, float]) -> CompareResult:
+def run(others: dict[str, float],
+        o: compare.CompareOptions = compare.CompareOptions()) -> CompareResult:
     clock = FakeClock()
     s = busy_phases(Machine(), clock, others,
                     stages(50.0, loader(setting(0, 10.0)), real(around(90.0))))
-    return compare.compare_run(CONFIG, stages=s, clock=clock).result
+    return compare.compare_run(CONFIG, o, stages=s, clock=clock).result
 
 
 def test_busier_during_the_real_data_run_is_the_verdicts_reason():
@@ -81,3 +83,23 @@ def test_a_record_without_the_field_reads_as_none():
     data = dict(r.to_dict())
     del data["machine_load"]
     assert CompareResult.from_dict(data).machine_load is None
+
+
+def test_t_read_from_a_file_brings_the_load_its_run_recorded():
+    quiet_t = target(50.0)
+    recorded = MachineLoad(2, target=PhaseLoad(5.0, 0.5))
+    clock = FakeClock()
+    s = busy_phases(Machine(), clock, {"loader": 0.1, "real": 0.9},
+                    stages(50.0, loader(setting(0, 10.0)), real(around(90.0))))
+    s = dataclasses.replace(s, target=lambda *a: Target(
+        dataclasses.replace(quiet_t.result, machine_load=recorded)))
+    o = compare.CompareOptions(synthetic_file="syn.json")
+    r = compare.compare_run(CONFIG, o, stages=s, clock=clock).result
+    assert r.machine_load is not None and r.machine_load.target == PhaseLoad(5.0, 0.5)
+    assert r.machine_load.target_again is None  # not measured again: T came from the file
+    assert "against 0.1 while compute was timed" in r.verdict_reason
+    # a file without it (written before it was recorded): no load for T, loading blamed
+    s = dataclasses.replace(s, target=lambda *a: quiet_t)
+    r = compare.compare_run(CONFIG, o, stages=s, clock=clock).result
+    assert r.machine_load is not None and r.machine_load.target is None
+    assert "loading competes with compute for the CPU" in r.verdict_reason
