@@ -13,8 +13,8 @@ from pipecheck.encoding import ParallelEncoder
 from pipecheck.records import store
 from pipecheck.records.base import Record
 from pipecheck.records.codec import ArrayEncoder
-from pipecheck.report.page import write_page
 from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.report.page import write_page
 from pipecheck.tuned_config import machine_warning, save_config
 from pipecheck.workloads import maxtext, resolve
 

@@ -188,6 +188,6 @@ def scalar_events(steps: np.ndarray, walls: np.ndarray, tags: Sequence[str],
             continue
         cols = np.flatnonzero(present[a])
         rows = _event_rows(walls[a:b], steps[a:b], values[a:b][:, cols],
-                           [tags[j] for j in cols], int(varint_lengths(steps[a:a + 1])[0]))
+                           [tags[int(j)] for j in cols], int(varint_lengths(steps[a:a + 1])[0]))
         parts.append(_framed_rows(rows))
     return b"".join(parts)

@@ -19,7 +19,7 @@ import numpy as np
 
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError
-from pipecheck.step_types import Batch, HookRecorder, PyTree, StepHook
+from pipecheck.step_types import Batch, BatchSpec, HookRecorder, PyTree, StepHook
 from pipecheck.workloads.base import Workload
 from pipecheck.workloads.maxtext import (
     LOSS_KEY,
@@ -64,7 +64,7 @@ class MaxTextStep:
             state, metrics = self._jitted(state, batch)
         return state, {"loss": metrics["scalar"][LOSS_KEY], METRICS_KEY: metrics}
 
-    def lower(self, state: PyTree, batch: Batch, /) -> jax.stages.Lowered:
+    def lower(self, state: PyTree, batch: Batch | BatchSpec, /) -> jax.stages.Lowered:
         with self._context():
             return self._jitted.lower(state, batch)
 

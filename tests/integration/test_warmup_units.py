@@ -15,7 +15,8 @@ from pipecheck.records.steps import StepTable
 
 from ..conftest import run_cli
 
-MAXTEXT_SHAPED = pathlib.Path(__file__).resolve().parents[1] / "data" / "users" / "maxtext_shaped.py"
+MAXTEXT_SHAPED = (pathlib.Path(__file__).resolve().parents[1] / "data" / "users"
+                  / "maxtext_shaped.py")
 """The user's model and pipeline file (its read prefetch from ``params.prefetch``)."""
 
 

@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-
 _DAYS_IN_MONTH = np.array([31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
 """Days of each month of a leap year (an absl header has no year: 29 February can be)."""
 

@@ -10,7 +10,6 @@ from typing import TypedDict, Unpack
 
 from pipecheck.logs.maxtext.patterns import NUM
 
-
 _SAVE = re.compile(r"Saving checkpoint at step\s*(\d+)")
 _SAVED = re.compile(r"[Ss]aved a checkpoint at step\s*(\d+)")
 _ASYNC = re.compile(r"Started an asynchronous checkpoint save for step\s*(\d+)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 
-
 # --- line patterns ---------------------------------------------------------------------
 NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 GLOG_HEADER = re.compile(

@@ -17,11 +17,9 @@ from pipecheck.logs.maxtext.blocks import byte_blocks, file_lines, split_block
 from pipecheck.logs.maxtext.clock import day_and_seconds
 from pipecheck.logs.maxtext.columns import StepColumns
 from pipecheck.logs.maxtext.events import Pending, activity_event, checkpoint_event
-from pipecheck.logs.maxtext.patterns import (
-    GLOG_HEADER, NUM, PROFILER_STEP_MARK, STAMP, STEP_MARK)
+from pipecheck.logs.maxtext.patterns import GLOG_HEADER, NUM, PROFILER_STEP_MARK, STAMP, STEP_MARK
 from pipecheck.logs.maxtext.shaped import read_shaped
 from pipecheck.logs.maxtext.steps import read_steps
-
 
 _PARAMS = re.compile(rf"number parameters:\s*({NUM})\s*billion")
 _JAX = re.compile(r"System Information: Jax Version:\s*(\S+)")

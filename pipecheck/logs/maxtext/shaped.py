@@ -14,7 +14,6 @@ from pipecheck.logs.maxtext.clock import DAYS_BEFORE_MONTH, ORDINAL_2000, valid_
 from pipecheck.logs.maxtext.columns import StepColumns
 from pipecheck.logs.maxtext.patterns import GLOG_HEADER, HAS_DIGIT, STEP_KEYS, STEP_MARK
 
-
 _NUMERIC = bytes(b if b in b"0123456789+-\n" else 32 for b in range(256))
 """A translation that keeps digits, signs and line ends and blanks everything else (keys,
 punctuation, header letters), so numpy reads a line's numbers as integers."""

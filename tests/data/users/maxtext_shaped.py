@@ -22,7 +22,7 @@ def write_corpus(path, n=400):
     writer = ArrayRecordWriter(path, "group_size:1")
     rng = np.random.default_rng(0)
     for i in range(n):
-        words = " ".join("w%d" % rng.integers(0, 999) for _ in range(rng.integers(3, 20)))
+        words = " ".join(f"w{rng.integers(0, 999)}" for _ in range(rng.integers(3, 20)))
         writer.write(json.dumps({"id": i, "text": words}).encode())
     writer.close()
 

@@ -557,7 +557,7 @@ def _searched_step_intervals(numbers, seconds, line_at, lag, window=64):
     offset = stamp - cum
     best = np.empty(n)
     cuts = [0, *(np.flatnonzero(np.diff(numbers) != 1) + 1).tolist(), n]
-    for lo, hi in zip(cuts, cuts[1:]):
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
         padded = np.concatenate([np.full(window, math.inf), offset[lo:hi],
                                  np.full(window, math.inf)])
         best[lo:hi] = np.lib.stride_tricks.sliding_window_view(
