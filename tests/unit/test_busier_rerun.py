@@ -7,7 +7,9 @@ from tests.integration.busier_machine import busier_machine, rerun_if_busier
 
 
 def record(verdict: str, real_cores: float, target_cores: float = 0.1) -> dict:
-    phase = (lambda c: {"wall_s": 10.0, "other_cpu_s": 10.0 * c})
+    def phase(c):
+        return {"wall_s": 10.0, "other_cpu_s": 10.0 * c}
+
     return {"verdict": verdict,
             "estimates": {"target": {"value": 0.050}, "loader": {"value": 0.005}},
             "machine_load": {"cores": 2, "target": phase(target_cores),

@@ -7,8 +7,8 @@ import dataclasses
 
 from pipecheck import compare
 from pipecheck.measure.machine_load import CpuReading
-from pipecheck.records.compare import CompareResult
 from pipecheck.measure.target import Target
+from pipecheck.records.compare import CompareResult
 from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 from pipecheck.report.compare import format_compare
 from tests.fakes import FakeClock

@@ -21,7 +21,9 @@ def est(median_ms, spread_ms=1.0):
 
 def load(target, loader, real, cores=2, again=None):
     """Each phase 10 s long, other processes keeping ``cores`` busy on average."""
-    phase = (lambda c: None if c is None else PhaseLoad(10.0, 10.0 * c))
+    def phase(c):
+        return None if c is None else PhaseLoad(10.0, 10.0 * c)
+
     return MachineLoad(cores, phase(target), phase(loader), phase(real), phase(again))
 
 
