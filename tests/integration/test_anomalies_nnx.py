@@ -25,7 +25,7 @@ from tests.conftest import REPO, run_cli
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 NNX_LOOP = REPO / "examples" / "nnx_generation_loop.py"
 

@@ -20,7 +20,7 @@ from .busier_machine import rerun_if_busier
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 CALIBRATED = REPO / "pipecheck" / "workloads" / "calibrated.py"
 USER_LOOP = REPO / "tests" / "data" / "user_workload_loop.py"

@@ -12,7 +12,7 @@ from tests.conftest import run_cli
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 

@@ -21,7 +21,7 @@ from tests.conftest import REPO
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 EXAMPLE = REPO / "examples" / "monitor_loader_dynamics.py"
 """The user's script (docs/monitor.md's example), copied outside the repository to run."""

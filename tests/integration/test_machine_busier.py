@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from tests.integration.busier_machine import busier_machine
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 HOGS = 2
 """One per core of the 2-core test machine: compute spread over both cores slows clearly."""

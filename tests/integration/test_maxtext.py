@@ -31,7 +31,7 @@ import sys
 import pytest
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAKE_CORPUS = ROOT / "tests" / "data" / "maxtext" / "make_corpus.py"

@@ -16,7 +16,7 @@ from tests.conftest import REPO
 from tests.integration.busier_machine import rerun_if_busier
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 CALIBRATED = ["--config", str(REPO / "configs" / "calibrated.yml"), "--workers", "0",
               "--steps", "40", "--batches", "10"]

@@ -20,7 +20,7 @@ from pipecheck.records import store
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 LOOP = REPO / "tests" / "data" / "profile_loop.py"
 

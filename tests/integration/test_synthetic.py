@@ -19,7 +19,7 @@ from ..conftest import run_cli
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 AGREEMENT = 0.20
 """The bound: synthetic median within 20% of the sync-every-step compute time."""

@@ -16,7 +16,7 @@ from ..conftest import run_cli
 from .doc_examples import skeleton_problems
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 
 def _dataloader(tmp_path, *args):

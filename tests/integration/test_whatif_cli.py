@@ -11,7 +11,7 @@ import pytest
 from ..conftest import run_cli
 
 pytestmark = pytest.mark.timing
-"""Verdicts and relations of measured times: with pytest-xdist, run one at a time."""
+"""Judges measured times (`-m timing` selects these tests, `-m "not timing"` skips them)."""
 
 
 def test_whatif_predicts_a_worker_count_the_run_did_not_measure(tmp_path):
@@ -27,9 +27,10 @@ def test_whatif_predicts_a_worker_count_the_run_did_not_measure(tmp_path):
     data = json.loads(out.read_text())
     assert data["setting"]["workers"] == 4 and data["predicted_step_s"] is None
     loader = data["predicted_loader_s"]
-    # a sleeping transform: 4 workers are predicted faster than the 2 measured, by a margin
-    # far inside the ideal 2x (4 workers overlap twice the sleeping of 2)
-    assert loader["value"] < 0.8 * measured[2], (loader, measured)
+    # a sleeping transform: 4 workers are predicted faster than the 2 measured, and no
+    # faster than the ideal 2x (4 workers overlap twice the sleeping of 2); how much faster
+    # depends on how well 2 workers scaled on this machine (on a busy one, less)
+    assert 0.45 * measured[2] < loader["value"] < measured[2], (loader, measured)
     assert data["loader_binding"] in ("MapMapDataset(transform=CalibratedBatches)",
                                       "main-process", "cpu-cores")
     assert "predicted loader time D:" in proc.stdout and f"wrote {out}" in proc.stdout
