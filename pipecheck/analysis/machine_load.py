@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipecheck.records.machine_load import MachineLoad
+from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 
 BUSIER_MIN_CORES = 0.25
 """Other processes must use at least a quarter of a core more during R: an eighth of a
@@ -23,6 +23,16 @@ BUSIER_SHARE_OF_HOST = 0.10
 """...and at least 10% of the host's cores more: compute spread over N cores loses about the
 share others take, and 10% is half the forced-sync margin (20%), a good part of an excess
 that large (on a 64-core host, a quarter of a core more explains nothing)."""
+
+MIN_PHASE_WALL_S = 0.5
+"""A phase shorter than half a second says nothing of the machine's load: the kernel counts
+CPU time in ticks of 10 ms per core, so a phase of a few milliseconds reads anything from 0
+to several cores (3.6 of 2 cores seen); over 0.5 s the error is under 0.05 of a core, far
+below ``BUSIER_MIN_CORES``."""
+
+
+def _long_enough(phase: PhaseLoad | None) -> PhaseLoad | None:
+    return phase if phase is not None and phase.wall_s >= MIN_PHASE_WALL_S else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,11 +61,11 @@ def busier_during_real(load: MachineLoad | None, target_s: float,
     """The loads when other processes used clearly more CPU during R than during the phase
     of the slower of T (``target_s``) and D (``loader_s``); None when they did not, or when
     either phase's load is not known (read from a file)."""
-    if load is None or load.real is None:
+    if load is None or _long_enough(load.real) is None:
         return None
     bound, name = ((load.target_all, "compute") if target_s >= loader_s
                    else (load.loader, "the loader"))
-    if bound is None:
+    if _long_enough(bound) is None:
         return None
     real, before = load.real.other_cores, bound.other_cores
     if real - before < busier_margin(load.cores):
@@ -69,7 +79,7 @@ PHASE_NAMES = (("target", "T"), ("loader", "D"), ("real", "R"), ("target_again",
 
 def phase_loads(load: MachineLoad) -> list[tuple[str, float]]:
     """The other processes' cores during each measured phase, in the order measured."""
-    phases = [(label, getattr(load, name)) for name, label in PHASE_NAMES]
+    phases = [(label, _long_enough(getattr(load, name))) for name, label in PHASE_NAMES]
     return [(label, p.other_cores) for label, p in phases if p is not None]
 
 

@@ -6,8 +6,10 @@ import pytest
 from pipecheck.analysis.machine_load import (
     BUSIER_MIN_CORES,
     BUSIER_SHARE_OF_HOST,
+    MIN_PHASE_WALL_S,
     busier_during_real,
     busier_margin,
+    phase_loads,
 )
 from pipecheck.analysis.verdict import COMPUTE_BOUND, FORCED_SYNC, INCONCLUSIVE, decide
 from pipecheck.records.common import Estimate
@@ -109,3 +111,16 @@ def test_noisy_real_data_steps_on_a_busier_machine_name_it():
                sync_share=0.0, machine=load(0.1, 0.1, 0.9))
     assert v.verdict == INCONCLUSIVE and v.reason.startswith("the target measurements")
     assert "the machine is likely too busy" in v.reason
+
+
+def test_a_phase_too_short_to_read_decides_nothing():
+    """Milliseconds of phase (compare's stages faked) read noise: 3.6 of 2 cores was seen."""
+    load = MachineLoad(2, PhaseLoad(0.003, 0.0), PhaseLoad(0.002, 0.0),
+                       PhaseLoad(0.004, 0.0144), None)
+    assert load.real is not None and load.real.other_cores > 2
+    assert busier_during_real(load, 0.050, 0.010) is None
+    assert phase_loads(load) == []
+    long_enough = MachineLoad(2, PhaseLoad(MIN_PHASE_WALL_S, 0.0), None,
+                              PhaseLoad(MIN_PHASE_WALL_S, 0.5), None)
+    busier = busier_during_real(long_enough, 0.050, 0.010)
+    assert busier is not None and busier.real_cores == 1.0
