@@ -99,6 +99,14 @@ def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> boo
     return real.low > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
 
 
+def _median_beyond_margin(target: Estimate, loader: Estimate, real: Estimate) -> bool:
+    """R's median above the slower of T and D's intervals by the margin, its interval perhaps
+    not: on a machine that got busier during R, its first steps (before the other programs
+    took the cores) widen R's interval down towards T, and the slowdown is still the
+    machine's, not compute's."""
+    return real.value > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
+
+
 def decide(target: Estimate, loader: Estimate, real: Estimate,
            baseline: Estimate | None = None, sync_share: float | None = None,
            parts_of_real: bool = False, own_load_share: float | None = None,
@@ -115,7 +123,9 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share,
                 busier)
     usable = target.usable and loader.usable and real.usable
-    if v.verdict == FORCED_SYNC or not usable or not _slower_than_both(target, loader, real):
+    beyond = _slower_than_both(target, loader, real) or (
+        busier is not None and _median_beyond_margin(target, loader, real))
+    if v.verdict == FORCED_SYNC or not usable or not beyond:
         return v
     slower = (f"real-data steps ({ms(real.value)}) are {100 * v.excess_over_bound:.0f}% "
               f"slower than compute ({ms(target.value)}) and loading ({ms(loader.value)})")

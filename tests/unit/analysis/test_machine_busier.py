@@ -124,3 +124,19 @@ def test_a_phase_too_short_to_read_decides_nothing():
                               PhaseLoad(MIN_PHASE_WALL_S, 0.5), None)
     busier = busier_during_real(long_enough, 0.050, 0.010)
     assert busier is not None and busier.real_cores == 1.0
+
+
+def test_a_busier_real_run_whose_interval_reaches_down_is_not_compute_bound():
+    """Seen in CI: hogs started with R, T 29.7 ms, R's median 46.6 ms (57% above) but its
+    first steps, before the hogs took the cores, widen its interval down to T's margin."""
+    t, d = Estimate(0.0297, 0.0290, 0.0305, 20), Estimate(0.00323, 0.0031, 0.0034, 20)
+    r = Estimate(0.0466, 0.0330, 0.0520, 40)
+    quiet = decide(t, d, r, sync_share=0.0, machine=load(0.1, 0.1, 0.1))
+    assert quiet.verdict == COMPUTE_BOUND  # no busier machine: the interval decides, as before
+    v = decide(t, d, r, sync_share=0.0, machine=load(0.1, 0.1, 1.6))
+    assert v.verdict == INCONCLUSIVE, v.reason
+    assert "the machine got busier during the real-data run" in v.reason
+    # R's median within the margin of T: the busier machine changes nothing
+    near = Estimate(0.0340, 0.0300, 0.0380, 40)
+    assert decide(t, d, near, sync_share=0.0, machine=load(0.1, 0.1, 1.6)).verdict == \
+        COMPUTE_BOUND
