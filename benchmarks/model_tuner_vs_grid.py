@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -34,27 +35,15 @@ from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 
-PIPELINES = {
-    # name: (calibrated keys, target step time in ms): tuner_joint_search.py's
-    "latency-bound": ({"load_ms": 40.0}, 10.0),
-    "cpu-bound": ({"cpu_ms": 12.0}, 5.0),
-    "main-process-bound": ({"load_ms": 20.0, "consumer_ms": 8.0}, 5.0),
-}
-THREADS = (1, 4, 16)
-BUFFERS = (1, 2)
-PREFETCH_FACTORS = (1, 2)
-
-
-def grid(max_workers: int) -> list[GrainSettings]:
-    out: list[GrainSettings] = []
-    for w in range(max_workers + 1):
-        for t in THREADS:
-            for b in BUFFERS:
-                for f in PREFETCH_FACTORS:
-                    s = GrainSettings(w, b if w else 2, t, max(1, f * t))
-                    if s not in out:
-                        out.append(s)
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the joint-search benchmark's pipelines, ladders and grid: the same scenarios, searched both ways
+from tuner_joint_search import (  # noqa: E402
+    BUFFERS,
+    PIPELINES,
+    PREFETCH_FACTORS,
+    THREADS,
+    grid,
+)
 
 
 def measure_table(keys: dict, settings: list[GrainSettings], batches: int
