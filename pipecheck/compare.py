@@ -80,9 +80,8 @@ class CompareOptions:
     """Capture PROFILE_STEPS real-data steps after the measured ones with jax.profiler here."""
     max_workers_given: bool = False
     """--max-workers was given (refused for a pipeline that runs its own workers)."""
-    search: str = "joint"
-    """``joint``: the tuner's joint search; ``model``: the loader model picks each setting
-    (``analysis.model_tuner``)."""
+    search: str = ls.SEARCHES[0]
+    """How the loader settings are searched (``measure.loader_search.SEARCHES``)."""
 
 
 class AcrossHosts(Protocol):

@@ -27,7 +27,7 @@ from pipecheck.cli.progress import command_progress
 from pipecheck.config import RunConfig
 from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S, LoaderParts
 from pipecheck.measure.distributed import DistributedOptions, Session
-from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS
+from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS, SEARCHES
 from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS
 from pipecheck.progress import Progress
@@ -84,10 +84,10 @@ COMPARE_OPTIONS = (
         help="RAM the loader may use: the search measures each worker's peak memory and "
              "stops before the budget."), replaced_by="dataloader_file", agreed=True),
     OptionSpec("--search", "search", dict(
-        type=click.Choice(["joint", "model"]), default="joint", show_default=True,
-        help="How the loader settings are searched: the joint search over the four knobs "
-             "(docs/tuning.md), or the loader model picking each next setting, at most 4 "
-             "(docs/whatif.md)."), replaced_by="dataloader_file", agreed=True),
+        type=click.Choice(list(SEARCHES)), default=SEARCHES[0], show_default=True,
+        help="How the loader settings are searched: the loader model picking each next "
+             "setting, at most 4 (docs/whatif.md), or the joint search over the four knobs "
+             "(docs/tuning.md)."), replaced_by="dataloader_file", agreed=True),
     OptionSpec("--save-config", "save_config_path", dict(
         type=click.Path(dir_okay=False), metavar="FILE",
         help="Write the config with the chosen Grain settings as YAML, for --config or "

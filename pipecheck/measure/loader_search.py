@@ -53,6 +53,11 @@ DEFAULT_BATCHES = 30
 """Batches timed per loader setting (more with many workers, see ``batches_for``)."""
 DEFAULT_MAX_WORKERS = max(8, 2 * (os.cpu_count() or 1))
 """Above the core count on purpose: latency-bound pipelines keep gaining past the cores."""
+SEARCHES = ("model", "joint")
+"""How compare searches the loader settings: ``model``, the loader model picks each next
+setting (``analysis.model_tuner``, at most 4); ``joint``, the tuner's joint search over the
+four knobs (``analysis.tuner.tune_grain``). The first is the default."""
+
 TUNING_STAGE_WAIT_S = 0.5
 """During the worker search, stage reports are not waited for long (they lag ~5 s)."""
 
@@ -153,9 +158,9 @@ class SearchOptions:
     """The user's run length: start-up is weighed against it (0: not weighed)."""
     max_workers_given: bool = False
     """--max-workers was given (a ceiling the user asked for, not the default)."""
-    search: str = "joint"
-    """``joint``: ``tuner.tune_grain``; ``model``: ``model_tuner.tune_by_model`` (one
-    process only: across hosts the joint search follows the slowest host)."""
+    search: str = SEARCHES[0]
+    """One of ``SEARCHES`` (``model`` runs in one process only: across hosts the joint
+    search follows the slowest host)."""
 
     def asked(self) -> list[Asked]:
         """The Grain knobs the user set, and where: what a pipeline that fixes a knob

@@ -94,6 +94,8 @@ def test_a_pipeline_with_its_own_read_options_is_searched_over_workers_only(monk
 
 
 def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
+    """The joint search tries read threads on a pipeline that does not fix them (the model
+    search asks for them when the model predicts they help: test_model_search.py)."""
     import grain
 
     from pipecheck.measure import loader_search as ls
@@ -101,7 +103,8 @@ def test_a_map_dataset_still_gets_its_read_threads_searched(monkeypatch):
     asked: list = []
     monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
     ls.search_loader(LoaderParts(grain.MapDataset.range(64), lambda b: b, None), 0.001,
-                     ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6),
+                     ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6,
+                                      search="joint"),
                      progress=NO_PROGRESS)
     assert len({s.threads for s in asked}) > 1
 

@@ -32,3 +32,10 @@ def test_model_search_measures_at_most_four_settings_where_the_joint_search_meas
     assert len(asked_model) <= MAX_TRIALS < len(asked_joint)
     assert model.meets_target and joint.meets_target
     assert model.reason.startswith("measured the settings the loader model picked")
+    # a latency-bound stage: the model asks for read threads, beyond the workers
+    assert len({g.threads for g in asked_model}) > 1
+
+
+def test_model_search_is_the_default():
+    assert ls.SearchOptions(batches=20, threads=1, max_workers=8).search == "model"
+    assert ls.SEARCHES[0] == "model"
