@@ -40,9 +40,17 @@ class NoPrediction(PipecheckError):
     that fixes its own settings): said in one line instead of a number."""
 
 
+WHAT_TO_PASS = ("pass the file that pipecheck compare --json or pipecheck dataloader --json "
+                "wrote")
+
+
 def load_measured(path: str) -> CompareResult | DataloaderResult:
-    """A compare or dataloader record; any other kind is refused in one line."""
-    record = store.load(path)
+    """A compare or dataloader record; any other file or kind is refused in one line that
+    says which file to pass."""
+    try:
+        record = store.load(path)
+    except ResultFormatError as e:
+        raise ResultFormatError(f"{e}; {WHAT_TO_PASS}") from None
     if not isinstance(record, (CompareResult, DataloaderResult)):
         raise ResultFormatError(
             f"{path} holds a {getattr(record, 'kind', '?')!r} record; whatif reads a 'compare' or "

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pipecheck.cli import main
 from pipecheck.records import store
 from pipecheck.records.whatif import WhatIfResult
@@ -55,6 +57,16 @@ def test_record_of_another_kind_is_refused(capsys, tmp_path):
     capsys.readouterr()
     err = one_line_error(capsys, ["whatif", str(out)], 2)
     assert "holds a 'whatif' record; whatif reads a 'compare' or 'dataloader'" in err
+
+
+@pytest.mark.parametrize("text", ['{"a": 1}', "# a README, not JSON\n"])
+def test_a_file_that_is_no_record_says_which_file_to_pass(capsys, tmp_path, text):
+    path = tmp_path / "notes.json"
+    path.write_text(text)
+    err = one_line_error(capsys, ["whatif", str(path)], 2)
+    assert str(path) in err
+    assert err.rstrip().endswith("pass the file that pipecheck compare --json or pipecheck "
+                                 "dataloader --json wrote")
 
 
 def test_setting_outside_the_valid_range(capsys):
