@@ -167,7 +167,6 @@ def _step_of_spans(before: np.ndarray, count: int) -> np.ndarray:
     return np.searchsorted(before, np.arange(count), side="right")
 
 
-# long: one vectorized pass, then the odd intervals and the tags, in the order of the rule
 def fold_intervals(
     first_step: int,
     start: float,
@@ -187,27 +186,9 @@ def fold_intervals(
     starts = np.concatenate([[start], ends[:-1]])
     step_of = _step_of_spans(marks[:, 2].astype(np.int64), len(spans))
     ids = spans[:, 0].astype(np.int64)
-    s0, s1, depth = spans[:, 1], spans[:, 2], spans[:, 3]
-    odd = (depth != 0) | (s0 < starts[step_of]) | (s1 > ends[step_of])
-    for i, name in enumerate(names):
-        if name in DETACHED_KINDS:
-            odd |= ids == i
-    complex_rows = np.unique(step_of[odd]) if odd.any() else np.zeros(0, np.int64)
-    k = len(names)
-    flat = step_of * k + ids
-    sums = np.bincount(flat, weights=s1 - s0, minlength=n * k).reshape(n, k)
-    seen = np.bincount(flat, minlength=n * k).reshape(n, k) > 0
-    time_s = ends - starts
-    step_tags: dict[int, list[str]] = {}
-    first_mark = first_step + 1
-    for name, _, before in tags:
-        row = before - first_mark
-        if 0 <= row < n:
-            got = step_tags.setdefault(row, [])
-            if name not in got:
-                got.append(name)
-    columns = np.where(seen, sums, np.nan)
-    for row in complex_rows.tolist():
+    columns, seen = _sum_spans_by_step(n, step_of, ids, spans, len(names))
+    step_tags = _tags_by_step(tags, first_step + 1, n)
+    for row in _steps_for_the_rule(starts, ends, step_of, ids, spans, names).tolist():
         inside = step_of == row
         record = close_interval(
             first_step + row, float(starts[row]), float(ends[row]),
@@ -217,9 +198,56 @@ def fold_intervals(
         for name, value in record.spans.items():
             if name != "other":
                 columns[row, names.index(name)] = value
-    other = np.maximum(0.0, time_s - np.nansum(columns, axis=1))
-    maps = {names[j]: columns[:, j] for j in range(k) if seen[:, j].any()}
-    maps["other"] = other
+    time_s = ends - starts
+    maps = {names[j]: columns[:, j] for j in range(len(names)) if seen[:, j].any()}
+    maps["other"] = np.maximum(0.0, time_s - np.nansum(columns, axis=1))
+    return StepTable(
+        StepRecord, n,
+        {"step": np.arange(first_step, first_step + n, dtype=np.int64),
+         "time_s": time_s.astype(np.float64), "loss": marks[:, 1].copy()},
+        {"tags": _tag_table(step_tags)},
+        {"spans": maps})
+
+
+def _steps_for_the_rule(starts: np.ndarray, ends: np.ndarray, step_of: np.ndarray,
+                        ids: np.ndarray, spans: np.ndarray, names: Sequence[str]) -> np.ndarray:
+    """The steps (rows, ascending) that ``close_interval`` folds, not numpy: those with a
+    span nested, detached, or not wholly inside the step."""
+    s0, s1, depth = spans[:, 1], spans[:, 2], spans[:, 3]
+    odd = (depth != 0) | (s0 < starts[step_of]) | (s1 > ends[step_of])
+    for i, name in enumerate(names):
+        if name in DETACHED_KINDS:
+            odd |= ids == i
+    return np.unique(step_of[odd]) if odd.any() else np.zeros(0, np.int64)
+
+
+def _sum_spans_by_step(n: int, step_of: np.ndarray, ids: np.ndarray, spans: np.ndarray,
+                       k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``n`` steps' total time in each of ``k`` span names (NaN: none ended in it),
+    and whether any did, as two (n, k) arrays."""
+    flat = step_of * k + ids
+    sums = np.bincount(flat, weights=spans[:, 2] - spans[:, 1], minlength=n * k).reshape(n, k)
+    seen = np.bincount(flat, minlength=n * k).reshape(n, k) > 0
+    return np.where(seen, sums, np.nan), seen
+
+
+def _tags_by_step(tags: list[tuple[str, float, int]], first_mark: int,
+                  n: int) -> dict[int, list[str]]:
+    """The names tagged in each of the ``n`` steps (by row; each once, in the order first
+    logged), from tags logged as (name, clock, marks before it); the first step's mark is
+    number ``first_mark``."""
+    step_tags: dict[int, list[str]] = {}
+    for name, _, before in tags:
+        row = before - first_mark
+        if 0 <= row < n:
+            got = step_tags.setdefault(row, [])
+            if name not in got:
+                got.append(name)
+    return step_tags
+
+
+def _tag_table(step_tags: dict[int, list[str]]) -> _Tags:
+    """The StepTable's tags column from the names tagged in each step (by row)."""
     tag_names: list[str] = []
     tag_rows, tag_ids = [], []
     for row in sorted(step_tags):
@@ -228,13 +256,7 @@ def fold_intervals(
                 tag_names.append(t)
             tag_rows.append(row)
             tag_ids.append(tag_names.index(t))
-    return StepTable(
-        StepRecord, n,
-        {"step": np.arange(first_step, first_step + n, dtype=np.int64),
-         "time_s": time_s.astype(np.float64), "loss": marks[:, 1].copy()},
-        {"tags": _Tags(tuple(tag_names), np.asarray(tag_rows, np.int64),
-                       np.asarray(tag_ids, np.int32))},
-        {"spans": maps})
+    return _Tags(tuple(tag_names), np.asarray(tag_rows, np.int64), np.asarray(tag_ids, np.int32))
 
 
 def close_interval(
