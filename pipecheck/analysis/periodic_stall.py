@@ -42,7 +42,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pipecheck.records.common import Finding
-from pipecheck.records.steps import column_of, tag_mask_of
+from pipecheck.records.steps import Tagged, column_of, tag_mask_of
 from pipecheck.units import ms
 
 STALL_RATIOS = (1.5, 3.0, 10.0)
@@ -294,13 +294,13 @@ def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicSta
                          typical, lost, total, p, c.width)
 
 
-def steps_looked_at(steps: Sequence[object]) -> np.ndarray:
+def steps_looked_at(steps: Sequence[Tagged]) -> np.ndarray:
     """Which steps (rows or a StepTable) the detector looks at: not the first, none tagged
     ``EXCLUDED_TAGS``."""
     return (column_of(steps, "step") >= 1) & ~tag_mask_of(steps, EXCLUDED_TAGS)
 
 
-def stall_of_steps(steps: Sequence[object]) -> PeriodicStall | None:
+def stall_of_steps(steps: Sequence[Tagged]) -> PeriodicStall | None:
     """``find_periodic_stall`` on a run's steps (``steps_looked_at``)."""
     if len(steps) == 0:
         return None
@@ -449,13 +449,13 @@ def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
     )
 
 
-def tagged_steps(steps: Sequence[object]) -> dict[str, set[int]]:
+def tagged_steps(steps: Sequence[Tagged]) -> dict[str, set[int]]:
     """Step numbers carrying each of ``MATCHED_TAGS``."""
     numbers = column_of(steps, "step")
     return {tag: set(numbers[tag_mask_of(steps, (tag,))].tolist()) for tag in MATCHED_TAGS}
 
 
-def periodic_stall_findings(steps: Sequence[object],
+def periodic_stall_findings(steps: Sequence[Tagged],
                             shape: LoaderShape = LoaderShape()) -> list[Finding]:
     """The run's periodic-stall finding, or none."""
     stall = stall_of_steps(steps)

@@ -35,6 +35,7 @@ from typing import (
     Generic,
     Iterator,
     Mapping,
+    Protocol,
     Sequence,
     TypeVar,
     overload,
@@ -52,6 +53,7 @@ from pipecheck.records.codec import (
 )
 
 R = TypeVar("R")
+S = TypeVar("S")
 
 ITER_CHUNK = 65536
 """Rows converted to Python objects at a time while iterating: bounds the temporary lists."""
@@ -59,7 +61,7 @@ ITER_CHUNK = 65536
 _SCALAR, _OPTIONAL, _TAGS, _MAP, _LIST = "scalar", "optional", "tags", "map", "list"
 
 
-def _kind_of(tp: Any) -> tuple[str, Any]:
+def _kind_of(tp: object) -> tuple[str, type[np.generic] | None]:
     """(storage kind, numpy dtype) of a row field from its type hint."""
     origin = typing.get_origin(tp)
     if tp is int:
@@ -81,10 +83,10 @@ def _kind_of(tp: Any) -> tuple[str, Any]:
 class _Field:
     name: str
     kind: str
-    dtype: Any
-    python: Any
+    dtype: type[np.generic] | None
+    python: type[int] | type[float]
     """int or float: the type a row gets for scalar and optional fields."""
-    default: Any
+    default: object
     """dataclasses.MISSING when the field has none."""
 
 
@@ -100,7 +102,7 @@ def schema(row_type: type) -> tuple[_Field, ...]:
             kind, dtype = _kind_of(hints[f.name])
             python = int if dtype is np.int64 or int in typing.get_args(hints[f.name]) else float
             if f.default is not dataclasses.MISSING:
-                default: Any = f.default
+                default: object = f.default
             elif f.default_factory is not dataclasses.MISSING:
                 default = f.default_factory()
             else:
@@ -110,7 +112,7 @@ def schema(row_type: type) -> tuple[_Field, ...]:
     return _SCHEMAS[row_type]
 
 
-def is_columnar_row(value: Any) -> bool:
+def is_columnar_row(value: object) -> bool:
     """True for an instance of a row type that is stored by column (``COLUMNAR = True``)."""
     return bool(getattr(type(value), "COLUMNAR", False)) and dataclasses.is_dataclass(value)
 
@@ -143,7 +145,7 @@ class StepTable(Sequence[R], Generic[R]):
     def __init__(self, row_type: type[R], n: int, columns: Mapping[str, np.ndarray],
                  tags: Mapping[str, _Tags] | None = None,
                  maps: Mapping[str, Mapping[str, np.ndarray]] | None = None,
-                 lists: Mapping[str, Sequence[Any]] | None = None) -> None:
+                 lists: Mapping[str, Sequence[object]] | None = None) -> None:
         self.row_type = row_type
         self._n = int(n)
         self._columns = dict(columns)
@@ -172,7 +174,7 @@ class StepTable(Sequence[R], Generic[R]):
     # --- building ---------------------------------------------------------------------
 
     @classmethod
-    def from_rows(cls, row_type: type[R], rows: Sequence[Any]) -> StepTable[R]:
+    def from_rows(cls, row_type: type[R], rows: Sequence[object]) -> StepTable[R]:
         """The table of ``rows`` (row objects of ``row_type`` or any with its attributes)."""
         builder = StepTableBuilder(row_type)
         for r in rows:
@@ -180,7 +182,7 @@ class StepTable(Sequence[R], Generic[R]):
                               if hasattr(r, f.name)})
         return builder.build()
 
-    def as_rows_of(self, row_type: type[Any]) -> StepTable[Any]:
+    def as_rows_of(self, row_type: type[S]) -> StepTable[S]:
         """The same steps as rows of ``row_type``, sharing the arrays (fields it lacks are
         dropped, fields it adds take their defaults)."""
         names = {f.name for f in schema(row_type)}
@@ -294,7 +296,7 @@ class StepTable(Sequence[R], Generic[R]):
 
     def _rows(self, start: int, stop: int) -> Iterator[R]:
         fields = schema(self.row_type)
-        values: list[list[Any]] = []
+        values: list[list[object]] = []
         for f in fields:
             if f.kind in (_SCALAR, _OPTIONAL):
                 raw = self._columns[f.name][start:stop].tolist()
@@ -357,7 +359,7 @@ class StepTable(Sequence[R], Generic[R]):
         return {"n": self._n, "columns": cols}
 
     @classmethod
-    def from_json(cls, row_type: type[R], data: Any, origin: str = "steps") -> StepTable[R]:
+    def from_json(cls, row_type: type[R], data: object, origin: str = "steps") -> StepTable[R]:
         """Read the columnar form (or ``[]``: a record without steps writes an empty list)."""
         if isinstance(data, list) and not data:
             return StepTableBuilder(row_type).build()
@@ -438,7 +440,7 @@ class StepTableBuilder(Generic[R]):
             f.name: array.array("i") for f in self._fields if f.kind == _TAGS}
         self._maps: dict[str, dict[str, array.array[float]]] = {
             f.name: {} for f in self._fields if f.kind == _MAP}
-        self._lists: dict[str, list[Any]] = {f.name: [] for f in self._fields
+        self._lists: dict[str, list[object]] = {f.name: [] for f in self._fields
                                              if f.kind == _LIST}
         self._plan = self._make_plan()
 
@@ -509,7 +511,14 @@ class StepTableBuilder(Generic[R]):
         return StepTable(self.row_type, n, columns, tags, maps, self._lists)
 
 
-def column_of(steps: Sequence[Any], name: str) -> np.ndarray:
+class Tagged(Protocol):
+    """A step row with tags (what ``tag_mask_of`` reads of a row)."""
+
+    @property
+    def tags(self) -> Sequence[str]: ...
+
+
+def column_of(steps: Sequence[object], name: str) -> np.ndarray:
     """The array of field ``name`` over ``steps`` (a StepTable or any sequence of rows);
     None becomes NaN."""
     if isinstance(steps, StepTable):
@@ -520,7 +529,7 @@ def column_of(steps: Sequence[Any], name: str) -> np.ndarray:
     return np.asarray([math.nan if v is None else v for v in values], dtype=np.float64)
 
 
-def tag_mask_of(steps: Sequence[Any], tags: Sequence[str] | str) -> np.ndarray:
+def tag_mask_of(steps: Sequence[Tagged], tags: Sequence[str] | str) -> np.ndarray:
     """Which of ``steps`` carry any of ``tags`` (a StepTable or any sequence of rows)."""
     if isinstance(steps, StepTable):
         return steps.tag_mask(tags)
@@ -598,7 +607,7 @@ class ChunkEncoder:
         self.column_bytes = 0
         """Bytes of the columns encoded so far (compressed now or reused)."""
 
-    def table_json(self, table: StepTable[Any]) -> dict[str, Any]:
+    def table_json(self, table: StepTable[R]) -> dict[str, Any]:
         """``table.to_json()``, with the cache."""
         n = len(table)
         steps = table._columns.get("step")
