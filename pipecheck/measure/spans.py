@@ -155,7 +155,6 @@ class SpanRecorder:
     steps they closed (``resolve_spans``, then ``close_interval``'s rule, vectorized;
     intervals with nested, detached or clipped spans go through ``close_interval`` itself)."""
 
-    # long: one statement per piece of the recorder's state, each with its docstring
     def __init__(
         self,
         clock: Callable[[], float] = time.perf_counter,
@@ -163,6 +162,8 @@ class SpanRecorder:
         step_window: int = STEP_WINDOW,
         annotate: bool = True,
     ) -> None:
+        # the state is set in the same order as ever, in three parts (logs, contexts and
+        # hooks, folded state), so an instance's attributes are laid out as before
         if step_window < 1 or raw_window < 1:
             raise ValueError("step_window and raw_window must be >= 1")
         self.clock = clock
@@ -176,6 +177,12 @@ class SpanRecorder:
         """Whether a profiler captures now (bound once, see ``_capture_check``)."""
         if annotate:
             self.capturing = _capture_check()
+        self._set_up_logs()
+        self._set_up_contexts_and_hooks(clock)
+        self._set_up_folded_state(raw_window)
+
+    def _set_up_logs(self) -> None:
+        """The logs that recording appends to, and the loop's bound appends to them."""
         self._log: list[float] = []
         """The spans timed here not folded yet, and the open ones: starts' clock readings
         and ends' markers (``end_marker``), in the order they happened."""
@@ -197,6 +204,10 @@ class SpanRecorder:
         at its start (``log_start(clock())``; its end: ``end_logger``)."""
         self.take_mark = self.mark_taker()
         """``mark`` without its look for a capture (``mark_taker``)."""
+
+    def _set_up_contexts_and_hooks(self, clock: Callable[[], float]) -> None:
+        """The span names' contexts, whether they annotate, and the hooks on their change
+        of kind and on each fold's new steps."""
         self.annotating = False
         """Whether the names' contexts are annotations (a profiler captured at the last
         look): read it, ``follow_capture`` sets it."""
@@ -208,6 +219,10 @@ class SpanRecorder:
         self._fast_type = _fast_context_type(self.log_start, clock)
         self._contexts = _Contexts(self)
         """Each span name's context, made once per kind (``span``)."""
+
+    def _set_up_folded_state(self, raw_window: int) -> None:
+        """What folds keep: the tags to fold, the totals, the kept steps and the raw
+        windows for trace export."""
         self._tags: list[tuple[str, float, int]] = []
         """(name, clock, marks before it): the tags not folded yet."""
         self.raw_tags: collections.deque[tuple[str, float]] = collections.deque(maxlen=raw_window)
