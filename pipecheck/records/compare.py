@@ -63,7 +63,7 @@ class CompareResult(TopRecord):
 
     KIND: ClassVar[str] = "compare"
     env: Mapping[str, Any]
-    config: Mapping[str, Any]
+    config: Mapping[str, object]
     target: Distribution
     """Target step times T (before and after the real run, pooled)."""
     loader: tuple[LoaderSetting, ...]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar, Mapping
 
 import numpy as np
 
@@ -30,8 +30,8 @@ class RunSummary(Record):
 
     source: str
     kind: str
-    env: Mapping[str, Any]
-    config: Mapping[str, Any]
+    env: Mapping[str, object]
+    config: Mapping[str, object]
     steps: StepTable[StepRecord]
     """Every step, by column (iterates as ``StepRecord`` rows)."""
     step_time: Distribution

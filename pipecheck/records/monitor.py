@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.base import Record, TopRecord, register_kind
@@ -64,8 +64,8 @@ class MonitorResult(TopRecord):
     """A Monitor run of the user's own training loop."""
 
     KIND: ClassVar[str] = "monitor"
-    env: Mapping[str, Any]
-    config: Mapping[str, Any]
+    env: Mapping[str, object]
+    config: Mapping[str, object]
     step_time: Distribution
     """Steady state: steps after the first, none tagged compile/checkpoint/eval/gc."""
     first_step_s: float

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar, Mapping
 
 from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.codec import FloatColumn
@@ -110,9 +110,9 @@ class ProfileResult(TopRecord):
     the verdict (see docs/profile.md)."""
 
     KIND: ClassVar[str] = "profile"
-    env: Mapping[str, Any]
+    env: Mapping[str, object]
     """From the capture: host, jax/jaxlib versions, device kind."""
-    config: Mapping[str, Any]
+    config: Mapping[str, object]
     """How it was read: capture file, run, step source (``markers`` or ``PjitFunction(NAME)``),
     device (cpu/gpu/tpu), training thread's line."""
     verdict: VerdictKind

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar, Mapping
 
 from pipecheck.records.base import TopRecord, register_kind
 from pipecheck.records.common import (
@@ -24,8 +24,8 @@ class SyntheticResult(TopRecord):
     """``pipecheck synthetic``: the target step time (compute alone)."""
 
     KIND: ClassVar[str] = "synthetic"
-    env: Mapping[str, Any]
-    config: Mapping[str, Any]
+    env: Mapping[str, object]
+    config: Mapping[str, object]
     step_time: Distribution
     compile: CompileInfo
     throughput: Throughput

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, ClassVar, Mapping
+from typing import ClassVar, Mapping
 
 from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.grain_settings import GrainSettings
@@ -126,7 +126,7 @@ class WhatIfResult(TopRecord):
     """D at this setting were that stage's output precomputed (pre-tokenized, cached)."""
     precomputed_binding: str | None = None
     notes: tuple[str, ...] = ()
-    env: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    env: Mapping[str, object] = dataclasses.field(default_factory=dict)
 
     @property
     def predicted_batches_per_s(self) -> float:
