@@ -12,7 +12,7 @@ from typing import Sequence
 
 from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.tuner import TuningOutcome
-from pipecheck.analysis.verdict import HARMLESS_SYNC_SHARE, Verdict
+from pipecheck.analysis.verdict import HARMLESS_SYNC_SHARE, Verdict, beyond_loader_cpu
 from pipecheck.records.common import Finding, SyncSite
 from pipecheck.records.compare import Estimates
 from pipecheck.records.dataloader import LoaderSetting
@@ -72,12 +72,17 @@ def sync_findings(sites: Sequence[SyncSite], n_steps: int, real_median_s: float,
 
 
 def interference_finding(target_s: float, loader_s: float, real_s: float,
-                         workers: int) -> Finding:
-    """Real-data steps clearly slower than both parts, with no host sync to explain it."""
+                         workers: int, loader_cpu_s: float | None = None) -> Finding:
+    """Real-data steps clearly slower than both parts, with no host sync to explain it:
+    loading competing for the CPU, or, beyond what loading's CPU per batch
+    (``loader_cpu_s``) could take from compute, the machine's speed."""
     slower = real_s / max(target_s, loader_s) - 1.0
     cause = (f"the {workers} loader worker(s) compete with compute for "
              f"{os.cpu_count()} CPU core(s)" if workers else
              "loading on the training process competes with compute for the CPU")
+    if beyond_loader_cpu(target_s, loader_s, real_s, loader_cpu_s):
+        cause = (f"the machine's speed changed during the real-data run: loading uses "
+                 f"{ms(loader_cpu_s or 0.0)} of CPU a batch, less than the slowdown")
     return Finding(
         kind="interference",
         message=(f"real-data steps ({ms(real_s)}) are {100 * slower:.0f}% slower than the "
@@ -212,8 +217,9 @@ def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[Loa
     findings += limit_findings(settings, cores, ram_budget_mb)
     findings += sync_findings(sites, n_steps, real_s, verdict)
     if verdict.unexplained_slowdown:
+        cpu = chosen.resources.cpu_per_batch_s if chosen.resources is not None else None
         findings.append(interference_finding(target_s, estimates.loader.value, real_s,
-                                             chosen.workers))
+                                             chosen.workers, cpu))
     return findings
 
 

@@ -69,6 +69,11 @@ steps are the forced-sync margin (20%) slower than they need be."""
 HARMLESS_SYNC_SHARE = 0.02
 """User syncs costing less than 2% of wall time are not worth naming at all."""
 
+CPU_CONTENTION_ALLOWANCE = 1.5
+"""Loading that competes with compute for the cores can slow a step by about its own CPU time
+per batch at most (a parallel step waits for the thread whose core it took); a slowdown
+beyond 1.5x that (scheduling overhead, noise) is more than loading can explain."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
@@ -107,10 +112,19 @@ def _median_beyond_margin(target: Estimate, loader: Estimate, real: Estimate) ->
     return real.value > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
 
 
+def beyond_loader_cpu(target: float, loader: float, real: float,
+                      loader_cpu_s: float | None) -> bool:
+    """R exceeds the slower of T and D by more than loading's own CPU time per batch could
+    take from compute (``CPU_CONTENTION_ALLOWANCE``); False when that CPU is not known."""
+    if loader_cpu_s is None or not math.isfinite(loader_cpu_s):
+        return False
+    return real - max(target, loader) > CPU_CONTENTION_ALLOWANCE * loader_cpu_s
+
+
 def decide(target: Estimate, loader: Estimate, real: Estimate,
            baseline: Estimate | None = None, sync_share: float | None = None,
            parts_of_real: bool = False, own_load_share: float | None = None,
-           machine: MachineLoad | None = None) -> Verdict:
+           machine: MachineLoad | None = None, loader_cpu_s: float | None = None) -> Verdict:
     """Classify a run (see ``_decide``); flag a slowdown that no host sync explains.
     ``parts_of_real``: T and D were read off the same steps as R (a profiler capture), so
     their noise is judged against R's median, not their own (a 1 ms spread in a 5 ms
@@ -118,7 +132,9 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     of a real-data step the training thread spent loading its batches itself (no workers,
     no read threads; None: loading runs beside it). ``machine``: the CPU other processes
     used during each phase; when they used clearly more during R than while the slower of
-    T and D was timed, that, not loading, is said to explain the slowdown."""
+    T and D was timed, that, not loading, is said to explain the slowdown. ``loader_cpu_s``:
+    the loader's CPU seconds per batch at the chosen setting (None: not measured); a
+    slowdown beyond what it could take from compute is not blamed on loading."""
     busier = busier_during_real(machine, target.value, loader.value)
     v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share,
                 busier)
@@ -140,16 +156,30 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     if v.verdict == COMPUTE_BOUND:
         # Neither compute nor loading explains R, and no host sync was found: calling it
         # compute-bound would send the user to speed up a step that is not the problem.
-        return Verdict(
-            INCONCLUSIVE,
-            f"{slower}, but the sampler found no host sync that explains "
-            "it: most likely loading competes with compute for the CPU. Try fewer loader "
-            "threads/workers or cheaper transforms, and run your loop under pipecheck.Monitor "
-            "to rule out a sync the sampler cannot see",
-            v.excess_over_bound,
-            unexplained_slowdown=True,
-        )
+        why = _unexplained(target, loader, real, loader_cpu_s)
+        return Verdict(INCONCLUSIVE, f"{slower}, {why}", v.excess_over_bound,
+                       unexplained_slowdown=True)
     return dataclasses.replace(v, unexplained_slowdown=True)
+
+
+def _unexplained(target: Estimate, loader: Estimate, real: Estimate,
+                 loader_cpu_s: float | None) -> str:
+    """What most likely slowed R, when no host sync explains it: loading competing with
+    compute for the CPU, unless R's excess is more than loading's CPU could take."""
+    if beyond_loader_cpu(target.value, loader.value, real.value, loader_cpu_s):
+        assert loader_cpu_s is not None
+        return (f"more than loading's own CPU ({ms(loader_cpu_s)} a batch) could take from "
+                "compute, and the sampler found no host sync that explains it: most likely "
+                "the machine's speed changed during the real-data run (another program, or a "
+                "neighbour on the same host whose CPU no process here shows). Rerun on a "
+                "quieter machine, and run your loop under pipecheck.Monitor to rule out a sync "
+                "the sampler cannot see")
+    uses = f" (it uses {ms(loader_cpu_s)} of CPU a batch)" if loader_cpu_s is not None \
+        and math.isfinite(loader_cpu_s) else ""
+    return ("but the sampler found no host sync that explains it: most likely loading "
+            f"competes with compute for the CPU{uses}. Try fewer loader threads/workers or "
+            "cheaper transforms, and run your loop under pipecheck.Monitor to rule out a sync "
+            "the sampler cannot see")
 
 
 def _decide(target: Estimate, loader: Estimate, real: Estimate,

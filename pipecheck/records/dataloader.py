@@ -72,6 +72,12 @@ class Resources(Record):
         return self.worker_cpu_s / self.batches if self.batches else float("nan")
 
     @property
+    def cpu_per_batch_s(self) -> float:
+        """CPU seconds the training process and the workers spend per batch, together."""
+        return (self.main_cpu_s + self.worker_cpu_s) / self.batches if self.batches \
+            else float("nan")
+
+    @property
     def cores_wanted(self) -> float:
         """Cores the training process and the workers would have kept busy: the CPU they got
         plus the CPU they waited for (other programs on the machine take their share)."""

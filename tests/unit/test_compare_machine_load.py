@@ -9,6 +9,7 @@ from pipecheck import compare
 from pipecheck.measure.machine_load import CpuReading
 from pipecheck.measure.target import Target
 from pipecheck.records.compare import CompareResult
+from pipecheck.records.dataloader import Resources
 from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 from pipecheck.report.compare import format_compare
 from tests.fakes import FakeClock
@@ -103,3 +104,21 @@ def test_t_read_from_a_file_brings_the_load_its_run_recorded():
     r = compare.compare_run(CONFIG, o, stages=s, clock=clock).result
     assert r.machine_load is not None and r.machine_load.target is None
     assert "loading competes with compute for the CPU" in r.verdict_reason
+
+
+def test_a_slowdown_beyond_the_loaders_cpu_names_the_machines_speed_not_loading():
+    """R 40 ms above T on an even load, where the chosen setting's loading used 5 ms of CPU a
+    batch (its measured resources): not loading's doing, in the verdict and the finding."""
+    cheap = dataclasses.replace(setting(0, 10.0), resources=Resources(
+        batches=30, wall_s=0.3, main_cpu_s=0.15, worker_cpu_s=0.0, workers_seen=0,
+        main_rss_mb=400.0, worker_rss_mb=0.0, workers_rss_mb=0))
+    clock = FakeClock()
+    s = busy_phases(Machine(), clock, dict.fromkeys(("target", "loader", "real",
+                                                     "target_again"), 0.5),
+                    stages(50.0, loader(cheap), real(around(90.0))))
+    r = compare.compare_run(CONFIG, compare.CompareOptions(), stages=s, clock=clock).result
+    assert r.verdict == "inconclusive"
+    assert "more than loading's own CPU (5.00 ms a batch) could take" in r.verdict_reason
+    (f,) = [f for f in r.findings if f.kind == "interference"]
+    assert "the machine's speed changed during the real-data run" in f.message
+    assert "competes" not in r.verdict_reason + f.message

@@ -10,6 +10,7 @@ from pipecheck.analysis.verdict import (
     INPUT_BOUND,
     SERIAL_SAVING,
     Estimate,
+    beyond_loader_cpu,
     decide,
 )
 
@@ -57,6 +58,25 @@ def test_slower_than_both_without_a_located_sync_is_not_forced_sync():
     assert v.verdict == INCONCLUSIVE and v.unexplained_slowdown
     assert "competes with compute for the CPU" in v.reason
     assert not decide(est(40), est(30), est(41), sync_share=0.0).unexplained_slowdown
+
+
+def test_a_slowdown_beyond_the_loaders_cpu_is_not_blamed_on_loading():
+    """CI's default demo once read T 44.3, D 4.05 and R 57.6 ms: loading's 4.1 ms of CPU a
+    batch cannot take 13 ms a step from compute. Blaming it would send the user to tune a
+    loader that is not the problem."""
+    v = decide(est(44.3), est(4.05), est(57.6), sync_share=0.0, loader_cpu_s=0.0041)
+    assert v.verdict == INCONCLUSIVE and v.unexplained_slowdown
+    assert "more than loading's own CPU (4.10 ms a batch) could take" in v.reason
+    assert "the machine's speed changed" in v.reason and "competes" not in v.reason
+    # the same slowdown from a loader using 10 ms of CPU a batch: loading competes
+    v = decide(est(44.3), est(4.05), est(57.6), sync_share=0.0, loader_cpu_s=0.010)
+    assert v.verdict == INCONCLUSIVE and v.unexplained_slowdown
+    assert "competes with compute for the CPU (it uses 10.0 ms of CPU a batch)" in v.reason
+    # the boundary: 1.5x the loader's CPU
+    assert beyond_loader_cpu(0.044, 0.004, 0.044 + 0.0151, 0.010)
+    assert not beyond_loader_cpu(0.044, 0.004, 0.044 + 0.0149, 0.010)
+    assert not beyond_loader_cpu(0.044, 0.004, 0.080, None)
+    assert not beyond_loader_cpu(0.044, 0.004, 0.080, float("nan"))
 
 
 def test_forced_sync_needs_the_whole_interval_above_the_margin():
