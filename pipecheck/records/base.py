@@ -49,7 +49,7 @@ def _converter(tp: Any) -> Converter:
     return lambda value, where: None if value is None else convert(value, where)
 
 
-def _identity(value: Any, where: str) -> Any:
+def _identity(value: T, where: str) -> T:
     return value
 
 
@@ -94,7 +94,7 @@ def _converter_of(tp: Any) -> Converter:
     return _identity
 
 
-def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+def from_dict(cls: type[T], data: Mapping[str, object]) -> T:
     """Build dataclass ``cls`` from a mapping; unknown keys are an error, missing ones default."""
     if not isinstance(data, (dict, Mapping)):  # dict first: the generic check is slow
         raise ResultFormatError(f"expected an object for {cls.__name__}, got {type(data).__name__}")
@@ -116,7 +116,7 @@ def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
 
 
 @functools.cache
-def _hints(cls: type) -> dict[str, Any]:
+def _hints(cls: type) -> dict[str, object]:
     """Record class ``cls``'s resolved field types, once per class: resolving them costs
     ~0.3 ms, and a long run's record holds thousands of nested records (its events)."""
     return typing.get_type_hints(cls, include_extras=True)
@@ -232,7 +232,7 @@ class Record:
     """Keys a file holds besides the fields, computed from them (``derived``): written for
     readers, skipped on reading."""
 
-    def derived(self) -> dict[str, Any]:
+    def derived(self) -> Mapping[str, object]:
         """The values of ``DERIVED_KEYS``, written before the fields."""
         return {}
 
@@ -240,7 +240,7 @@ class Record:
         return to_dict(self, encoder)
 
     @classmethod
-    def from_dict(cls: type[T], data: Mapping[str, Any]) -> T:
+    def from_dict(cls: type[T], data: Mapping[str, object]) -> T:
         return from_dict(cls, data)
 
 
@@ -262,7 +262,7 @@ class TopRecord(Record):
         file is converted on reading)."""
         return FORMAT_VERSION
 
-    def derived(self) -> dict[str, Any]:
+    def derived(self) -> Mapping[str, object]:
         return {"format_version": FORMAT_VERSION, "kind": self.KIND}
 
 

@@ -15,11 +15,24 @@ import base64
 import collections.abc
 import typing
 import zlib
-from typing import Annotated, Any, Iterable, Iterator, Mapping, Protocol, Sequence
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Protocol,
+    Sequence,
+)
 
 import numpy as np
 
 from pipecheck.errors import ResultFormatError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike, DTypeLike
 
 ZLIB_LEVEL = 1
 """zlib's fastest level: on a generated 1M-step MaxText log's columns, 0.6 s for 9.6 MB
@@ -106,7 +119,7 @@ FloatColumn = Annotated[tuple[float, ...], COLUMN]
 one encoded array (``encode_array``) on disk, NaN for an absent value."""
 
 
-def is_float_column(tp: Any) -> bool:
+def is_float_column(tp: object) -> bool:
     """Whether the type hint ``tp`` (read with ``include_extras=True``) is ``FloatColumn``."""
     return typing.get_origin(tp) is Annotated and COLUMN in getattr(tp, "__metadata__", ())
 
@@ -168,17 +181,17 @@ class Floats(collections.abc.Sequence):  # type: ignore[type-arg]
     def __repr__(self) -> str:
         return repr(self._items())
 
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         arr = self._array if dtype is None else self._array.astype(dtype, copy=False)
         return arr.copy() if copy else arr
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[[np.ndarray], Floats], tuple[np.ndarray]]:
         # The array alone, rebuilt by float_column: pickled as a tuple, a million-step
         # column would be a million floats (2x the bytes, 10x the time).
         return _float_column_of_own, (self._array,)
 
 
-def float_column(values: Any) -> tuple[float, ...]:
+def float_column(values: ArrayLike) -> tuple[float, ...]:
     """A ``FloatColumn`` value of ``values`` (an array or any sequence of numbers): a
     ``Floats``, typed as the tuple it stands for."""
     arr = np.array(values, dtype=np.float64).reshape(-1)
@@ -193,7 +206,7 @@ def _float_column_of_own(arr: np.ndarray) -> Floats:
     return Floats(arr)
 
 
-def float_items(value: Any) -> list[float | None]:
+def float_items(value: ArrayLike) -> list[float | None]:
     """A float column's values as JSON holds a list of numbers: each non-finite one None."""
     arr = np.asarray(value, dtype=np.float64)
     finite = np.isfinite(arr)
@@ -208,12 +221,12 @@ def float_column_to_json(values: Sequence[float], encoder: ArrayEncoder = SERIAL
     return encoder.encode(np.asarray(values, dtype=np.float64))
 
 
-def float_column_from_json(value: Any, origin: str) -> tuple[float, ...]:
+def float_column_from_json(value: object, origin: str) -> tuple[float, ...]:
     """The inverse of ``float_column_to_json``."""
     return float_column(decode_array(value, origin))
 
 
-def decode_array(value: Any, origin: str) -> np.ndarray:
+def decode_array(value: object, origin: str) -> np.ndarray:
     """The inverse of ``encode_array``; a malformed value is a ResultFormatError."""
     if not isinstance(value, Mapping) or set(value) != {"dtype", "zlib_base64"}:
         raise ResultFormatError(f"{origin} is not an encoded array "

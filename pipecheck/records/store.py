@@ -11,7 +11,7 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Any, Mapping, overload
+from typing import Mapping, overload
 
 from pipecheck.errors import (
     OutputExistsError,
@@ -42,7 +42,7 @@ _ONE_LINE = json.JSONEncoder(allow_nan=False, separators=(", ", ": ")).encode
 """A value as JSON on one line, by json's C encoder (NaN refused: ``to_dict`` made it null)."""
 
 
-def dumps(data: Any) -> str:
+def dumps(data: object) -> str:
     """JSON text of a record's dict, laid out for reading: an object's keys one per line,
     indented two spaces a level; a list of objects or lists one item per line, any other
     list on one line; each item, and everything below it, on one line. The layout costs a
@@ -54,7 +54,7 @@ def dumps(data: Any) -> str:
     return "".join(out)
 
 
-def _lay_out(value: Any, level: int, out: list[str]) -> None:
+def _lay_out(value: object, level: int, out: list[str]) -> None:
     if isinstance(value, dict) and value:
         pad = "  " * (level + 1)
         out.append("{\n")
@@ -78,7 +78,7 @@ def record_to_json(record: Record, encoder: ArrayEncoder = SERIAL) -> str:
     return dumps(to_dict(record, encoder))
 
 
-def load_dict(data: Mapping[str, Any], origin: str = "input") -> Record:
+def load_dict(data: Mapping[str, object], origin: str = "input") -> Record:
     """Turn a loaded JSON object into its record class, checking version and kind (an
     older version read is converted: ``versions.upgrade``)."""
     if not isinstance(data, Mapping) or "kind" not in data or "format_version" not in data:

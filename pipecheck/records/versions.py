@@ -43,7 +43,7 @@ def check_version(data: Mapping[str, Any], origin: str) -> int:
     return int(version)
 
 
-def upgrade(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
+def upgrade(data: Mapping[str, object], origin: str) -> Mapping[str, object]:
     """A record's JSON object as the current version stores it: ``data`` itself when it is
     of that version, a converted copy of a version-4 one; any other is refused."""
     if check_version(data, origin) == FORMAT_VERSION:
@@ -59,14 +59,14 @@ def upgrade(data: Mapping[str, Any], origin: str) -> Mapping[str, Any]:
     return out
 
 
-def _settings_v5(settings: Any, where: str) -> Any:
+def _settings_v5(settings: object, where: str) -> object:
     """A version-4 list of loader settings, each with its knobs as one ``settings``."""
     if not isinstance(settings, list):
         return settings  # what is wrong with it is said where it is read
     return [_setting_v5(s, where) for s in settings]
 
 
-def _setting_v5(setting: Any, where: str) -> Any:
+def _setting_v5(setting: object, where: str) -> object:
     if not isinstance(setting, Mapping):
         return setting
     if "workers" not in setting or "threads" not in setting:
