@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 import numpy as np
 
@@ -149,7 +149,11 @@ class Costs:
     cpu_scale: float = 1.0
 
 
-def per_process(g: GrainSettings, c: float, main0: float, s: Any) -> Any:
+Seconds = TypeVar("Seconds", float, np.ndarray)
+"""A number of seconds or an array of them."""
+
+
+def per_process(g: GrainSettings, c: float, main0: float, s: Seconds) -> Seconds:
     """Seconds per batch one process's reads take (``s`` a number or an array of them).
     The read threads overlap their waiting and, under the GIL, not their CPU; a worker
     also spends CPU sending each batch, beside its read threads, so only the transforms'

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from typing import Any, Callable, Iterator, Protocol
+from typing import Callable, Iterator, Protocol
 
 import psutil
 
@@ -36,7 +36,13 @@ class CpuReader(Protocol):
     def __call__(self) -> CpuReading: ...
 
 
-def busy_seconds(times: Any) -> float:
+class CpuTimes(Protocol):
+    """A ``psutil.cpu_times()`` result: a named tuple of seconds, its fields by platform."""
+
+    def _asdict(self) -> dict[str, float]: ...
+
+
+def busy_seconds(times: CpuTimes) -> float:
     """The busy CPU seconds of a ``psutil.cpu_times()`` result (any platform's fields)."""
     fields = times._asdict()
     return sum(v for k, v in fields.items() if k not in NOT_BUSY_FIELDS)
