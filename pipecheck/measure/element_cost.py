@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from pipecheck.data.grain_pipeline import (
     BatchedExamples,
@@ -25,6 +25,8 @@ from pipecheck.data.grain_pipeline import (
     grain_graph,
 )
 from pipecheck.records.dataloader import Stage
+
+E = TypeVar("E")
 
 MAX_ELEMENTS = 200
 """Elements timed at most: a tail of a few percent shows as several heavy elements."""
@@ -79,19 +81,19 @@ def _elements(parent: Any) -> Iterable[Any]:
     return iter(parent)
 
 
-def time_elements(fn: Callable[[Any], Any], elements: Iterable[Any], *,
+def time_elements(fn: Callable[[E], object], elements: Iterable[E], *,
                   max_elements: int = MAX_ELEMENTS, budget_s: float = BUDGET_S,
                   clock: Callable[[], float] = time.perf_counter) -> tuple[float, ...]:
     """Seconds of each call ``fn(element)`` (the element fetched before the clock is read),
     until ``max_elements`` calls or ``budget_s`` seconds of calls; an element at
     ``RETIME_RATIO`` x the median or more is called again and keeps the shorter time."""
 
-    def call(element: Any) -> float:
+    def call(element: E) -> float:
         t0 = clock()
         fn(element)
         return clock() - t0
 
-    kept: list[Any] = []
+    kept: list[E] = []
     costs: list[float] = []
     for element in itertools.islice(elements, max_elements):
         kept.append(element)
