@@ -61,13 +61,15 @@ def busier_during_real(load: MachineLoad | None, target_s: float,
     """The loads when other processes used clearly more CPU during R than during the phase
     of the slower of T (``target_s``) and D (``loader_s``); None when they did not, or when
     either phase's load is not known (read from a file)."""
-    if load is None or _long_enough(load.real) is None:
+    real_phase = _long_enough(load.real) if load is not None else None
+    if load is None or real_phase is None:
         return None
     bound, name = ((load.target_all, "compute") if target_s >= loader_s
                    else (load.loader, "the loader"))
-    if _long_enough(bound) is None:
+    bound_phase = _long_enough(bound)
+    if bound_phase is None:
         return None
-    real, before = load.real.other_cores, bound.other_cores
+    real, before = real_phase.other_cores, bound_phase.other_cores
     if real - before < busier_margin(load.cores):
         return None
     return BusierMachine(real, before, name, load.cores)
