@@ -4,8 +4,7 @@ with no sync to explain it (hand-made records)."""
 
 from __future__ import annotations
 
-from tests.integration.busier_machine import (busier_machine, machine_reason,
-                                            rerun_if_busier)
+from tests.integration.busier_machine import busier_machine, machine_reason, rerun_if_busier
 
 
 def record(verdict: str, real_cores: float, target_cores: float = 0.1,
