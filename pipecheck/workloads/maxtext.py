@@ -88,12 +88,21 @@ def overrides_text(settings: GrainSettings) -> str:
 
 
 # --- errors -------------------------------------------------------------------------------
+_MODEL_ERROR = "Value error, "
+"""How pydantic starts the line of an error raised by a rule over several keys (MaxText's
+"Please specify grain_eval_files ... or set eval_interval to <=0.")."""
+
+
 def maxtext_error(e: BaseException, what: str) -> ConfigError:
     """One line for a MaxText failure while ``what`` (reading the config, building the
     pipeline, ...): the key or file it names, else MaxText's own first line."""
     text = str(e).strip()
     first = text.splitlines()[0] if text else type(e).__name__
     name = type(e).__name__
+    if name == "ValidationError" and len(text.splitlines()) >= 2 and \
+            text.splitlines()[1].strip().startswith(_MODEL_ERROR):  # pydantic: a rule of keys
+        why = text.splitlines()[1].strip()[len(_MODEL_ERROR):].split(" [type=")[0]
+        return ConfigError(f"MaxText config: {why}")
     if name == "ValidationError" and len(text.splitlines()) >= 3:  # pydantic: key, then why
         lines = text.splitlines()
         return ConfigError(f"MaxText config key {lines[1].strip()}: {lines[2].strip()}")
@@ -145,41 +154,63 @@ def hyperparameters(config: RunConfig, **extra: object) -> Any:
 
 # --- the pipeline (D) ---------------------------------------------------------------------
 class _Captured:
-    """Stands in for MaxText's ``MultiHostDataLoadIterator`` while its pipeline is built:
-    keeps the Grain dataset MaxText would iterate, and starts nothing."""
-
-    made: list[Any] = []
+    """Stands in for MaxText's ``MultiHostDataLoadIterator`` while its pipelines are built:
+    keeps what MaxText gives it (the Grain dataset it would iterate, and the rest of its
+    arguments), and starts nothing."""
 
     def __init__(self, dataloader: Any, *args: object, **kwargs: object) -> None:
-        del args, kwargs
-        _Captured.made.append(dataloader)
+        self.dataloader, self.args, self.kwargs = dataloader, args, kwargs
 
 
-def grain_dataset(hp: Any, mesh: Any) -> Any:
-    # Any: MaxText's config and mesh; a grain.IterDataset (Grain ships no types)
-    """The Grain IterDataset MaxText's ``create_data_iterator`` builds for training with
-    ``hp`` (the one its ``MultiHostDataLoadIterator`` iterates), not yet iterated."""
+def _captured_iterators(hp: Any, mesh: Any) -> tuple[Any, Any]:
+    """``create_data_iterator(hp, mesh)``'s (train, eval) iterators as MaxText makes them,
+    each ``MultiHostDataLoadIterator`` it would make a ``_Captured`` instead."""
     if hp.dataset_type != "grain":
         raise ConfigError(f"MaxText's dataset_type is {hp.dataset_type!r}; pipecheck times and "
                           "tunes MaxText's Grain pipeline: set dataset_type=grain")
     from maxtext.input_pipeline import input_pipeline_interface, multihost_dataloading
 
     original = multihost_dataloading.MultiHostDataLoadIterator
-    _Captured.made = []
     multihost_dataloading.MultiHostDataLoadIterator = _Captured  # type: ignore[misc]
     try:
         with _quiet_absl():
-            input_pipeline_interface.create_data_iterator(hp, mesh)
+            made = input_pipeline_interface.create_data_iterator(hp, mesh)
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - MaxText's pipeline raises many kinds
         raise maxtext_error(e, "input pipeline") from None
     finally:
         multihost_dataloading.MultiHostDataLoadIterator = original  # type: ignore[misc]
-    if not _Captured.made:
+    return made[0], made[1]
+
+
+def grain_dataset(hp: Any, mesh: Any) -> Any:
+    # Any: MaxText's config and mesh; a grain.IterDataset (Grain ships no types)
+    """The Grain IterDataset MaxText's ``create_data_iterator`` builds for training with
+    ``hp`` (the one its ``MultiHostDataLoadIterator`` iterates), not yet iterated."""
+    train, _ = _captured_iterators(hp, mesh)
+    if not isinstance(train, _Captured):
         raise ConfigError("this process loads no real data in MaxText's set-up "
                           "(expansion_factor_real_data); run pipecheck on a loading host")
-    return _Captured.made[0]
+    return train.dataloader
+
+
+def eval_iterator(hp: Any, mesh: Any) -> Any:
+    # Any: MaxText's config, mesh and iterator (MaxText ships no types)
+    """MaxText's eval iterator for ``hp`` as its ``create_data_iterator`` makes it (its
+    ``MultiHostDataLoadIterator`` over the eval pipeline, or its placeholder on a host that
+    loads no eval data); None when ``eval_interval <= 0``. Built apart from the training
+    pipeline (its own files, unshuffled), so the batches training gets are unchanged."""
+    _, made = _captured_iterators(hp, mesh)
+    if not isinstance(made, _Captured):
+        return made
+    from maxtext.input_pipeline import multihost_dataloading
+
+    try:
+        return multihost_dataloading.MultiHostDataLoadIterator(made.dataloader, *made.args,
+                                                                **made.kwargs)
+    except Exception as e:  # noqa: BLE001 - MaxText's pipeline raises many kinds
+        raise maxtext_error(e, "eval pipeline") from None
 
 
 def make_put(hp: Any, mesh: Any) -> Callable[[Batch], Batch]:

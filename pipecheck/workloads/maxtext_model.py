@@ -4,7 +4,8 @@ between steps (metric logger, checkpoint, eval) as step hooks for the real-data 
 Built through MaxText's own set-up (``train_utils.setup_train_loop``,
 ``jit_train_and_eval_step``) on the user's config with ``dataset_type=synthetic`` and no
 checkpointing, so that building the model neither starts the Grain pipeline nor restores or
-writes the user's checkpoints; the model, optimizer, shardings and step are the config's.
+writes the user's checkpoints; the model, optimizer, shardings, train step and eval step are
+the config's.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pipecheck.workloads.maxtext import (
     LOSS_KEY,
     TOKENS_KEY,
     _quiet_absl,
+    eval_iterator,
     hyperparameters,
     make_put,
     maxtext_error,
@@ -38,6 +40,52 @@ METRICS_KEY = "maxtext"
 """The metrics entry holding MaxText's whole metrics (for its metric logger)."""
 
 
+def _under(mesh: Any, rules: Any) -> contextlib.ExitStack:
+    """MaxText's mesh and logical axis rules, as its loop enters them around a step."""
+    import jax
+    from flax.core.spmd import logical_axis_rules
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(jax.set_mesh(mesh))
+    stack.enter_context(logical_axis_rules(rules))
+    return stack
+
+
+class MaxTextEval:
+    """MaxText's jitted eval step as its loop's eval calls it: each eval batch put with the
+    eval input sharding, the step under MaxText's mesh and ``logical_axis_rules_for_eval``;
+    returns MaxText's eval metrics, read nothing from the device."""
+
+    def __init__(self, jitted: Any, hp: Any, mesh: Any, state: PyTree) -> None:
+        from maxtext.utils import sharding
+
+        self._jitted, self._hp, self._mesh = jitted, hp, mesh
+        self._rules = hp.logical_axis_rules_for_eval
+        self._sharding = sharding.get_input_data_sharding(hp, mesh, rules=self._rules)
+        self._state = state  # the initial state (never donated), for the ahead-of-time compile
+
+    def warm(self) -> None:
+        """Compile ahead of the loop, as MaxText's ``train_loop`` does (so that the first eval
+        does not compile): the jitted step's call then finds the executable."""
+        import jax
+        from maxtext.utils import max_utils, maxtext_utils
+
+        if getattr(jax.config, "jax_enable_pgle", False):  # MaxText skips it: not reused
+            return
+        options = max_utils.parse_libtpu_flags_to_dict(self._hp.compile_xla_flags)
+        with _under(self._mesh, self._rules):
+            shaped = maxtext_utils.get_shaped_batch(self._hp, batch_sharding=self._sharding,
+                                                    is_eval=True)
+            self._jitted.lower(self._state, shaped).compile(compiler_options=options)
+
+    def __call__(self, state: PyTree, batch: Batch, /) -> PyTree:
+        import jax
+
+        batch = jax.device_put(batch, self._sharding)
+        with _under(self._mesh, self._rules):
+            return self._jitted(state, batch)
+
+
 class MaxTextStep:
     """MaxText's jitted train step as pipecheck's loop calls it: ``(state, batch) ->
     (state, {"loss": ..., "maxtext": metrics})``, under MaxText's mesh and logical axis rules
@@ -45,27 +93,21 @@ class MaxTextStep:
 
     __name__ = "train_step"
 
-    def __init__(self, jitted: Any, mesh: Any, rules: Any, params: PyTree = None) -> None:
+    def __init__(self, jitted: Any, mesh: Any, rules: Any, params: PyTree = None,
+                 evaluate: MaxTextEval | None = None) -> None:
         self._jitted, self._mesh, self._rules = jitted, mesh, rules
         self.params = params
         """The model's parameters as set up (for MaxText's metric logger's parameter count)."""
-
-    def _context(self) -> Any:
-        import jax
-        from flax.core.spmd import logical_axis_rules
-
-        stack = contextlib.ExitStack()
-        stack.enter_context(jax.set_mesh(self._mesh))
-        stack.enter_context(logical_axis_rules(self._rules))
-        return stack
+        self.evaluate = evaluate
+        """MaxText's eval step (None: the config runs no eval, ``eval_interval <= 0``)."""
 
     def __call__(self, state: PyTree, batch: Batch, /) -> tuple[PyTree, PyTree]:
-        with self._context():
+        with _under(self._mesh, self._rules):
             state, metrics = self._jitted(state, batch)
         return state, {"loss": metrics["scalar"][LOSS_KEY], METRICS_KEY: metrics}
 
     def lower(self, state: PyTree, batch: Batch | BatchSpec, /) -> jax.stages.Lowered:
-        with self._context():
+        with _under(self._mesh, self._rules):
             return self._jitted.lower(state, batch)
 
 
@@ -77,10 +119,14 @@ class _Built:
     jitted: Any
     rng: Any
     shaped: Any
+    evaluate: Any
+    """MaxText's jitted eval step, or None (no eval in the config)."""
 
 
 def _setup(config: RunConfig) -> _Built:
-    """MaxText's own set-up of the model, state and jitted step (train.py's train_loop)."""
+    """MaxText's own set-up of the model, state and jitted train and eval steps (train.py's
+    train_loop: its synthetic eval iterator, made when ``eval_interval > 0``, is what makes
+    ``jit_train_and_eval_step`` build the eval step)."""
     # lazy: MaxText, Flax and JAX imported only for a MaxText workload
     from flax import nnx
     from maxtext.trainers.pre_train import train as mx_train
@@ -89,20 +135,26 @@ def _setup(config: RunConfig) -> _Built:
     hp = hyperparameters(config, dataset_type="synthetic", enable_checkpointing=False)
     try:
         with _quiet_absl():
-            (rng, _, shardings, _, mesh, _, data_iterator, _, _, _, state) = \
+            (rng, _, shardings, _, mesh, _, data_iterator, _, _, eval_data, state) = \
                 train_utils.setup_train_loop(hp, None)
             graph, state = nnx.split(state)
+            eval_graph = mx_train.build_eval_graphdef(hp, graph, state)
             params_shardings, shardings = sharding.maybe_update_params_sharding_with_opt(
                 hp, shardings)
-            jitted, _ = train_utils.jit_train_and_eval_step(
+            jitted, evaluate = train_utils.jit_train_and_eval_step(
                 hp, graph, mesh, state, shardings, mx_train.train_step, mx_train.eval_step,
-                None, params_shardings)
+                eval_data, params_shardings)
+            if eval_graph is not None and evaluate is not None:  # as train_loop: MoE eval
+                evaluate = train_utils.jit_eval_step(
+                    hp, eval_graph, shardings, sharding.get_input_data_sharding(
+                        hp, mesh, rules=hp.logical_axis_rules_for_eval), mx_train.eval_step)
             synthetic = next(data_iterator)
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - MaxText raises many kinds for a bad config
         raise maxtext_error(e, "model set-up") from None
-    return _Built(hp, mesh, state, jitted, rng, synthetic)
+    return _Built(hp, mesh, state, jitted, rng, synthetic,
+                  None if evaluate is None else MaxTextEval(evaluate, hp, mesh, state))
 
 
 def build(config: RunConfig) -> Workload:
@@ -129,7 +181,7 @@ def build(config: RunConfig) -> Workload:
         config=config,
         mesh=b.mesh,
         train_step=MaxTextStep(b.jitted, b.mesh, b.hp.logical_axis_rules,
-                               getattr(first, "model", first)),
+                               getattr(first, "model", first), b.evaluate),
         train_step_name="train_step",
         init_state=init_state,
         batch_spec=spec,
@@ -145,22 +197,30 @@ def _no_put() -> Workload:  # pragma: no cover - make_put always returns a funct
 
 # --- R: MaxText's host work between steps -------------------------------------------------
 def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
-    """MaxText's own host work after each step of the real-data run, as its loop does it:
-    its metric logger every step (``buffer_and_write_metrics``: it reads the previous
-    step's metrics on the host), a checkpoint save at ``checkpoint_period`` (with
-    ``enable_checkpointing``; written to a directory of pipecheck's, never the run's own) and
-    an eval at ``eval_interval`` (``eval_steps`` batches of its eval pipeline)."""
+    """MaxText's own host work after each step of the real-data run, in its loop's order: a
+    checkpoint save at ``checkpoint_period`` (with ``enable_checkpointing``; written to a
+    directory of pipecheck's, never the run's own), an eval at ``eval_interval``
+    (``eval_steps`` batches of its eval pipeline, span and tag ``eval``), then its metric
+    logger (``buffer_and_write_metrics``: it reads the previous step's metrics on the host,
+    and an eval's metrics at the step after it)."""
     where = tempfile.mkdtemp(prefix="pipecheck-maxtext-")
     hp = hyperparameters(config, base_output_directory=where, run_name="pipecheck")
     step = workload.train_step
     params = step.params if isinstance(step, MaxTextStep) else None
-    hooks: list[StepHook] = [_metric_logger_hook(hp, params)]
+    evaluate = step.evaluate if isinstance(step, MaxTextStep) else None
+    logger = _metric_logger(hp, params)
+    hooks: list[StepHook] = []
     if hp.enable_checkpointing and hp.checkpoint_period > 0:
         hooks.append(_checkpoint_hook(hp, workload))
+    if hp.eval_interval > 0 and evaluate is not None:
+        hooks.append(_eval_hook(hp, workload.mesh, evaluate, logger))
+    hooks.append(_metric_logger_hook(logger))
     return tuple(hooks)
 
 
-def _metric_logger_hook(hp: Any, params: PyTree) -> StepHook:
+def _metric_logger(hp: Any, params: PyTree) -> Any:
+    """MaxText's metric logger as its train_loop sets it up (the eval shares it: it
+    accumulates the eval's metrics and writes them with the next step's)."""
     from maxtext.common import metric_logger
     from maxtext.utils import maxtext_utils
 
@@ -169,16 +229,74 @@ def _metric_logger_hook(hp: Any, params: PyTree) -> StepHook:
         start_step=0)
     with _quiet_absl():
         logger.write_setup_info_to_tensorboard(params)  # as train_loop does: its metadata
+    return logger
+
+
+def _metric_logger_hook(logger: Any) -> StepHook:
+    from maxtext.utils import exceptions
+
     last = [datetime.datetime.now()]
 
     def metric_logger_hook(step: int, state: PyTree, metrics: PyTree,
                            recorder: HookRecorder) -> None:
         now = datetime.datetime.now()
         with recorder.span("log"):
-            logger.buffer_and_write_metrics(metrics[METRICS_KEY], step, now - last[0])
+            try:
+                logger.buffer_and_write_metrics(metrics[METRICS_KEY], step, now - last[0])
+            except exceptions.StopTraining:  # target_eval_loss reached: R runs its steps
+                pass
         last[0] = now
 
     return metric_logger_hook
+
+
+def eval_due(step: int, interval: int, start: int) -> bool:
+    """Whether MaxText's loop evaluates after train step ``step`` (its ``ran_eval``, for a
+    run from step 0): every ``interval`` steps from ``eval_start_step``, step 0 included."""
+    return interval > 0 and step >= start and (step - start) % interval == 0
+
+
+def _eval_hook(hp: Any, mesh: Any, evaluate: MaxTextEval, logger: Any) -> StepHook:
+    try:
+        with _quiet_absl():
+            batches = eval_iterator(hp, mesh)
+            evaluate.warm()
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - MaxText raises many kinds
+        raise maxtext_error(e, "eval set-up") from None
+    interval, start = int(hp.eval_interval), int(hp.eval_start_step)
+
+    def eval_hook(step: int, state: PyTree, metrics: PyTree, recorder: HookRecorder) -> None:
+        if batches is None or not eval_due(step, interval, start):
+            return
+        with recorder.span("eval"):
+            recorder.tag("eval")
+            _run_eval(batches, evaluate, state, logger, int(hp.eval_steps))
+
+    return eval_hook
+
+
+def _run_eval(batches: Any, evaluate: MaxTextEval, state: PyTree, logger: Any,
+              most: int) -> None:
+    """MaxText's eval loop (train.py's ``training_loop_iteration``): the eval iterator reset,
+    its batches through the eval step, each one's metrics to the logger (which reads them
+    one batch late), until ``eval_steps`` batches (``most`` <= 0: the whole eval set)."""
+    if hasattr(batches, "reset"):
+        batches.reset()
+    logger.reset_eval_metrics()
+    count = 0
+    last = datetime.datetime.now()
+    logger.mark_eval_loop_start()
+    for batch in batches:
+        eval_metrics = evaluate(state, batch)
+        now = datetime.datetime.now()
+        logger.buffer_and_write_metrics(eval_metrics, count, step_time_delta=now - last,
+                                        is_training=False)
+        last = now
+        count += 1
+        if 0 < most <= count:  # before fetching another batch, as MaxText stops
+            break
 
 
 def _checkpoint_hook(hp: Any, workload: Workload) -> StepHook:

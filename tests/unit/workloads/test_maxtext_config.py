@@ -62,6 +62,16 @@ class ValidationError(Exception):
      "unknown MaxText config key 'no_such_key'"),
     (ValidationError("1 validation error for MaxTextConfig\nsteps\n  Input should be a valid "
                      "integer"), "MaxText config key steps: Input should be a valid integer"),
+    # MaxText 0.2.5's own text for eval_interval > 0 without eval files (a rule over keys)
+    (ValidationError(
+        "1 validation error for MaxTextConfig\n  Value error, Please specify grain_eval_files, "
+        "use hf_path with grain_file_type=parquet, or use dataset_path, eval_dataset_name, and "
+        "eval_split with grain_file_type=tfrecord; otherwise set eval_interval to <=0. "
+        "[type=value_error, input_value={'run_name': ''}, input_type=dict]\n    For further "
+        "information visit https://errors.pydantic.dev/2.14/v/value_error"),
+     "MaxText config: Please specify grain_eval_files, use hf_path with grain_file_type=parquet, "
+     "or use dataset_path, eval_dataset_name, and eval_split with grain_file_type=tfrecord; "
+     "otherwise set eval_interval to <=0."),
     (FileNotFoundError("No files found matching pattern: /d/*.ar"),
      "MaxText's data files: No files found matching pattern: /d/*.ar"),
     (ValueError("Failed to load sentencepiece tokenizer from /t.model: NOT_FOUND"),
@@ -69,7 +79,7 @@ class ValidationError(Exception):
 ])
 def test_maxtext_errors_become_one_line(error: BaseException, expected: str) -> None:
     message = str(maxtext.maxtext_error(error, "config"))
-    assert expected in message and "\n" not in message
+    assert expected in message and "\n" not in message and "[type=" not in message
 
 
 def test_maxtext_overrides_need_the_maxtext_option() -> None:
