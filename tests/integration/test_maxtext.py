@@ -10,7 +10,8 @@ skipped, saying why. Two configs made the way users make them (a MaxText config 
   id), a vocabulary of 8192: the output layer dominates the step, so the main thread's
   loading (the tuner picks 0 workers) competing with compute for the two cores stays a small
   share of it (with 2048, R came out a third above T on CI's busy machine), the pipeline
-  keeps up at once;
+  keeps up at once; MaxText's eval every 20 steps (2 batches of the same files), which R
+  runs as MaxText's loop does, tagged and kept out of the steady state;
 - input-bound: long raw-text documents (books of 120,000 words) tokenized on the fly with
   ``use_truncation`` (one document a row: the whole book is tokenized to keep 128 tokens),
   ``grain_worker_count=0 grain_num_threads=1``: the tokenizer needs several times the step.
@@ -81,6 +82,8 @@ TINY = {"hardware": "cpu", "skip_jax_distributed_system": True, "jax_cache_dir":
         "per_device_batch_size": 4, "attention": "dot_product", "dtype": "float32",
         "steps": 100, "dataset_type": "grain", "grain_file_type": "arrayrecord",
         "tokenizer_type": "sentencepiece", "enable_checkpointing": False}
+EVAL_INTERVAL = 20
+"""The compute config's MaxText eval_interval: R's 60 steps evaluate after steps 0, 20, 40."""
 GRAIN_KEYS = ("grain_worker_count", "grain_per_worker_buffer_size", "grain_num_threads",
               "grain_prefetch_buffer_size")
 
@@ -113,7 +116,9 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]
             d / "compute.yml", base_output_directory=out, run_name="compute",
             grain_train_files=str(d / "ids" / "*.array_record"), tokenize_train_data=False,
             tokenizer_path=str(SITE / "assets" / "tokenizers" / "tokenizer.default"),
-            vocab_size=8192),
+            vocab_size=8192, eval_interval=EVAL_INTERVAL, eval_steps=2,
+            grain_eval_files=str(d / "ids" / "*.array_record"), tokenize_eval_data=False,
+            grain_worker_count_eval=0),
         "input": _write_config(
             d / "input.yml", base_output_directory=out, run_name="input",
             grain_train_files=str(d / "long" / "*.array_record"), tokenize_train_data=True,
@@ -147,7 +152,7 @@ def _compare(config: pathlib.Path, out: pathlib.Path, *extra: str) -> dict:
                       str(out / "saved.yml"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
-    return {**run, "saved_path": str(out / "saved.yml"),
+    return {**run, "json_path": str(out / "run.json"), "saved_path": str(out / "saved.yml"),
             "saved": (out / "saved.yml").read_text(), "stdout": proc.stdout}
 
 
@@ -170,6 +175,8 @@ ERRORS = (
     (("grain_train_files=/nonexistent/*.array_record",), "/nonexistent/*.array_record"),
     (("tokenizer_path=/nonexistent/tok.model",), "/nonexistent/tok.model"),
     (("grain_worker_count=many",), "grain_worker_count"),
+    # MaxText refuses an eval without eval data: its reason, without pydantic's dump
+    (("eval_interval=5",), "MaxText config: Please specify grain_eval_files"),
 )
 
 
@@ -271,6 +278,22 @@ def test_compute_bound_config_is_compute_bound(compute_run: dict) -> None:
     assert est["loader"]["high"] < est["target"]["low"], _why(compute_run)
     # R ran MaxText's own metric logger after every step
     assert compute_run["host_spans"].get("log", 0.0) > 0.0
+
+
+@needs_maxtext
+def test_r_runs_maxtexts_eval_at_its_interval_kept_out_of_the_steady_state(
+        compute_run: dict) -> None:
+    from pipecheck.records import store
+
+    run = store.load(compute_run["json_path"])
+    steps = [run.steps[i] for i in range(len(run.steps))]
+    assert [s.step for s in steps] == list(range(60))
+    tagged = [s.step for s in steps if "eval" in s.tags]
+    timed = [s.step for s in steps if (s.spans or {}).get("eval", 0.0) > 0]
+    # MaxText's loop evaluates after steps 0, 20 and 40 (eval_interval=20), only those
+    assert tagged == timed == [0, 20, 40], (tagged, timed)
+    # the evals are kept out of the steady state (the verdict is asserted above)
+    assert compute_run["host_spans"].get("eval", 0.0) == 0.0, _why(compute_run)
 
 
 @needs_maxtext
