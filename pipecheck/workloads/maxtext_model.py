@@ -211,7 +211,12 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
     logger = _metric_logger(hp, params)
     hooks: list[StepHook] = []
     if hp.enable_checkpointing and hp.checkpoint_period > 0:
-        hooks.append(_checkpoint_hook(hp, workload))
+        # R's batches come from pipecheck's own iterator of the pipeline, not MaxText's: its
+        # Grain iterator state is not saved with the checkpoint (MaxText saves it only for
+        # dataset_type=grain, and cannot save it without its iterator)
+        hooks.append(_checkpoint_hook(hyperparameters(
+            config, base_output_directory=where, run_name="pipecheck",
+            dataset_type="synthetic"), workload))
     if hp.eval_interval > 0 and evaluate is not None:
         hooks.append(_eval_hook(hp, workload.mesh, evaluate, logger))
     hooks.append(_metric_logger_hook(logger))

@@ -158,8 +158,10 @@ def _compare(config: pathlib.Path, out: pathlib.Path, *extra: str) -> dict:
 
 @pytest.fixture(scope="module")
 def compute_run(configs: dict[str, pathlib.Path]) -> dict:
+    # MaxText's async checkpoint every 30 steps (R saves after step 30, to a folder of its own)
     return _compare(configs["compute"], configs["dir"] / "compute-run", "log_period=5",
-                    "--steps", "60", "--batches", "12")
+                    "enable_checkpointing=true", "async_checkpointing=true",
+                    "checkpoint_period=30", "--steps", "60", "--batches", "12")
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +296,17 @@ def test_r_runs_maxtexts_eval_at_its_interval_kept_out_of_the_steady_state(
     assert tagged == timed == [0, 20, 40], (tagged, timed)
     # the evals are kept out of the steady state (the verdict is asserted above)
     assert compute_run["host_spans"].get("eval", 0.0) == 0.0, _why(compute_run)
+
+
+@needs_maxtext
+def test_r_saves_maxtexts_checkpoint_of_a_grain_config(compute_run: dict) -> None:
+    from pipecheck.records import store
+
+    run = store.load(compute_run["json_path"])
+    steps = [run.steps[i] for i in range(len(run.steps))]
+    assert [s.step for s in steps if "checkpoint" in s.tags] == [30]
+    assert [s.step for s in steps if (s.spans or {}).get("checkpoint", 0.0) > 0] == [30]
+    assert compute_run["host_spans"].get("checkpoint", 0.0) == 0.0, _why(compute_run)
 
 
 @needs_maxtext
