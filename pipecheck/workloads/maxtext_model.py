@@ -10,11 +10,13 @@ the config's.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import datetime
+import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -202,8 +204,12 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
     directory of pipecheck's, never the run's own), an eval at ``eval_interval``
     (``eval_steps`` batches of its eval pipeline, span and tag ``eval``), then its metric
     logger (``buffer_and_write_metrics``: it reads the previous step's metrics on the host,
-    and an eval's metrics at the step after it)."""
+    and an eval's metrics at the step after it). The directory is removed when the process
+    ends, after any checkpoint save still in flight (a real model's checkpoints would
+    otherwise fill the disk run after run)."""
     where = tempfile.mkdtemp(prefix="pipecheck-maxtext-")
+    finish: list[Callable[[], object]] = []
+    atexit.register(_remove_after, finish, where)
     hp = hyperparameters(config, base_output_directory=where, run_name="pipecheck")
     step = workload.train_step
     params = step.params if isinstance(step, MaxTextStep) else None
@@ -216,7 +222,7 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
         # dataset_type=grain, and cannot save it without its iterator)
         hooks.append(_checkpoint_hook(hyperparameters(
             config, base_output_directory=where, run_name="pipecheck",
-            dataset_type="synthetic"), workload))
+            dataset_type="synthetic"), workload, finish))
     if hp.eval_interval > 0 and evaluate is not None:
         hooks.append(_eval_hook(hp, workload.mesh, evaluate, logger))
     hooks.append(_metric_logger_hook(logger))
@@ -304,7 +310,18 @@ def _run_eval(batches: Any, evaluate: MaxTextEval, state: PyTree, logger: Any,
             break
 
 
-def _checkpoint_hook(hp: Any, workload: Workload) -> StepHook:
+def _remove_after(finish: list[Callable[[], object]], where: str) -> None:
+    """At exit: let the saves in flight finish (``finish``), then remove R's directory."""
+    for f in finish:
+        with contextlib.suppress(Exception):
+            f()
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def _checkpoint_hook(hp: Any, workload: Workload,
+                     finish: list[Callable[[], object]]) -> StepHook:
+    """MaxText's checkpoint save at ``checkpoint_period``; the manager's wait for saves in
+    flight is added to ``finish``."""
     from maxtext.common import checkpointing
     from maxtext.utils import train_utils
 
@@ -313,6 +330,8 @@ def _checkpoint_hook(hp: Any, workload: Workload) -> StepHook:
             manager = train_utils.create_checkpoint_manager(hp, workload.mesh, None)
     except Exception as e:  # noqa: BLE001
         raise maxtext_error(e, "checkpoint set-up") from None
+    if manager is not None and hasattr(manager, "wait_until_finished"):
+        finish.append(manager.wait_until_finished)
     period = int(hp.checkpoint_period)
 
     def checkpoint_hook(step: int, state: PyTree, metrics: PyTree,

@@ -128,10 +128,12 @@ def configs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pathlib.Path]
     }
 
 
-def _pipecheck(*args: str, timeout: int = 400) -> subprocess.CompletedProcess[str]:
+def _pipecheck(*args: str, timeout: int = 400, tmpdir: pathlib.Path | None = None
+               ) -> subprocess.CompletedProcess[str]:
     assert MAXTEXT_PYTHON is not None
+    env = _env() if tmpdir is None else {**_env(), "TMPDIR": str(tmpdir)}
     return subprocess.run([MAXTEXT_PYTHON, "-m", "pipecheck", *args], capture_output=True,
-                          text=True, env=_env(), timeout=timeout, cwd=ROOT)
+                          text=True, env=env, timeout=timeout, cwd=ROOT)
 
 
 def _why(run: dict) -> str:
@@ -145,15 +147,17 @@ def _compare(config: pathlib.Path, out: pathlib.Path, *extra: str) -> dict:
     steps and batches that no estimate's interval is wider than the verdict's noise limit
     on the busy machine (then the verdict holds however the machine's speed drifts
     between the measurements of T, D and R)."""
-    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
     proc = _pipecheck("compare", "--maxtext", str(config), *extra, "--target-steps", "40",
                       "--quiet", "--force",
                       "--json", str(out / "run.json"), "--save-config",
-                      str(out / "saved.yml"))
+                      str(out / "saved.yml"), tmpdir=tmp)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     return {**run, "json_path": str(out / "run.json"), "saved_path": str(out / "saved.yml"),
-            "saved": (out / "saved.yml").read_text(), "stdout": proc.stdout}
+            "saved": (out / "saved.yml").read_text(), "stdout": proc.stdout,
+            "left_in_tmp": sorted(p.name for p in tmp.glob("pipecheck-maxtext-*"))}
 
 
 @pytest.fixture(scope="module")
@@ -434,3 +438,10 @@ def test_a_monitor_in_maxtexts_own_loop(configs: dict[str, pathlib.Path],
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@needs_maxtext
+def test_r_leaves_no_folder_of_its_own_behind(compute_run: dict) -> None:
+    """R's checkpoints and metrics go to a temporary folder of pipecheck's (never the run's
+    own); it is gone when compare ends, the async save in flight included."""
+    assert compute_run["left_in_tmp"] == []
