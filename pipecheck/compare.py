@@ -263,13 +263,6 @@ def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],
     return spans.get("data_wait", 0.0) / real.value
 
 
-def _loader_cpu(chosen: LoaderSetting) -> float | None:
-    """The chosen setting's CPU seconds per batch (training process and workers), or None
-    when not measured (a record from before resources were measured)."""
-    r = chosen.resources
-    return r.cpu_per_batch_s if r is not None and r.batches else None
-
-
 def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target,
             loader: ls.LoaderChoice, real: RealRun, real_dist: Distribution,
             real_est: Estimate, t_samples: tuple[float, ...], drift: str | None,
@@ -283,7 +276,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value),
                      own_load_share=None if o.real_file else
                      _own_load_share(loader.chosen.settings, spans, real_est),
-                     machine=machine, loader_cpu_s=_loader_cpu(loader.chosen))
+                     machine=machine, loader_cpu_s=loader.chosen.cpu_per_batch_s)
     cores = stages.cores()
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,

@@ -217,9 +217,8 @@ def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[Loa
     findings += limit_findings(settings, cores, ram_budget_mb)
     findings += sync_findings(sites, n_steps, real_s, verdict)
     if verdict.unexplained_slowdown:
-        cpu = chosen.resources.cpu_per_batch_s if chosen.resources is not None else None
         findings.append(interference_finding(target_s, estimates.loader.value, real_s,
-                                             chosen.workers, cpu))
+                                             chosen.workers, chosen.cpu_per_batch_s))
     return findings
 
 

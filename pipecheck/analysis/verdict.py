@@ -99,7 +99,7 @@ def _too_noisy(e: Estimate, real: Estimate, parts_of_real: bool) -> bool:
     return not (e.high - e.low) / 2.0 <= MAX_RELATIVE_HALF_WIDTH * real.value
 
 
-def _slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> bool:
+def slower_than_both(target: Estimate, loader: Estimate, real: Estimate) -> bool:
     """R's whole interval above the slower of T and D's intervals, by the margin."""
     return real.low > max(target.high, loader.high) * (1.0 + FORCED_SYNC_MARGIN)
 
@@ -139,7 +139,7 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share,
                 busier)
     usable = target.usable and loader.usable and real.usable
-    beyond = _slower_than_both(target, loader, real) or (
+    beyond = slower_than_both(target, loader, real) or (
         busier is not None and _median_beyond_margin(target, loader, real))
     if v.verdict == FORCED_SYNC or not usable or not beyond:
         return v
@@ -230,7 +230,7 @@ def _forced_sync(target: Estimate, loader: Estimate, real: Estimate,
     loaded and then waited in the user's sync, one after the other, each for
     ``SERIAL_SAVING`` of a step (paired within the same steps, a busy machine that slows
     T, D and R at different times can neither fake nor hide it)."""
-    if _slower_than_both(target, loader, real) and (
+    if slower_than_both(target, loader, real) and (
             sync_share is None or sync_share >= FORCED_SYNC_EVIDENCE):
         return Verdict(
             FORCED_SYNC,

@@ -113,6 +113,12 @@ class LoaderSetting(SettingsKnobs, Record):
     with its interval: the loader time the verdict uses."""
     resources: Resources | None = None
 
+    @property
+    def cpu_per_batch_s(self) -> float | None:
+        """CPU seconds the training process and the workers spend per batch at this setting;
+        None when not measured (a record from before resources were measured)."""
+        r = self.resources
+        return r.cpu_per_batch_s if r is not None and r.batches else None
 
 
 @dataclasses.dataclass(frozen=True)

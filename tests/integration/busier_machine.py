@@ -20,7 +20,8 @@ import sys
 from typing import Any, Callable, Mapping, TypeVar
 
 from pipecheck.analysis.machine_load import BusierMachine, busier_during_real
-from pipecheck.analysis.verdict import FORCED_SYNC_MARGIN
+from pipecheck.analysis.verdict import slower_than_both
+from pipecheck.records.common import Estimate
 from pipecheck.records.machine_load import MachineLoad
 
 R = TypeVar("R")
@@ -46,10 +47,10 @@ def unexplained_slowdown(record: Mapping[str, Any]) -> bool:
         return False
     est = record.get("estimates", {})
     try:
-        t, d, r = est["target"], est["loader"], est["real"]
-        return bool(r["low"] > max(t["high"], d["high"]) * (1.0 + FORCED_SYNC_MARGIN))
+        t, d, r = (Estimate.from_dict(est[k]) for k in ("target", "loader", "real"))
     except (KeyError, TypeError):
         return False
+    return slower_than_both(t, d, r)
 
 
 def machine_reason(record: Mapping[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ def record(verdict: str, real_cores: float, target_cores: float = 0.1,
         return {"wall_s": 10.0, "other_cpu_s": 10.0 * c}
 
     def est(low, high):
-        return {"value": (low + high) / 2, "low": low, "high": high}
+        return {"value": (low + high) / 2, "low": low, "high": high, "n": 40}
 
     return {"verdict": verdict, "verdict_reason": "why", "findings": list(findings),
             "estimates": {"target": est(0.049, 0.051), "loader": est(0.004, 0.006),
