@@ -97,15 +97,15 @@ def maxtext_error(e: BaseException, what: str) -> ConfigError:
     """One line for a MaxText failure while ``what`` (reading the config, building the
     pipeline, ...): the key or file it names, else MaxText's own first line."""
     text = str(e).strip()
-    first = text.splitlines()[0] if text else type(e).__name__
+    lines = [line.strip() for line in text.splitlines()]
+    first = lines[0] if text else type(e).__name__
     name = type(e).__name__
-    if name == "ValidationError" and len(text.splitlines()) >= 2 and \
-            text.splitlines()[1].strip().startswith(_MODEL_ERROR):  # pydantic: a rule of keys
-        why = text.splitlines()[1].strip()[len(_MODEL_ERROR):].split(" [type=")[0]
+    if name == "ValidationError" and len(lines) >= 2 and \
+            lines[1].startswith(_MODEL_ERROR):  # pydantic: a rule of keys
+        why = lines[1][len(_MODEL_ERROR):].split(" [type=")[0]
         return ConfigError(f"MaxText config: {why}")
-    if name == "ValidationError" and len(text.splitlines()) >= 3:  # pydantic: key, then why
-        lines = text.splitlines()
-        return ConfigError(f"MaxText config key {lines[1].strip()}: {lines[2].strip()}")
+    if name == "ValidationError" and len(lines) >= 3:  # pydantic: key, then why
+        return ConfigError(f"MaxText config key {lines[1]}: {lines[2]}")
     if isinstance(e, ValueError) and first.startswith("'") and "' not in " in first:
         key = first.split("'")[1]
         return ConfigError(f"unknown MaxText config key {key!r}; check its spelling against "
