@@ -47,3 +47,28 @@ def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None,
 @pytest.fixture
 def cli_run():
     return run_cli
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--pin-workers", action="store_true",
+        help="give each pytest-xdist worker its own equal share of the CPUs this run may use "
+             "(the timing tests side by side, each on cores of its own)")
+
+
+def cpu_share(cpus: list[int], worker: int, workers: int) -> set[int]:
+    """Worker ``worker``'s share of ``cpus`` among ``workers``: equal slices, one CPU each
+    (taken in turn) where there are fewer CPUs than workers."""
+    size = len(cpus) // workers
+    if size == 0:
+        return {cpus[worker % len(cpus)]}
+    return set(cpus[worker * size:(worker + 1) * size])
+
+
+def pytest_configure(config):
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and config.getoption("--pin-workers") and hasattr(os, "sched_setaffinity"):
+        # inherited by every process a test starts (the CLI, Grain workers, peers)
+        workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+        os.sched_setaffinity(0, cpu_share(sorted(os.sched_getaffinity(0)), int(worker[2:]),
+                                          workers))

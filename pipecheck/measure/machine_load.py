@@ -1,19 +1,23 @@
 """The CPU other processes use while compare measures a phase, read at its boundaries.
 
-System-wide busy CPU time (``psutil.cpu_times()``: every state but idle and iowait; guest
-time is already counted in user time on Linux, as psutil's own ``cpu_percent`` has it),
-less the CPU of this process and its children (Grain workers: live ones recursively, and
-the children already reaped, whose times the kernel adds to ours), over the phase's wall
-time. Read once at the start and once at the end of a phase, never inside a timed loop:
-a few /proc reads, no device sync, nothing per step.
+The busy CPU time of the cores this process may run on (``psutil.cpu_times()``: every
+state but idle and iowait; guest time is already counted in user time on Linux, as psutil's
+own ``cpu_percent`` has it), read per core where the process's CPU affinity leaves it fewer
+cores than the machine has (a job kept to some cores by ``taskset`` or a cpuset does not
+compete with the programs on the others), less the CPU of this process and its children
+(Grain workers: live ones recursively, and the children already reaped, whose times the
+kernel adds to ours), over the phase's wall time. Read once at the start and once at the
+end of a phase, never inside a timed loop: a few /proc reads, no device sync, nothing per
+step.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import time
-from typing import Callable, Iterator, Protocol
+from typing import Callable, Iterator, Protocol, Sequence
 
 import psutil
 
@@ -61,14 +65,41 @@ def own_seconds(proc: psutil.Process) -> float:
     return float(total)
 
 
+def usable_cpu_ids() -> frozenset[int] | None:
+    """The CPUs this process may run on (its affinity), or None where the platform has none."""
+    try:
+        return frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return None
+
+
+def busy_seconds_of(per_cpu: Sequence[CpuTimes], cpus: frozenset[int] | None) -> float | None:
+    """The busy CPU seconds of ``cpus`` among the per-core times ``per_cpu`` (indexed by
+    CPU number), or None when ``cpus`` is every core or names one the list lacks."""
+    if cpus is None or len(cpus) >= len(per_cpu) or max(cpus) >= len(per_cpu):
+        return None
+    return sum(busy_seconds(per_cpu[i]) for i in cpus)
+
+
+def busy_seconds_here() -> float:
+    """The busy CPU seconds of the cores this process may run on, now."""
+    cpus = usable_cpu_ids()
+    if cpus is not None and len(cpus) < (psutil.cpu_count() or 0):
+        on_ours = busy_seconds_of(psutil.cpu_times(percpu=True), cpus)
+        if on_ours is not None:
+            return on_ours
+    return busy_seconds(psutil.cpu_times())
+
+
 def read_cpu() -> CpuReading:
-    """The machine's busy CPU seconds and this process's own, now."""
-    return CpuReading(busy_seconds(psutil.cpu_times()), own_seconds(psutil.Process()))
+    """The busy CPU seconds of this process's cores and its own (with its children), now."""
+    return CpuReading(busy_seconds_here(), own_seconds(psutil.Process()))
 
 
 def host_cores() -> int:
-    """Every core the system-wide CPU times count."""
-    return psutil.cpu_count() or 1
+    """The cores the busy CPU time counts: those this process may run on."""
+    cpus = usable_cpu_ids()
+    return len(cpus) if cpus else (psutil.cpu_count() or 1)
 
 
 class PhaseMeter:

@@ -1,6 +1,7 @@
 """The other processes' load over a phase, from fake CPU readings and a fake clock."""
 
 import collections
+import os
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ from pipecheck.measure.machine_load import (
     PhaseLoads,
     PhaseMeter,
     busy_seconds,
+    busy_seconds_of,
     own_seconds,
     read_cpu,
 )
@@ -107,3 +109,56 @@ def test_own_seconds_count_live_and_reaped_children():
         child.kill()
         child.wait()
     assert _children_s(me) - before >= 0.3 - TICKS  # and still once it is reaped
+
+
+def _busy(user):
+    return Times(user=user, nice=0, system=0, idle=50, iowait=0, irq=0, softirq=0, steal=0,
+                 guest=0, guest_nice=0)
+
+
+def test_the_busy_time_of_some_cores_is_theirs_alone():
+    per_cpu = [_busy(1.0), _busy(20.0), _busy(300.0), _busy(4000.0)]
+    assert busy_seconds_of(per_cpu, frozenset({0, 2})) == 301.0
+    # every core, none, or a core the list lacks: the caller reads the machine's total
+    assert busy_seconds_of(per_cpu, frozenset({0, 1, 2, 3})) is None
+    assert busy_seconds_of(per_cpu, None) is None
+    assert busy_seconds_of(per_cpu, frozenset({1, 7})) is None
+
+
+_PINNED_METER = """
+import os, sys, time
+import psutil
+from pipecheck.measure.machine_load import PhaseMeter, busy_seconds, own_seconds
+os.sched_setaffinity(0, {int(sys.argv[1])})
+me = psutil.Process()
+whole0, own0 = busy_seconds(psutil.cpu_times()), own_seconds(me)
+meter = PhaseMeter()
+meter.start()
+time.sleep(1.0)
+load = meter.stop()
+whole = busy_seconds(psutil.cpu_times()) - whole0 - (own_seconds(me) - own0)
+print(load.other_cpu_s, whole)
+"""
+
+_SPINNER = ("import os, sys, time\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"
+            "t = time.perf_counter()\nwhile time.perf_counter() - t < 2.0: pass")
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs two CPUs this process may run on")
+def test_a_process_kept_to_one_core_does_not_count_another_cores_work():
+    """A real spinner on the other core, no child of the measuring process: the machine's
+    busy time less the process's own sees it, the phase load of a process kept to its own
+    core does not."""
+    mine, other = sorted(os.sched_getaffinity(0))[:2]
+    spinner = subprocess.Popen([sys.executable, "-c", _SPINNER, str(other)])
+    try:
+        out = subprocess.run([sys.executable, "-c", _PINNED_METER, str(mine)],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    finally:
+        spinner.kill()
+        spinner.wait()
+    other_cpu_s, whole_machine_s = map(float, out.split())
+    # the spinner's second on the other core; what is left here is whatever else ran on
+    # this core meanwhile
+    assert other_cpu_s < whole_machine_s - 0.7, (other_cpu_s, whole_machine_s)
