@@ -31,7 +31,7 @@ from pipecheck.cli import (  # noqa: F401
 from pipecheck.cli.group import cli
 from pipecheck.cli.hosts import ACTIVE
 from pipecheck.errors import PipecheckError, one_line
-from pipecheck.measure.distributed import hard_exit
+from pipecheck.measure.distributed import hard_exit, release_children
 
 EXIT_INTERRUPTED = 130
 
@@ -74,6 +74,7 @@ def _leave_multihost_run(code: int) -> None:
     """After an error in a multi-process run, leave at once: JAX's shutdown at exit waits
     for every peer (some may be gone or still measuring) and then aborts with a C++ stack."""
     if ACTIVE:
+        release_children()  # before saying so: a peer may end the run once it is said
         ACTIVE[-1].leave()
         hard_exit(code)
 

@@ -41,6 +41,10 @@ JAX_TIMEOUT_MARGIN_S = 30
 """JAX's own initialization/heartbeat/shutdown timeouts are ours plus this: when a peer is
 missing, pipecheck's one-line error must come before JAX's abort."""
 
+LEAVE_GRACE_S = 0.5
+"""After every other process has said it leaves, process 0 keeps the coordination service this
+much longer: each of them exits right after saying so, and JAX aborts one whose service goes
+first (seen on a busy 2-core machine: a refused peer killed by SIGABRT instead of exit 6)."""
 LEAVE_WAIT_S = 5.0
 """After an error, process 0 (it holds JAX's coordination service) waits at most this long for
 the other processes to report the error and leave: leaving first makes JAX abort them before
@@ -364,6 +368,9 @@ class Session:
                 deadline = time.monotonic() + min(self.timeout_s, LEAVE_WAIT_S)
                 for p in range(1, self.process_count):
                     self.kv.get(f"left/{p}", max(0.001, deadline - time.monotonic()))
+                # each of them exits right after saying so; on a busy machine that moment
+                # can come late, and the store must outlive it
+                time.sleep(LEAVE_GRACE_S)
         except Exception:  # noqa: BLE001 - the store may be gone already: leave all the same
             pass
 
@@ -452,6 +459,13 @@ class Session:
 def hard_exit(code: int) -> None:
     """Leave now, skipping JAX's shutdown barrier (it waits for peers that may be gone and
     then aborts with a C++ stack); stop Grain workers first so none is orphaned."""
+    release_children()
+    os._exit(code)
+
+
+def release_children() -> None:
+    """Stop this process's Grain workers (none is orphaned) and flush its output: all that
+    leaving needs before ``os._exit``, done before a peer is told this process leaves."""
     try:
         for p in multiprocessing.active_children():
             p.terminate()
@@ -463,7 +477,6 @@ def hard_exit(code: int) -> None:
         pass
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
 
 
 def missing_hosts_message(missing: Sequence[int], timeout_s: float) -> str:

@@ -1,4 +1,4 @@
-"""pipecheck diff on two real calibrated runs (compute_ms=40 vs 200), via the CLI."""
+"""pipecheck diff on two real calibrated runs (compute_ms=20 vs 100), via the CLI."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.timing
 DATA = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 
-FAST_MS, SLOW_MS = 40, 200
+FAST_MS, SLOW_MS = 20, 100
 """One pair of calibrated runs, measured once. The calibrated workload sizes its matmul
 chain at start-up, and on the shared 2-core machine another job can slow one run's
 calibration or steps and not the other's, by up to ~4x at a load of 15 on 2 cores (seen:
@@ -28,7 +28,7 @@ significant)."""
 
 @pytest.fixture(scope="module")
 def calibrated_runs(tmp_path_factory):
-    """(A, B, the diff's stdout, the diff JSON) of one 40 ms and one 200 ms run."""
+    """(A, B, the diff's stdout, the diff JSON) of one 20 ms and one 100 ms run."""
     d = tmp_path_factory.mktemp("diff")
     paths = []
     for compute_ms in (FAST_MS, SLOW_MS):
@@ -44,10 +44,10 @@ def calibrated_runs(tmp_path_factory):
     return a, b, r.stdout, json.loads(out.read_text())
 
 
-def test_diff_of_40_and_200_ms_runs_is_significant_and_slower(calibrated_runs):
+def test_diff_of_20_and_100_ms_runs_is_significant_and_slower(calibrated_runs):
     a, b, stdout, data = calibrated_runs
     assert "longer per step than A: significant" in stdout, stdout
-    assert "warning: the configs differ: compute_ms: 40.0 vs 200.0" in stdout
+    assert "warning: the configs differ: compute_ms: 20.0 vs 100.0" in stdout
     assert data["kind"] == "diff"
     row = next(x for x in data["rows"] if x["name"] == "step time median")
     assert row["significance"] == "significant"

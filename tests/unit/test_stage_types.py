@@ -26,22 +26,43 @@ def mypy(*paths: str) -> subprocess.CompletedProcess[str]:
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
-@needs_mypy
-def test_the_fakes_of_compares_stages_have_the_stages_signatures():
-    proc = mypy(*FAKES)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+WRONG_FAKE = (
+    "from pipecheck import compare\n"
+    "from pipecheck.measure.loader_search import LoaderChoice\n\n\n"
+    "def stage(config, path, parts, target_s, opts, progress) -> LoaderChoice:\n"
+    "    raise AssertionError\n\n\n"
+    "compare.Stages(loader=stage)\n")
+"""A loader stage that takes one argument too few."""
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One mypy run (its start-up and the analysis of pipecheck are most of its time) over
+    the fakes and a fake with another signature: (that fake's path, the run)."""
+    fake = tmp_path_factory.mktemp("stages") / "wrong_fake.py"
+    fake.write_text(WRONG_FAKE)
+    return fake, mypy(*FAKES, str(fake))
+
+
+def errors_in(proc: subprocess.CompletedProcess[str], path: str) -> list[str]:
+    """mypy's errors in the file named as ``path`` is (by its name: mypy's cache may give
+    an unchanged module's errors with the path it had when they were found)."""
+    name = Path(path).name
+    return [line for line in proc.stdout.splitlines()
+            if ": error:" in line and Path(line.split(":", 1)[0]).name == name]
 
 
 @needs_mypy
-def test_a_fake_with_another_signature_is_caught(tmp_path):
+def test_the_fakes_of_compares_stages_have_the_stages_signatures(checked):
+    fake, proc = checked
+    assert [e for f in FAKES for e in errors_in(proc, f)] == [], proc.stdout + proc.stderr
+    # nothing but the wrong fake's error: the run checked the fakes and found them right
+    assert proc.returncode == 1 and "Found 1 error in 1 file" in proc.stdout, proc.stdout
+
+
+@needs_mypy
+def test_a_fake_with_another_signature_is_caught(checked):
     """The check can fail: a loader stage that takes one argument too few is refused."""
-    fake = tmp_path / "wrong_fake.py"
-    fake.write_text(
-        "from pipecheck import compare\n"
-        "from pipecheck.measure.loader_search import LoaderChoice\n\n\n"
-        "def stage(config, path, parts, target_s, opts, progress) -> LoaderChoice:\n"
-        "    raise AssertionError\n\n\n"
-        "compare.Stages(loader=stage)\n")
-    proc = mypy(str(fake))
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert 'Argument "loader" to "Stages" has incompatible type' in proc.stdout, proc.stdout
+    fake, proc = checked
+    [error] = errors_in(proc, str(fake))
+    assert 'Argument "loader" to "Stages" has incompatible type' in error, proc.stdout

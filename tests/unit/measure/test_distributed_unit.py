@@ -202,11 +202,16 @@ def test_lost_coordinator():
 
 
 # --- leaving on an error -------------------------------------------------------------------
-def test_process_0_leaves_only_after_every_peer_said_it_leaves():
+def test_process_0_leaves_only_after_every_peer_said_it_leaves(monkeypatch):
+    slept: list[float] = []
+    monkeypatch.setattr(d.time, "sleep", slept.append)
     kv = FakeKV()
     session(kv, 2).leave()
     session(kv, 1).leave()
+    assert slept == []  # the peers leave at once
     session(kv, 0, timeout_s=60.0).leave()
+    # and process 0 keeps the store a moment past their word: they exit right after it
+    assert slept == [d.LEAVE_GRACE_S]
     assert {k for k in kv.data if k.startswith("left/")} == {"left/0", "left/1", "left/2"}
     # process 0 waited for each peer's word, bounded by LEAVE_WAIT_S (not the 60 s timeout)
     waits = [(k, t) for k, t in kv.waited if k.startswith("left/")]
