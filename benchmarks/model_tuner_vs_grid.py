@@ -16,8 +16,6 @@ chosen setting, its D, and the throughput relative to the grid's choice (grid D 
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import time
@@ -28,7 +26,6 @@ from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
-from pipecheck.records.base import from_dict, to_dict
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.tuned_config import usable_cores
@@ -37,6 +34,7 @@ from pipecheck.workloads.calibrated import make_dataset
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # the joint-search benchmark's pipelines, ladders and grid: the same scenarios, searched both ways
+from grid_tables import Tables, grid_arguments  # noqa: E402
 from tuner_joint_search import (  # noqa: E402
     BUFFERS,
     PIPELINES,
@@ -87,34 +85,23 @@ def compare_searches(name: str, table: list[LoaderSetting], target_s: float, cor
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--max-workers", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=20)
-    ap.add_argument("--only", choices=sorted(PIPELINES))
-    ap.add_argument("--tables", help="write the measured tables to this JSON file")
-    ap.add_argument("--replay", help="read the tables from this JSON file instead")
-    args = ap.parse_args()
+    args = grid_arguments(__doc__, batches=20, names=list(PIPELINES))
     ensure_absl_flags_parsed()
     cores = usable_cores()
-    stored = json.loads(open(args.replay).read()) if args.replay else {}
-    tables: dict[str, list] = {}
+    tables = Tables(args)
     settings = grid(args.max_workers)
     print(f"grid: workers 0..{args.max_workers} x threads {THREADS} x per-worker buffer "
           f"{BUFFERS} x prefetch {PREFETCH_FACTORS} (x threads) = {len(settings)} settings; "
           f"{cores} cores; {args.batches}+ batches per setting")
     for name in [args.only] if args.only else list(PIPELINES):
         keys, target_ms = PIPELINES[name]
-        if name in stored:
-            table = [from_dict(LoaderSetting, d) for d in stored[name]]
-        else:
-            print(f"{name}: {keys}", file=sys.stderr)
-            table = measure_table(keys, settings, args.batches)
-        tables[name] = [to_dict(s) for s in table]
-        if args.tables:
-            with open(args.tables, "w") as f:
-                json.dump(tables, f)
-        compare_searches(f"{name}: {keys}", table, target_ms / 1e3, cores, args.max_workers)
 
+        def measure(name=name, keys=keys) -> list[LoaderSetting]:
+            print(f"{name}: {keys}", file=sys.stderr)
+            return measure_table(keys, settings, args.batches)
+
+        table = tables.table(name, measure)
+        compare_searches(f"{name}: {keys}", table, target_ms / 1e3, cores, args.max_workers)
 
 if __name__ == "__main__":
     main()

@@ -20,8 +20,7 @@ split; a pipeline the model refuses (too noisy, not described) says so instead.
 
 from __future__ import annotations
 
-import argparse
-import json
+import os
 import statistics
 import sys
 import time
@@ -30,11 +29,13 @@ from pipecheck.analysis import loader_model as lm
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
-from pipecheck.records.base import from_dict, to_dict
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import REGISTRY, resolve
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from grid_tables import Tables, grid_arguments  # noqa: E402
 
 PIPELINES = {
     # name: (workload, keys)
@@ -124,32 +125,22 @@ def report(name: str, table: list[LoaderSetting], cores: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--max-workers", type=int, default=3)
-    ap.add_argument("--batches", type=int, default=30)
-    ap.add_argument("--only", choices=sorted(PIPELINES))
-    ap.add_argument("--tables", help="write the measured tables to this JSON file")
-    ap.add_argument("--replay", help="read the tables from this JSON file instead")
-    args = ap.parse_args()
+    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES))
     ensure_absl_flags_parsed()
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
-    stored = json.loads(open(args.replay).read()) if args.replay else {}
-    tables: dict[str, list] = {}
+    tables = Tables(args)
     print(f"grid: workers 0..{args.max_workers} x threads {THREADS}; {cores} cores; "
           f"{args.batches}+ batches per setting")
     results = {}
     for name in names:
         workload, keys = PIPELINES[name]
-        if name in stored:
-            table = [from_dict(LoaderSetting, d) for d in stored[name]]
-        else:
+
+        def measure(name=name, workload=workload, keys=keys) -> list[LoaderSetting]:
             print(f"{name}: {workload} {keys}", file=sys.stderr)
-            table = measure_table(workload, keys, grid(args.max_workers), args.batches)
-        tables[name] = [to_dict(s) for s in table]
-        if args.tables:
-            with open(args.tables, "w") as f:
-                json.dump(tables, f)
+            return measure_table(workload, keys, grid(args.max_workers), args.batches)
+
+        table = tables.table(name, measure)
         results[name] = report(f"{name} ({workload} {keys})", table, cores)
     every = [e for r in results.values() for e in r["first"]]
     every_loo = [e for r in results.values() for e in r["loo"]]

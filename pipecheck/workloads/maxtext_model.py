@@ -318,10 +318,18 @@ def _remove_after(finish: list[Callable[[], object]], where: str) -> None:
     shutil.rmtree(where, ignore_errors=True)
 
 
+def checkpoint_due(step: int, period: int, on_start: bool) -> bool:
+    """Whether MaxText saves after train step ``step`` (its default rule, for a run from step
+    0): every ``checkpoint_period`` steps, step 0 only with ``save_checkpoint_on_start``."""
+    return period > 0 and step % period == 0 and (step > 0 or on_start)
+
+
 def _checkpoint_hook(hp: Any, workload: Workload,
                      finish: list[Callable[[], object]]) -> StepHook:
-    """MaxText's checkpoint save at ``checkpoint_period``; the manager's wait for saves in
-    flight is added to ``finish``."""
+    """MaxText's ``maybe_save_checkpoint`` after every step, as its loop calls it (it saves
+    when its own rule says so: ``checkpoint_period``, step 0 with ``save_checkpoint_on_start``,
+    a local or continuous checkpointing period); the steps it saves on are spanned and
+    tagged ``checkpoint``. The manager's wait for saves in flight is added to ``finish``."""
     from maxtext.common import checkpointing
     from maxtext.utils import train_utils
 
@@ -332,11 +340,17 @@ def _checkpoint_hook(hp: Any, workload: Workload,
         raise maxtext_error(e, "checkpoint set-up") from None
     if manager is not None and hasattr(manager, "wait_until_finished"):
         finish.append(manager.wait_until_finished)
-    period = int(hp.checkpoint_period)
+    saves = getattr(checkpointing, "_should_save_checkpoint_at_step", None)
+    if saves is None:  # pragma: no cover - a MaxText without the rule of 0.2.5: its default
+        period, on_start = int(hp.checkpoint_period), bool(hp.save_checkpoint_on_start)
+
+        def saves(manager: Any, step: int, hp: Any, force: bool) -> bool:
+            return checkpoint_due(step, period, on_start)
 
     def checkpoint_hook(step: int, state: PyTree, metrics: PyTree,
                         recorder: HookRecorder) -> None:
-        if step == 0 or step % period:
+        if not saves(manager, step, hp, False):
+            checkpointing.maybe_save_checkpoint(manager, state, hp, None, step)
             return
         with recorder.span("checkpoint"):
             recorder.tag("checkpoint")
