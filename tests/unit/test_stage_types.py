@@ -4,6 +4,7 @@ This runs mypy (in the ``test`` extra) on the tests that fake them."""
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import subprocess
 import sys
@@ -19,11 +20,29 @@ needs_mypy = pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
                                 reason="mypy is not installed (pip install -e '.[test]')")
 
 
-def mypy(*paths: str) -> subprocess.CompletedProcess[str]:
-    """mypy on ``paths`` alone (errors of the modules they import are not theirs)."""
+THIRD_PARTY = "jax.*,jaxlib.*,numpy.*,grain.*,tensorflow_datasets.*,flax.*,optax.*,psutil.*"
+"""Packages whose own types the stages' signatures do not use: mypy takes them as ``Any``
+instead of analysing them (a cold cache, as in a fresh clone: 3.6 s instead of 8.5 s)."""
+
+
+def mypy(*paths: str, config: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """mypy on ``paths`` alone (errors of the modules they import are not theirs), with the
+    project's settings, or ``config``."""
     return subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent",
-                           *paths],
+                           *(["--config-file", str(config)] if config else []), *paths],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def stage_check_config(folder: Path) -> Path:
+    """setup.cfg's [mypy] settings, the third-party packages skipped, a cache of its own (the
+    project's cache is kept for the project's settings)."""
+    parser = configparser.ConfigParser()
+    parser.read(ROOT / "setup.cfg")
+    settings = "".join(f"{k} = {v}\n" for k, v in parser["mypy"].items())
+    settings += f"cache_dir = {folder / 'cache'}\n"
+    path = folder / "mypy.ini"
+    path.write_text(f"[mypy]\n{settings}\n[mypy-{THIRD_PARTY}]\nfollow_imports = skip\n")
+    return path
 
 
 WRONG_FAKE = (
@@ -39,9 +58,10 @@ WRONG_FAKE = (
 def checked(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """One mypy run (its start-up and the analysis of pipecheck are most of its time) over
     the fakes and a fake with another signature: (that fake's path, the run)."""
-    fake = tmp_path_factory.mktemp("stages") / "wrong_fake.py"
+    folder = tmp_path_factory.mktemp("stages")
+    fake = folder / "wrong_fake.py"
     fake.write_text(WRONG_FAKE)
-    return fake, mypy(*FAKES, str(fake))
+    return fake, mypy(*FAKES, str(fake), config=stage_check_config(folder))
 
 
 def errors_in(proc: subprocess.CompletedProcess[str], path: str) -> list[str]:
