@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import pathlib
 import subprocess
@@ -67,6 +68,12 @@ def cpu_share(cpus: list[int], worker: int, workers: int) -> set[int]:
 
 def pytest_configure(config):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        # pipecheck's bytecode, written once for the run: every process a test starts (the
+        # CLI, Grain workers, peers) imports pipecheck, and with PYTHONDONTWRITEBYTECODE set
+        # (as on this project's machines) a fresh clone would compile it in each of them
+        # (~0.25 CPU s a process)
+        compileall.compile_dir(str(REPO / "pipecheck"), quiet=1)
     if worker and config.getoption("--pin-workers") and hasattr(os, "sched_setaffinity"):
         # inherited by every process a test starts (the CLI, Grain workers, peers)
         workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
