@@ -31,8 +31,8 @@ from pipecheck.records.common import Anomaly, Estimate, StepRecord
 from pipecheck.records.kinds import StepTag
 from pipecheck.records.steps import StepTable
 
-STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eval", "gc", "drain",
-                                                   "warmup")
+STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eval", "gc",
+                                                   "profile", "drain", "warmup")
 """Steps carrying any of these tags are reported apart from the steady state."""
 
 

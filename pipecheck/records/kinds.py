@@ -94,10 +94,11 @@ THREAD_SPANS: Mapping[TimeKind, str] = {
 """The span a capture's step record keeps the training thread's time in each kind under (a
 profile's ``sync`` span is any sync the thread blocked in, lagged or forced)."""
 
-StepTag = Literal["compile", "checkpoint", "eval", "gc", "drain", "warmup", "slow", "fast",
-                  "attribution_shift", "outlier"]
+StepTag = Literal["compile", "checkpoint", "eval", "gc", "profile", "drain", "warmup", "slow",
+                  "fast", "attribution_shift", "outlier"]
 """The tags pipecheck itself gives a step (users may add their own with ``Monitor.tag``):
-what ran in it (a compilation, a checkpoint, an eval, a garbage collection), the interval
+what ran in it (a compilation, a checkpoint, an eval, a garbage collection, a profiler
+recording it: MaxText's ``profiler`` in ``compare --maxtext``'s R), the interval
 after the last step (``drain``), a batch served from the start-up buffer (``warmup``), and
 an anomaly's cause (slower or faster than the steady state with no named cause, an
 attribution shift, an unexplained outlier in an imported log)."""

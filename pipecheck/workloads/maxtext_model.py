@@ -198,15 +198,18 @@ def _no_put() -> Workload:  # pragma: no cover - make_put always returns a funct
 
 
 # --- R: MaxText's host work between steps -------------------------------------------------
-def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
-    """MaxText's own host work after each step of the real-data run, in its loop's order: a
-    checkpoint save at ``checkpoint_period`` (with ``enable_checkpointing``; written to a
-    directory of pipecheck's, never the run's own), an eval at ``eval_interval``
-    (``eval_steps`` batches of its eval pipeline, span and tag ``eval``), then its metric
-    logger (``buffer_and_write_metrics``: it reads the previous step's metrics on the host,
-    and an eval's metrics at the step after it). The directory is removed when the process
-    ends, after any checkpoint save still in flight (a real model's checkpoints would
-    otherwise fill the disk run after run)."""
+def real_hooks(config: RunConfig, workload: Workload, steps: int = 0,
+               profile_dir: str | None = None) -> tuple[StepHook, ...]:
+    """MaxText's own host work after each step of the real-data run (``steps`` steps), in its
+    loop's order: a checkpoint save where its rule says (with ``enable_checkpointing``;
+    written to a directory of pipecheck's, never the run's own), an eval at
+    ``eval_interval`` (``eval_steps`` batches of its eval pipeline, span and tag ``eval``),
+    its profiler's stop, then its metric logger (``buffer_and_write_metrics``: it reads the
+    previous step's metrics on the host, and an eval's metrics at the step after it), and
+    its profiler's start for the next step (``profiler``; not while pipecheck captures R
+    itself, ``profile_dir``). The directory is removed when the process ends, after any
+    checkpoint save still in flight (a real model's checkpoints would otherwise fill the
+    disk run after run)."""
     where = tempfile.mkdtemp(prefix="pipecheck-maxtext-")
     finish: list[Callable[[], object]] = []
     atexit.register(_remove_after, finish, where)
@@ -225,8 +228,79 @@ def real_hooks(config: RunConfig, workload: Workload) -> tuple[StepHook, ...]:
             dataset_type="synthetic"), workload, finish))
     if hp.eval_interval > 0 and evaluate is not None:
         hooks.append(_eval_hook(hp, workload.mesh, evaluate, logger))
+    profiler = _profiler(config, where, steps, finish) if profile_dir is None else None
+    if profiler is not None:
+        hooks.append(profiler.stop_hook)
     hooks.append(_metric_logger_hook(logger))
+    if profiler is not None:
+        hooks.append(profiler.start_hook)
     return tuple(hooks)
+
+
+def profiled_steps(first: int, last: int, period: int, steps: int) -> list[int]:
+    """The steps of a run of ``steps`` that MaxText's profiler covers (its ``Profiler``: from
+    ``first`` to ``last``, again every ``period`` steps when ``period > 0``), each with the
+    step before it, whose host work starts the profiler (MaxText starts it at the top of
+    the step, after the previous step's logging)."""
+    spans = [(first, last)]
+    while period > 0 and spans[-1][0] + period < steps:
+        spans.append((spans[-1][0] + period, spans[-1][1] + period))
+    covered = {s for a, b in spans for s in range(max(0, a - 1), min(b, steps - 1) + 1)}
+    return sorted(covered)
+
+
+@dataclasses.dataclass(frozen=True)
+class _ProfilerHooks:
+    stop_hook: StepHook
+    start_hook: StepHook
+
+
+def _profiler(config: RunConfig, where: str, steps: int,
+              finish: list[Callable[[], object]]) -> _ProfilerHooks | None:
+    """MaxText's profiler in R as its loop runs it (``maybe_activate_profiler`` before a step,
+    ``maybe_deactivate_profiler`` after its eval), its capture written under R's directory
+    (removed at exit); the steps it covers are tagged ``profile``. None without ``profiler``
+    in the config, or when it would start after R's last step."""
+    from maxtext.common import profiler as mx_profiler
+
+    hp = hyperparameters(config, base_output_directory=where, run_name="pipecheck",
+                         steps=max(steps, 1))
+    if not hp.profiler or steps <= int(hp.skip_first_n_steps_for_profiler):
+        return None
+    prof = mx_profiler.Profiler(hp, offset_step=0)
+    tagged = set(profiled_steps(prof.start_initial_profile_step,
+                                prof.finished_initial_profile_step,
+                                int(hp.profile_periodically_period), steps))
+    active = [False]
+
+    def stop() -> None:  # a run that ends while the profiler records
+        if active[0]:
+            prof.deactivate()
+            active[0] = False
+
+    finish.insert(0, stop)
+    if prof.start_initial_profile_step == 0:  # MaxText starts it before its first step
+        prof.maybe_activate_profiler(0, None)
+        active[0] = True
+
+    def profiler_stop_hook(step: int, state: PyTree, metrics: PyTree,
+                           recorder: HookRecorder) -> None:
+        if step in tagged:
+            recorder.tag("profile")
+        if active[0] and (step == prof.finished_initial_profile_step
+                          or prof.should_deactivate_periodic_profile(step)):
+            prof.maybe_deactivate_profiler(step, state)
+            active[0] = False
+
+    def profiler_start_hook(step: int, state: PyTree, metrics: PyTree,
+                            recorder: HookRecorder) -> None:
+        nxt = step + 1
+        if nxt < steps and (nxt == prof.start_initial_profile_step
+                            or prof.should_activate_periodic_profile(nxt)):
+            prof.maybe_activate_profiler(nxt, state)
+            active[0] = True
+
+    return _ProfilerHooks(profiler_stop_hook, profiler_start_hook)
 
 
 def _metric_logger(hp: Any, params: PyTree) -> Any:
