@@ -46,4 +46,3 @@ class Tables:
             with open(self.path, "w") as f:
                 json.dump(self.tables, f)
         return table
-

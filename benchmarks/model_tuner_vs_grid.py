@@ -103,5 +103,6 @@ def main() -> None:
         table = tables.table(name, measure)
         compare_searches(f"{name}: {keys}", table, target_ms / 1e3, cores, args.max_workers)
 
+
 if __name__ == "__main__":
     main()

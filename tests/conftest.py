@@ -57,6 +57,19 @@ def pytest_addoption(parser):
              "(the timing tests side by side, each on cores of its own)")
 
 
+def _check_pinning(config) -> None:
+    """``--pin-workers`` where it cannot give each worker a CPU of its own: refused, rather
+    than running the timing tests side by side on shared CPUs."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not hasattr(os, "sched_setaffinity"):
+        raise pytest.UsageError("--pin-workers needs CPU affinity (Linux); run the timing "
+                                "tests one at a time instead: -m timing without -n")
+    if isinstance(workers, int) and workers > len(os.sched_getaffinity(0)):
+        raise pytest.UsageError(f"--pin-workers with -n {workers} needs {workers} CPUs, and "
+                                f"this run may use {len(os.sched_getaffinity(0))}; use "
+                                "fewer workers")
+
+
 def cpu_share(cpus: list[int], worker: int, workers: int) -> set[int]:
     """Worker ``worker``'s share of ``cpus`` among ``workers``: equal slices, one CPU each
     (taken in turn) where there are fewer CPUs than workers."""
@@ -68,6 +81,8 @@ def cpu_share(cpus: list[int], worker: int, workers: int) -> set[int]:
 
 def pytest_configure(config):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and config.getoption("--pin-workers"):
+        _check_pinning(config)
     if worker is None:
         # pipecheck's bytecode, written once for the run: every process a test starts (the
         # CLI, Grain workers, peers) imports pipecheck, and with PYTHONDONTWRITEBYTECODE set

@@ -207,7 +207,7 @@ def _stages(cfg: RunConfig) -> compare_mod.Stages:
     def real(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
              steps: int, timeout_s: float | None, progress: Progress,
              clock: Callable[[], float], /, *, profile_dir: str | None) -> RealRun:
-        hooks = maxtext_model.real_hooks(cfg, workload, steps, profile_dir)
+        hooks = maxtext_model.real_hooks(cfg, workload, steps)
         return real_stage(dataclasses.replace(workload, hooks=(*workload.hooks, *hooks)),
                           parts, chosen, steps, timeout_s, progress, clock,
                           profile_dir=profile_dir)

@@ -81,10 +81,21 @@ def busy_seconds_of(per_cpu: Sequence[CpuTimes], cpus: frozenset[int] | None) ->
     return sum(busy_seconds(per_cpu[i]) for i in cpus)
 
 
-def busy_seconds_here() -> float:
-    """The busy CPU seconds of the cores this process may run on, now."""
+def cores_counted() -> frozenset[int] | None:
+    """The CPUs whose busy time is read: those this process may run on, when fewer than the
+    machine's and psutil's per-core times can be matched to them (every CPU online); None:
+    the whole machine."""
     cpus = usable_cpu_ids()
-    if cpus is not None and len(cpus) < (psutil.cpu_count() or 0):
+    n = psutil.cpu_count() or 0
+    if cpus is None or len(cpus) >= n or max(cpus) >= n:
+        return None
+    return cpus if len(psutil.cpu_times(percpu=True)) == n else None
+
+
+def busy_seconds_here() -> float:
+    """The busy CPU seconds of the cores counted (``cores_counted``), now."""
+    cpus = cores_counted()
+    if cpus is not None:
         on_ours = busy_seconds_of(psutil.cpu_times(percpu=True), cpus)
         if on_ours is not None:
             return on_ours
@@ -97,9 +108,9 @@ def read_cpu() -> CpuReading:
 
 
 def host_cores() -> int:
-    """The cores the busy CPU time counts: those this process may run on."""
-    cpus = usable_cpu_ids()
-    return len(cpus) if cpus else (psutil.cpu_count() or 1)
+    """The cores the busy CPU time counts (``cores_counted``)."""
+    cpus = cores_counted()
+    return len(cpus) if cpus is not None else (psutil.cpu_count() or 1)
 
 
 class PhaseMeter:

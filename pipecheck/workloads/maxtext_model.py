@@ -198,16 +198,16 @@ def _no_put() -> Workload:  # pragma: no cover - make_put always returns a funct
 
 
 # --- R: MaxText's host work between steps -------------------------------------------------
-def real_hooks(config: RunConfig, workload: Workload, steps: int = 0,
-               profile_dir: str | None = None) -> tuple[StepHook, ...]:
+def real_hooks(config: RunConfig, workload: Workload, steps: int) -> tuple[StepHook, ...]:
     """MaxText's own host work after each step of the real-data run (``steps`` steps), in its
     loop's order: a checkpoint save where its rule says (with ``enable_checkpointing``;
     written to a directory of pipecheck's, never the run's own), an eval at
     ``eval_interval`` (``eval_steps`` batches of its eval pipeline, span and tag ``eval``),
     its profiler's stop, then its metric logger (``buffer_and_write_metrics``: it reads the
     previous step's metrics on the host, and an eval's metrics at the step after it), and
-    its profiler's start for the next step (``profiler``; not while pipecheck captures R
-    itself, ``profile_dir``). The directory is removed when the process ends, after any
+    its profiler's start for the next step (``profiler``; stopped by step ``steps - 1`` at
+    the latest, before the steps R may add, and before any capture of pipecheck's). The
+    directory is removed when the process ends, after any
     checkpoint save still in flight (a real model's checkpoints would otherwise fill the
     disk run after run)."""
     where = tempfile.mkdtemp(prefix="pipecheck-maxtext-")
@@ -228,7 +228,7 @@ def real_hooks(config: RunConfig, workload: Workload, steps: int = 0,
             dataset_type="synthetic"), workload, finish))
     if hp.eval_interval > 0 and evaluate is not None:
         hooks.append(_eval_hook(hp, workload.mesh, evaluate, logger))
-    profiler = _profiler(config, where, steps, finish) if profile_dir is None else None
+    profiler = _profiler(config, where, steps, finish)
     if profiler is not None:
         hooks.append(profiler.stop_hook)
     hooks.append(_metric_logger_hook(logger))
@@ -237,16 +237,39 @@ def real_hooks(config: RunConfig, workload: Workload, steps: int = 0,
     return tuple(hooks)
 
 
-def profiled_steps(first: int, last: int, period: int, steps: int) -> list[int]:
-    """The steps of a run of ``steps`` that MaxText's profiler covers (its ``Profiler``: from
-    ``first`` to ``last``, again every ``period`` steps when ``period > 0``), each with the
-    step before it, whose host work starts the profiler (MaxText starts it at the top of
-    the step, after the previous step's logging)."""
-    spans = [(first, last)]
-    while period > 0 and spans[-1][0] + period < steps:
-        spans.append((spans[-1][0] + period, spans[-1][1] + period))
-    covered = {s for a, b in spans for s in range(max(0, a - 1), min(b, steps - 1) + 1)}
-    return sorted(covered)
+@dataclasses.dataclass(frozen=True)
+class ProfilerPlan:
+    """Where MaxText's profiler starts and stops in a run, and the steps it covers."""
+
+    starts: frozenset[int]
+    """The steps it starts before (in the host work of the step before)."""
+    stops: frozenset[int]
+    """The steps it stops after."""
+    tagged: frozenset[int]
+    """The steps it records, and the steps whose host work starts it."""
+
+
+def profiler_plan(steps: int, starts_at: Callable[[int], bool],
+                  stops_at: Callable[[int], bool]) -> ProfilerPlan:
+    """MaxText's profiler over a run of ``steps``, by its own rules (``starts_at``: its
+    ``maybe_activate_profiler`` condition, ``stops_at``: its ``maybe_deactivate_profiler``
+    one), started only when stopped and stopped only when started, and stopped after the
+    last step at the latest (as MaxText's train loop stops it when it ends)."""
+    starts: set[int] = set()
+    stops: set[int] = set()
+    tagged: set[int] = set()
+    active = False
+    for step in range(steps):
+        if not active and starts_at(step):
+            active = True
+            starts.add(step)
+            tagged.add(max(step - 1, 0))
+        if active:
+            tagged.add(step)
+            if stops_at(step) or step == steps - 1:
+                active = False
+                stops.add(step)
+    return ProfilerPlan(frozenset(starts), frozenset(stops), frozenset(tagged))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,37 +291,38 @@ def _profiler(config: RunConfig, where: str, steps: int,
     if not hp.profiler or steps <= int(hp.skip_first_n_steps_for_profiler):
         return None
     prof = mx_profiler.Profiler(hp, offset_step=0)
-    tagged = set(profiled_steps(prof.start_initial_profile_step,
-                                prof.finished_initial_profile_step,
-                                int(hp.profile_periodically_period), steps))
+    plan = profiler_plan(
+        steps,
+        lambda s: s == prof.start_initial_profile_step or prof.should_activate_periodic_profile(s),
+        lambda s: (s == prof.finished_initial_profile_step
+                   or prof.should_deactivate_periodic_profile(s)))
     active = [False]
 
-    def stop() -> None:  # a run that ends while the profiler records
+    def start(step: int, state: PyTree) -> None:
+        prof.activate(blocking_object=state,
+                      optional_postfix=f"step_{step}" if prof.profile_period > 0 else "")
+        active[0] = True
+
+    def stop(state: PyTree = None) -> None:
         if active[0]:
-            prof.deactivate()
+            prof.deactivate(blocking_object=state)
             active[0] = False
 
-    finish.insert(0, stop)
-    if prof.start_initial_profile_step == 0:  # MaxText starts it before its first step
-        prof.maybe_activate_profiler(0, None)
-        active[0] = True
+    finish.insert(0, stop)  # a run that failed while the profiler recorded
+    if 0 in plan.starts:  # MaxText starts it before its first step
+        start(0, None)
 
     def profiler_stop_hook(step: int, state: PyTree, metrics: PyTree,
                            recorder: HookRecorder) -> None:
-        if step in tagged:
+        if step in plan.tagged:
             recorder.tag("profile")
-        if active[0] and (step == prof.finished_initial_profile_step
-                          or prof.should_deactivate_periodic_profile(step)):
-            prof.maybe_deactivate_profiler(step, state)
-            active[0] = False
+        if step in plan.stops:
+            stop(state)
 
     def profiler_start_hook(step: int, state: PyTree, metrics: PyTree,
                             recorder: HookRecorder) -> None:
-        nxt = step + 1
-        if nxt < steps and (nxt == prof.start_initial_profile_step
-                            or prof.should_activate_periodic_profile(nxt)):
-            prof.maybe_activate_profiler(nxt, state)
-            active[0] = True
+        if step + 1 in plan.starts:
+            start(step + 1, state)
 
     return _ProfilerHooks(profiler_stop_hook, profiler_start_hook)
 
