@@ -81,15 +81,16 @@ def cpu_share(cpus: list[int], worker: int, workers: int) -> set[int]:
 
 def pytest_configure(config):
     worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None and config.getoption("--pin-workers"):
-        _check_pinning(config)
+    pin = config.getoption("--pin-workers")
     if worker is None:
+        if pin:
+            _check_pinning(config)  # refused here, so a worker told to pin can
         # pipecheck's bytecode, written once for the run: every process a test starts (the
         # CLI, Grain workers, peers) imports pipecheck, and with PYTHONDONTWRITEBYTECODE set
         # (as on this project's machines) a fresh clone would compile it in each of them
         # (~0.25 CPU s a process)
         compileall.compile_dir(str(REPO / "pipecheck"), quiet=1)
-    if worker and config.getoption("--pin-workers") and hasattr(os, "sched_setaffinity"):
+    elif pin:
         # inherited by every process a test starts (the CLI, Grain workers, peers)
         workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
         os.sched_setaffinity(0, cpu_share(sorted(os.sched_getaffinity(0)), int(worker[2:]),

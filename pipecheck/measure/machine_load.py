@@ -81,25 +81,30 @@ def busy_seconds_of(per_cpu: Sequence[CpuTimes], cpus: frozenset[int] | None) ->
     return sum(busy_seconds(per_cpu[i]) for i in cpus)
 
 
-def cores_counted() -> frozenset[int] | None:
-    """The CPUs whose busy time is read: those this process may run on, when fewer than the
-    machine's and psutil's per-core times can be matched to them (every CPU online); None:
-    the whole machine."""
-    cpus = usable_cpu_ids()
-    n = psutil.cpu_count() or 0
-    if cpus is None or len(cpus) >= n or max(cpus) >= n:
+def cores_of(cpus: frozenset[int] | None, per_cpu_count: int,
+             cpu_count: int) -> frozenset[int] | None:
+    """The CPUs whose busy time is read: ``cpus`` (this process's), when fewer than the
+    machine's ``cpu_count`` and psutil's ``per_cpu_count`` per-core times can be matched to
+    them (every CPU online); None: the whole machine."""
+    if cpus is None or per_cpu_count != cpu_count or len(cpus) >= cpu_count or \
+            max(cpus) >= cpu_count:
         return None
-    return cpus if len(psutil.cpu_times(percpu=True)) == n else None
+    return cpus
+
+
+def cores_counted() -> frozenset[int] | None:
+    """The CPUs whose busy time is read (``cores_of``), now."""
+    return cores_of(usable_cpu_ids(), len(psutil.cpu_times(percpu=True)),
+                    psutil.cpu_count() or 0)
 
 
 def busy_seconds_here() -> float:
-    """The busy CPU seconds of the cores counted (``cores_counted``), now."""
-    cpus = cores_counted()
-    if cpus is not None:
-        on_ours = busy_seconds_of(psutil.cpu_times(percpu=True), cpus)
-        if on_ours is not None:
-            return on_ours
-    return busy_seconds(psutil.cpu_times())
+    """The busy CPU seconds of the cores counted (``cores_of``), now: the per-core times
+    read once."""
+    per_cpu = psutil.cpu_times(percpu=True)
+    on_ours = busy_seconds_of(per_cpu, cores_of(usable_cpu_ids(), len(per_cpu),
+                                                psutil.cpu_count() or 0))
+    return on_ours if on_ours is not None else busy_seconds(psutil.cpu_times())
 
 
 def read_cpu() -> CpuReading:

@@ -15,6 +15,7 @@ from pipecheck.measure.machine_load import (
     PhaseMeter,
     busy_seconds,
     busy_seconds_of,
+    cores_of,
     own_seconds,
     read_cpu,
 )
@@ -123,6 +124,14 @@ def test_the_busy_time_of_some_cores_is_theirs_alone():
     assert busy_seconds_of(per_cpu, frozenset({0, 1, 2, 3})) is None
     assert busy_seconds_of(per_cpu, None) is None
     assert busy_seconds_of(per_cpu, frozenset({1, 7})) is None
+
+
+def test_the_cores_counted_are_ours_only_when_fewer_and_all_online():
+    assert cores_of(frozenset({1}), 4, 4) == {1}
+    assert cores_of(frozenset({0, 1, 2, 3}), 4, 4) is None   # every core: the machine's
+    assert cores_of(frozenset({2}), 3, 4) is None            # a CPU offline: unmatched
+    assert cores_of(frozenset({5}), 4, 4) is None            # a number past the list
+    assert cores_of(None, 4, 4) is None                      # no affinity on this platform
 
 
 _PINNED_METER = """
