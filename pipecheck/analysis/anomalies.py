@@ -94,6 +94,7 @@ SPAN_CAUSES = {
     "sync": "waiting for the device",
     "dispatch": "dispatch",
     "log": "logging sync",
+    "profiler": "profiler",
 }
 """The likely cause when a span holds most of a slow step's extra time; a user span's cause
 is ``span 'NAME'``."""

@@ -110,7 +110,7 @@ LAG_MIN_PAIRS = 3
 each step's line at once or one step late (fewer: MaxText's ``LOG_LAG_STEPS``)."""
 
 CAUSE_EVAL = anomalies.SPAN_CAUSES["eval"]
-CAUSE_PROFILER = "profiler"
+CAUSE_PROFILER = anomalies.SPAN_CAUSES["profiler"]
 CAUSE_RESTART = "restart"
 CAUSE_START_UP = "start-up"
 CAUSE_TAGS.update({CAUSE_EVAL: "eval", CAUSE_PROFILER: "profile", CAUSE_RESTART: "restart",

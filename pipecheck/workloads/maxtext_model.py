@@ -272,6 +272,11 @@ def profiler_plan(steps: int, starts_at: Callable[[int], bool],
     return ProfilerPlan(frozenset(starts), frozenset(stops), frozenset(tagged))
 
 
+PROFILER_SPAN = "profiler"
+"""The span of R's host work that starts and stops MaxText's profiler (a slow step's cause
+names it: stopping writes the capture)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class _ProfilerHooks:
     stop_hook: StepHook
@@ -317,12 +322,14 @@ def _profiler(config: RunConfig, where: str, steps: int,
         if step in plan.tagged:
             recorder.tag("profile")
         if step in plan.stops:
-            stop(state)
+            with recorder.span(PROFILER_SPAN):  # its capture is written here
+                stop(state)
 
     def profiler_start_hook(step: int, state: PyTree, metrics: PyTree,
                             recorder: HookRecorder) -> None:
         if step + 1 in plan.starts:
-            start(step + 1, state)
+            with recorder.span(PROFILER_SPAN):
+                start(step + 1, state)
 
     return _ProfilerHooks(profiler_stop_hook, profiler_start_hook)
 

@@ -337,6 +337,9 @@ def test_r_runs_maxtexts_profiler_on_its_steps(compute_run: dict) -> None:
     # 1 to 10 (step 0 compiles)
     times = [s.time_s for s in steps[:11]]
     assert max(range(1, 11), key=times.__getitem__) == 5 and times[5] > 2 * median, times
+    # and the report names it: the profiler's span holds the slow step's extra time
+    causes = {a["step"]: a["cause"] for a in compute_run["anomalies"]}
+    assert causes.get(5) == "profiler", compute_run["anomalies"]
 
 
 @needs_maxtext
