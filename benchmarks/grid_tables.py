@@ -12,12 +12,17 @@ from pipecheck.records.base import from_dict, to_dict
 from pipecheck.records.dataloader import LoaderSetting
 
 
-def grid_arguments(doc: str, batches: int, names: list[str]) -> argparse.Namespace:
-    """The grid benchmarks' options: the grid's size, batches per setting, one pipeline,
-    and the tables to write or to replay."""
+def grid_arguments(doc: str, batches: int, names: list[str], rounds: int = 0
+                   ) -> argparse.Namespace:
+    """The grid benchmarks' options: the grid's size, batches per setting, rounds of the
+    grid (with ``rounds``, its default), one pipeline, and the tables to write or to
+    replay."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--max-workers", type=int, default=3)
     ap.add_argument("--batches", type=int, default=batches)
+    if rounds:
+        ap.add_argument("--rounds", type=int, default=rounds,
+                        help="measure the grid this many times, interleaved")
     ap.add_argument("--only", choices=sorted(names))
     ap.add_argument("--tables", help="write the measured tables to this JSON file")
     ap.add_argument("--replay", help="read the tables from this JSON file instead")
@@ -41,8 +46,24 @@ class Tables:
             table = [from_dict(LoaderSetting, d) for d in self.stored[name]]
         else:
             table = measure()
-        self.tables[name] = [to_dict(s) for s in table]
+        self._keep(name, [to_dict(s) for s in table])
+        return table
+
+    def rounds(self, name: str, measure: Callable[[], list[list[LoaderSetting]]]
+               ) -> list[list[LoaderSetting]]:
+        """The table measured in rounds (each round a list of settings); a stored table of
+        one list is one round."""
+        if name in self.stored:
+            stored = self.stored[name]
+            lists = stored if stored and isinstance(stored[0], list) else [stored]
+            rounds = [[from_dict(LoaderSetting, d) for d in r] for r in lists]
+        else:
+            rounds = measure()
+        self._keep(name, [[to_dict(s) for s in r] for r in rounds])
+        return rounds
+
+    def _keep(self, name: str, table: list) -> None:
+        self.tables[name] = table
         if self.path:
             with open(self.path, "w") as f:
                 json.dump(self.tables, f)
-        return table

@@ -2,9 +2,10 @@
 settings it did not see.
 
 For each pipeline (the calibrated workload with different cost structures, and the demo)
-a grid of settings (workers 0..--max-workers x read threads 1 and 4) is measured once with
-real Grain workers (pipecheck's ``measure_setting``, no device_put, resources and stage
-timing as ``pipecheck dataloader`` records them). Then, on that measured table:
+a grid of settings (workers 0..--max-workers x read threads 1 and 4) is measured --rounds
+times, interleaved, with real Grain workers (pipecheck's ``measure_setting``, no device_put,
+resources and stage timing as ``pipecheck dataloader`` records them); each setting's median
+round is its reading. Then, on that measured table:
 
 - first:  the model fitted to the settings a tuner measures first (0, 1 and 2 workers with
           one thread; 4 threads without workers) predicts each other setting;
@@ -12,10 +13,13 @@ timing as ``pipecheck dataloader`` records them). Then, on that measured table:
 
 It prints, per pipeline, each predicted setting's prediction and measurement with the
 relative error |predicted - measured| / measured, and the median and largest error of each
-split; a pipeline the model refuses (too noisy, not described) says so instead.
+split; a pipeline the model refuses (too noisy, not described) says so instead. With more
+than one round it also prints how far the same setting's readings spread over the rounds
+(the machine's own reproducibility, a floor under any model's error) and each round's
+errors alone.
 
     PYTHONPATH=. python benchmarks/whatif_accuracy.py [--max-workers 3] [--batches 30]
-        [--only NAME] [--tables FILE] [--replay FILE]
+        [--rounds 3] [--only NAME] [--tables FILE] [--replay FILE]
 """
 
 from __future__ import annotations
@@ -54,23 +58,46 @@ def grid(max_workers: int) -> list[GrainSettings]:
     return [GrainSettings(w, threads=t) for w in range(max_workers + 1) for t in THREADS]
 
 
-def measure_table(workload: str, keys: dict, settings: list[GrainSettings],
-                  batches: int) -> list[LoaderSetting]:
+def measure_rounds(workload: str, keys: dict, settings: list[GrainSettings], batches: int,
+                   rounds: int) -> list[list[LoaderSetting]]:
+    """The grid measured ``rounds`` times, interleaved (each round the whole grid, every
+    other round in reverse order), so that a slower spell of the machine falls on every
+    setting rather than on the few measured during it."""
     cfg = resolve({"workload": workload, **keys})
     make = REGISTRY[workload].dataset
     assert make is not None
     ds = make(cfg)
-    out = []
-    for i, s in enumerate(settings):
-        t0 = time.perf_counter()
-        m = measure_setting(ds, s, batches_for(s.workers, batches, s.per_worker_buffer,
-                                               s.prefetch),
-                            put=None, tokens_key=None, stage_wait_s=TUNING_STAGE_WAIT_S)
-        out.append(m)
-        print(f"  [{i + 1}/{len(settings)}] {s.short_label()}: D = "
-              f"{m.loader_time.value * 1e3:.2f} ms ({time.perf_counter() - t0:.1f} s)",
-              file=sys.stderr)
-    return out
+    out: list[list[LoaderSetting | None]] = [[None] * len(settings) for _ in range(rounds)]
+    for r in range(rounds):
+        order = range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))
+        for i in order:
+            s = settings[i]
+            t0 = time.perf_counter()
+            m = measure_setting(ds, s, batches_for(s.workers, batches, s.per_worker_buffer,
+                                                   s.prefetch),
+                                put=None, tokens_key=None, stage_wait_s=TUNING_STAGE_WAIT_S)
+            out[r][i] = m
+            print(f"  round {r + 1}/{rounds} {s.short_label()}: D = "
+                  f"{m.loader_time.value * 1e3:.2f} ms ({time.perf_counter() - t0:.1f} s)",
+                  file=sys.stderr)
+    return [[m for m in r if m is not None] for r in out]
+
+
+def typical(rounds: list[list[LoaderSetting]]) -> list[LoaderSetting]:
+    """Per setting, the round whose D is the median (the lower of the two middle ones for an
+    even count): a whole record, its CPU, memory and stage timing read with that D."""
+    table = []
+    for readings in zip(*rounds, strict=True):
+        ordered = sorted(readings, key=lambda s: s.loader_time.value)
+        table.append(ordered[(len(ordered) - 1) // 2])
+    return table
+
+
+def spread(readings: tuple[LoaderSetting, ...]) -> float:
+    """Half the range of a setting's D over the rounds, relative to its median: how far the
+    machine moves one reading of the same setting."""
+    d = sorted(s.loader_time.value for s in readings)
+    return (d[-1] - d[0]) / 2 / statistics.median(d)
 
 
 def predict(seen: list[LoaderSetting], unseen: list[LoaderSetting], cores: int
@@ -98,20 +125,15 @@ def summary(errors: list[float]) -> str:
             f"over {len(errors)} settings")
 
 
-def report(name: str, table: list[LoaderSetting], cores: int) -> dict:
+def errors_of(table: list[LoaderSetting], cores: int
+              ) -> tuple[list[LoaderSetting], list[tuple[LoaderSetting, float, str]] | str,
+                         list[float], list[float], int]:
+    """The ``first`` split's seen settings and predictions (or why refused), its errors, and
+    the leave-one-out errors with the count refused."""
     key = {(s.workers, s.threads): s for s in table}
     seen = [key[k] for k in FIRST if k in key]
     first = predict(seen, [s for s in table if s not in seen], cores)
-    print(f"\n{name}: model fitted to {', '.join(s.settings.short_label() for s in seen)}")
-    first_errors: list[float] = []
-    if isinstance(first, str):
-        print(f"  no prediction: {first}")
-    else:
-        print(f"  {'setting':<28} {'measured ms':>12} {'predicted ms':>13} {'error':>7}  binds")
-        for s, p, binding in first:
-            first_errors.append(error(s, p))
-            print(f"  {s.settings.short_label():<28} {s.loader_time.value * 1e3:>12.2f} "
-                  f"{p * 1e3:>13.2f} {100 * first_errors[-1]:>6.1f}%  {binding}")
+    first_errors = [] if isinstance(first, str) else [error(s, p) for s, p, _ in first]
     loo_errors, refused = [], 0
     for s in table:
         out = predict([t for t in table if t is not s], [s], cores)
@@ -119,29 +141,55 @@ def report(name: str, table: list[LoaderSetting], cores: int) -> dict:
             refused += 1
         else:
             loo_errors.append(error(s, out[0][1]))
+    return seen, first, first_errors, loo_errors, refused
+
+
+def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
+    table = typical(rounds)
+    spreads = {id(t): spread(r) for t, r in zip(table, zip(*rounds, strict=True), strict=True)}
+    seen, first, first_errors, loo_errors, refused = errors_of(table, cores)
+    print(f"\n{name}: model fitted to {', '.join(s.settings.short_label() for s in seen)}")
+    if isinstance(first, str):
+        print(f"  no prediction: {first}")
+    else:
+        print(f"  {'setting':<28} {'measured ms':>12} {'rounds +-':>10} {'predicted ms':>13} "
+              f"{'error':>7}  binds")
+        for (s, p, binding), e in zip(first, first_errors, strict=True):
+            print(f"  {s.settings.short_label():<28} {s.loader_time.value * 1e3:>12.2f} "
+                  f"{100 * spreads[id(s)]:>9.1f}% {p * 1e3:>13.2f} {100 * e:>6.1f}%  {binding}")
     print(f"  first:  {summary(first_errors)}")
     print(f"  loo:    {summary(loo_errors)}" + (f"; refused {refused}" if refused else ""))
+    if len(rounds) > 1:
+        print(f"  the same setting over {len(rounds)} rounds: +-"
+              f"{100 * statistics.median(spreads.values()):.1f}% in the median, +-"
+              f"{100 * max(spreads.values()):.1f}% at most")
+        for r, one in enumerate(rounds):
+            _, _, f1, l1, n1 = errors_of(one, cores)
+            print(f"  round {r + 1} alone: first {summary(f1)}; loo {summary(l1)}"
+                  + (f"; refused {n1}" if n1 else ""))
     return {"first": first_errors, "loo": loo_errors}
 
 
 def main() -> None:
-    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES))
+    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=3)
     ensure_absl_flags_parsed()
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
     tables = Tables(args)
     print(f"grid: workers 0..{args.max_workers} x threads {THREADS}; {cores} cores; "
-          f"{args.batches}+ batches per setting")
+          f"{args.batches}+ batches per setting; {args.rounds} rounds, each setting's median "
+          "round kept")
     results = {}
     for name in names:
         workload, keys = PIPELINES[name]
 
-        def measure(name=name, workload=workload, keys=keys) -> list[LoaderSetting]:
+        def measure(name=name, workload=workload, keys=keys) -> list[list[LoaderSetting]]:
             print(f"{name}: {workload} {keys}", file=sys.stderr)
-            return measure_table(workload, keys, grid(args.max_workers), args.batches)
+            return measure_rounds(workload, keys, grid(args.max_workers), args.batches,
+                                  args.rounds)
 
-        table = tables.table(name, measure)
-        results[name] = report(f"{name} ({workload} {keys})", table, cores)
+        rounds = tables.rounds(name, measure)
+        results[name] = report(f"{name} ({workload} {keys})", rounds, cores)
     every = [e for r in results.values() for e in r["first"]]
     every_loo = [e for r in results.values() for e in r["loo"]]
     print(f"\nall pipelines, first: {summary(every)}; loo: {summary(every_loo)}")

@@ -256,13 +256,21 @@ def _fit_error(points: Sequence[Point], cores: int, measured: Costs, f: _Fit) ->
 
 def dominant_stage(settings: Sequence[LoaderSetting]) -> str:
     """The stage doing the per-batch work: the slowest per element among the workers'
-    stages (or, with no workers' stages recorded, among a no-worker setting's)."""
+    stages (or, with no workers' stages recorded, among a no-worker setting's), each stage
+    at its least time over the settings. A stage's timed call includes waiting for the GIL
+    while other read threads run, so with several threads a cheap stage (the source) can
+    read slower than the one holding the GIL; contention only adds to a stage's time, so
+    its least is the closest to its own cost (``stage_seconds_per_batch`` reads it the same
+    way)."""
     timed = [st for s in settings for st in s.stages
              if st.where == "workers" and st.n > 0 and math.isfinite(st.avg_s)]
     if not timed:
         timed = [st for s in settings if s.workers == 0 for st in s.stages
                  if st.n > 0 and math.isfinite(st.avg_s)]
-    return max(timed, key=lambda st: st.avg_s).name if timed else TRANSFORMS
+    least: dict[str, float] = {}
+    for st in timed:
+        least[st.name] = min(st.avg_s, least.get(st.name, math.inf))
+    return max(least, key=lambda name: least[name]) if least else TRANSFORMS
 
 
 def _median(values: Sequence[float]) -> float:
