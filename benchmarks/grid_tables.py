@@ -12,17 +12,20 @@ from pipecheck.records.base import from_dict, to_dict
 from pipecheck.records.dataloader import LoaderSetting
 
 
-def grid_arguments(doc: str, batches: int, names: list[str], rounds: int = 0
-                   ) -> argparse.Namespace:
+def grid_arguments(doc: str, batches: int, names: list[str], rounds: int = 0,
+                   seconds: float = 0.0) -> argparse.Namespace:
     """The grid benchmarks' options: the grid's size, batches per setting, rounds of the
-    grid (with ``rounds``, its default), one pipeline, and the tables to write or to
-    replay."""
+    grid and the least seconds per setting (each with its default when given), one
+    pipeline, and the tables to write or to replay."""
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--max-workers", type=int, default=3)
     ap.add_argument("--batches", type=int, default=batches)
     if rounds:
         ap.add_argument("--rounds", type=int, default=rounds,
                         help="measure the grid this many times, interleaved")
+    if seconds:
+        ap.add_argument("--seconds", type=float, default=seconds,
+                        help="time each setting for at least this long")
     ap.add_argument("--only", choices=sorted(names))
     ap.add_argument("--tables", help="write the measured tables to this JSON file")
     ap.add_argument("--replay", help="read the tables from this JSON file instead")

@@ -4,8 +4,9 @@ settings it did not see.
 For each pipeline (the calibrated workload with different cost structures, and the demo)
 a grid of settings (workers 0..--max-workers x read threads 1 and 4) is measured --rounds
 times, interleaved, with real Grain workers (pipecheck's ``measure_setting``, no device_put,
-resources and stage timing as ``pipecheck dataloader`` records them); each setting's median
-round is its reading. Then, on that measured table:
+resources and stage timing as ``pipecheck dataloader`` records them), each setting's window
+at least --seconds long (sized by a first pass of --batches); each setting's median round is
+its reading. Then, on that measured table:
 
 - first:  the model fitted to the settings a tuner measures first (0, 1 and 2 workers with
           one thread; 4 threads without workers) predicts each other setting;
@@ -19,18 +20,19 @@ than one round it also prints how far the same setting's readings spread over th
 errors alone.
 
     PYTHONPATH=. python benchmarks/whatif_accuracy.py [--max-workers 3] [--batches 30]
-        [--rounds 3] [--only NAME] [--tables FILE] [--replay FILE]
+        [--seconds 1.0] [--rounds 3] [--only NAME] [--tables FILE] [--replay FILE]
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
 import time
 
 from pipecheck.analysis import loader_model as lm
-from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
+from pipecheck.data.grain_pipeline import InputPipeline, ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
 from pipecheck.records.dataloader import LoaderSetting
@@ -58,28 +60,36 @@ def grid(max_workers: int) -> list[GrainSettings]:
     return [GrainSettings(w, threads=t) for w in range(max_workers + 1) for t in THREADS]
 
 
-def measure_rounds(workload: str, keys: dict, settings: list[GrainSettings], batches: int,
-                   rounds: int) -> list[list[LoaderSetting]]:
-    """The grid measured ``rounds`` times, interleaved (each round the whole grid, every
-    other round in reverse order), so that a slower spell of the machine falls on every
-    setting rather than on the few measured during it."""
-    cfg = resolve({"workload": workload, **keys})
+def pipeline(workload: str, keys: dict) -> InputPipeline:
+    """The workload's input pipeline with ``keys`` set."""
     make = REGISTRY[workload].dataset
     assert make is not None
-    ds = make(cfg)
+    return make(resolve({"workload": workload, **keys}))
+
+
+def measure_rounds(ds: InputPipeline, settings: list[GrainSettings], batches: int,
+                   rounds: int, seconds: float) -> list[list[LoaderSetting]]:
+    """The grid measured ``rounds`` times, interleaved (each round the whole grid, every
+    other round in reverse order), so that a slower spell of the machine falls on every
+    setting rather than on the few measured during it. A first pass of ``batches`` per
+    setting, not kept, sizes each setting's window to at least ``seconds`` (2 ms batches
+    otherwise give a window of a tenth of a second, which one scheduling hiccup moves)."""
+
+    def one(s: GrainSettings, n: int, label: str) -> LoaderSetting:
+        t0 = time.perf_counter()
+        m = measure_setting(ds, s, batches_for(s.workers, n, s.per_worker_buffer, s.prefetch),
+                            put=None, tokens_key=None, stage_wait_s=TUNING_STAGE_WAIT_S)
+        print(f"  {label} {s.short_label()}: {n} batches, D = {m.loader_time.value * 1e3:.2f} "
+              f"ms ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        return m
+
+    sized = [max(batches, math.ceil(seconds / one(s, batches, "sizing").loader_time.value))
+             for s in settings]
     out: list[list[LoaderSetting | None]] = [[None] * len(settings) for _ in range(rounds)]
     for r in range(rounds):
         order = range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))
         for i in order:
-            s = settings[i]
-            t0 = time.perf_counter()
-            m = measure_setting(ds, s, batches_for(s.workers, batches, s.per_worker_buffer,
-                                                   s.prefetch),
-                                put=None, tokens_key=None, stage_wait_s=TUNING_STAGE_WAIT_S)
-            out[r][i] = m
-            print(f"  round {r + 1}/{rounds} {s.short_label()}: D = "
-                  f"{m.loader_time.value * 1e3:.2f} ms ({time.perf_counter() - t0:.1f} s)",
-                  file=sys.stderr)
+            out[r][i] = one(settings[i], sized[i], f"round {r + 1}/{rounds}")
     return [[m for m in r if m is not None] for r in out]
 
 
@@ -171,22 +181,22 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
 
 
 def main() -> None:
-    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=3)
+    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=3, seconds=1.0)
     ensure_absl_flags_parsed()
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
     tables = Tables(args)
     print(f"grid: workers 0..{args.max_workers} x threads {THREADS}; {cores} cores; "
-          f"{args.batches}+ batches per setting; {args.rounds} rounds, each setting's median "
-          "round kept")
+          f"{args.batches}+ batches and {args.seconds:g}+ s per setting; {args.rounds} rounds, "
+          "each setting's median round kept")
     results = {}
     for name in names:
         workload, keys = PIPELINES[name]
 
         def measure(name=name, workload=workload, keys=keys) -> list[list[LoaderSetting]]:
             print(f"{name}: {workload} {keys}", file=sys.stderr)
-            return measure_rounds(workload, keys, grid(args.max_workers), args.batches,
-                                  args.rounds)
+            return measure_rounds(pipeline(workload, keys), grid(args.max_workers),
+                                  args.batches, args.rounds, args.seconds)
 
         rounds = tables.rounds(name, measure)
         results[name] = report(f"{name} ({workload} {keys})", rounds, cores)

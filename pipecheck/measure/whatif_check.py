@@ -1,8 +1,10 @@
 """compare's self-check: after choosing, one loader setting the model did not see is
-predicted from the settings measured, then measured (a few dozen batches)."""
+predicted from the settings measured, then measured (a few dozen batches, at least half a
+second of them)."""
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -22,8 +24,26 @@ from pipecheck.records.whatif import Interval, WhatIfCheck, WhatIfSetting
 from pipecheck.units import ms
 
 CHECK_BATCHES = 24
-"""Batches timed for the check (more where workers buffer many at start-up): about what a
-tuning trial times, enough for D within ~10% on a loader of steady batches."""
+"""The fewest batches timed for the check (more where workers buffer many at start-up):
+about what a tuning trial times, enough for D within ~10% on a loader of steady batches."""
+
+CHECK_SECONDS = 0.5
+"""The check times at least this long, as predicted: 24 batches of 2 ms (a tokenizing
+pipeline on two workers) take 50 ms, and the same setting read over so short a window moves
+by 10-40% from one reading to the next on a shared machine; over a second it moves by
+3-10% (benchmarks/whatif_accuracy.py)."""
+
+MAX_CHECK_BATCHES = 2000
+"""No more batches than this, whatever the prediction (a prediction far too fast would
+otherwise make the check the longest part of compare)."""
+
+
+def check_batches(predicted_s: float) -> int:
+    """Batches to time for a setting predicted at ``predicted_s`` per batch: enough for
+    ``CHECK_SECONDS``, at least ``CHECK_BATCHES``, at most ``MAX_CHECK_BATCHES``."""
+    if not (math.isfinite(predicted_s) and predicted_s > 0):
+        return CHECK_BATCHES
+    return min(MAX_CHECK_BATCHES, max(CHECK_BATCHES, math.ceil(CHECK_SECONDS / predicted_s)))
 
 
 def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, cores: int,
@@ -46,8 +66,8 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
         return None
     g = parts.own.applied(g)
     predicted = predict_loader(model, g, cores)
-    n = batches_for(g.workers, CHECK_BATCHES, g.per_worker_buffer, g.prefetch,
-                    read_elements_per_batch(at_setting(dataset, g)))
+    n = batches_for(g.workers, check_batches(predicted.interval.value), g.per_worker_buffer,
+                    g.prefetch, read_elements_per_batch(at_setting(dataset, g)))
     progress.say(f"[2/4] what-if self-check: {g.label()}, predicted "
                  f"{ms(predicted.interval.value)}; measuring {n} batches")
     s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,

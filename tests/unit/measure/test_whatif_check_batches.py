@@ -1,0 +1,29 @@
+"""How many batches compare's self-check times: at least half a second of them, as
+predicted, within its floor and ceiling."""
+
+import math
+
+from pipecheck.measure.whatif_check import (
+    CHECK_BATCHES,
+    CHECK_SECONDS,
+    MAX_CHECK_BATCHES,
+    check_batches,
+)
+
+
+def test_short_batches_are_timed_for_half_a_second():
+    # the demo on two workers: ~2 ms a batch; 24 of them would be a 50 ms window
+    assert check_batches(0.002) == math.ceil(CHECK_SECONDS / 0.002) == 250
+
+
+def test_slow_batches_keep_the_floor():
+    assert check_batches(0.040) == CHECK_BATCHES == 24
+
+
+def test_a_prediction_far_too_fast_is_capped():
+    assert check_batches(1e-6) == MAX_CHECK_BATCHES
+
+
+def test_no_usable_prediction_times_the_floor():
+    for bad in (0.0, -1.0, math.nan, math.inf):
+        assert check_batches(bad) == CHECK_BATCHES
