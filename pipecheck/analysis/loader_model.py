@@ -450,9 +450,11 @@ def stage_seconds_per_batch(settings: Sequence[LoaderSetting], stage: str) -> fl
 def without_stage(model: LoaderModelFit, stage_s: float) -> LoaderModelFit:
     """The model with ``stage_s`` seconds per batch of the transform stage gone (its output
     precomputed): its waiting first, then the rest as the transforms' CPU (from the workers'
-    and, without workers, the training process's)."""
+    and, without workers, the training process's). What is left of the per-batch work (the
+    source's reads, other transforms) is named ``transforms``: the stage taken out binds
+    nothing."""
     waiting = min(model.latency_s, stage_s)
     cpu = min(model.worker_cpu_s, model.main_alone_s, max(0.0, stage_s - waiting))
     return dataclasses.replace(model, latency_s=model.latency_s - waiting,
                                worker_cpu_s=model.worker_cpu_s - cpu,
-                               main_alone_s=model.main_alone_s - cpu)
+                               main_alone_s=model.main_alone_s - cpu, stage=TRANSFORMS)
