@@ -1,5 +1,6 @@
-"""What the grid benchmarks (whatif_accuracy.py, model_tuner_vs_grid.py) share: their command
-line, and their tables of measured settings, measured here or replayed from a JSON file."""
+"""What the grid benchmarks (whatif_accuracy.py, stage_whatif_accuracy.py,
+model_tuner_vs_grid.py) share: their command line, and their tables of measured settings
+(one list per table, or one list per round), measured here or replayed from a JSON file."""
 
 from __future__ import annotations
 

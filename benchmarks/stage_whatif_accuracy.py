@@ -118,10 +118,12 @@ def report(name: str, with_stage: list[LoaderSetting], without: list[LoaderSetti
 
 
 def min_d(table: list[LoaderSetting]) -> float:
+    """The fastest D of the table, in ms."""
     return 1e3 * min(s.loader_time.value for s in table)
 
 
 def max_d(table: list[LoaderSetting]) -> float:
+    """The slowest D of the table, in ms."""
     return 1e3 * max(s.loader_time.value for s in table)
 
 

@@ -73,7 +73,8 @@ def measure_rounds(ds: InputPipeline, settings: list[GrainSettings], batches: in
     other round in reverse order), so that a slower spell of the machine falls on every
     setting rather than on the few measured during it. A first pass of ``batches`` per
     setting, not kept, sizes each setting's window to at least ``seconds`` (2 ms batches
-    otherwise give a window of a tenth of a second, which one scheduling hiccup moves)."""
+    otherwise give a window of a tenth of a second, which one scheduling hiccup moves);
+    with ``seconds`` 0 every setting times ``batches``, as compare's search does."""
 
     def one(s: GrainSettings, n: int, label: str) -> LoaderSetting:
         t0 = time.perf_counter()
@@ -83,13 +84,16 @@ def measure_rounds(ds: InputPipeline, settings: list[GrainSettings], batches: in
               f"ms ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
         return m
 
-    sized = [max(batches, math.ceil(seconds / one(s, batches, "sizing").loader_time.value))
-             for s in settings]
+    def sized(s: GrainSettings) -> int:
+        d = one(s, batches, "sizing").loader_time.value
+        return max(batches, math.ceil(seconds / d)) if math.isfinite(d) and d > 0 else batches
+
+    counts = [sized(s) for s in settings] if seconds > 0 else [batches] * len(settings)
     out: list[list[LoaderSetting | None]] = [[None] * len(settings) for _ in range(rounds)]
     for r in range(rounds):
         order = range(len(settings)) if r % 2 == 0 else reversed(range(len(settings)))
         for i in order:
-            out[r][i] = one(settings[i], sized[i], f"round {r + 1}/{rounds}")
+            out[r][i] = one(settings[i], counts[i], f"round {r + 1}/{rounds}")
     return [[m for m in r if m is not None] for r in out]
 
 

@@ -260,8 +260,9 @@ def dominant_stage(settings: Sequence[LoaderSetting]) -> str:
     at its least time over the settings. A stage's timed call includes waiting for the GIL
     while other read threads run, so with several threads a cheap stage (the source) can
     read slower than the one holding the GIL; contention only adds to a stage's time, so
-    its least is the closest to its own cost (``stage_seconds_per_batch`` reads it the same
-    way)."""
+    its least is the closest to its own cost. That undoes the GIL's waits where some setting
+    ran one read thread (every search measures one); ``stage_seconds_per_batch`` also takes
+    a stage's least time, per batch."""
     timed = [st for s in settings for st in s.stages
              if st.where == "workers" and st.n > 0 and math.isfinite(st.avg_s)]
     if not timed:

@@ -29,18 +29,26 @@ about what a tuning trial times, enough for D within ~10% on a loader of steady 
 
 CHECK_SECONDS = 0.5
 """The check times at least this long, as predicted: 24 batches of 2 ms (a tokenizing
-pipeline on two workers) take 50 ms, and the same setting read over so short a window moves
-by 10-40% from one reading to the next on a shared machine; over a second it moves by
-3-10% (benchmarks/whatif_accuracy.py)."""
+pipeline on two workers) take 50 ms, a mean that one scheduling hiccup of a few
+milliseconds moves by 10% or more; half a second bounds the check's cost at about that. The
+machine's own drift from one reading to the next (the same setting's readings over a
+second apart by +-5-16% on the demo, benchmarks/whatif_accuracy.py) no window removes."""
 
 MAX_CHECK_BATCHES = 2000
-"""No more batches than this, whatever the prediction (a prediction far too fast would
-otherwise make the check the longest part of compare)."""
+"""No more batches than this, whatever the prediction."""
+
+MAX_SPEEDUP = 4.0
+"""The check's batch count takes the setting as at most this many times faster than the
+fastest setting measured: a prediction far too fast (0.25 ms against a pipeline that takes
+25 ms) would otherwise time 2,000 batches of 25 ms."""
 
 
-def check_batches(predicted_s: float) -> int:
+def check_batches(predicted_s: float, fastest_measured_s: float = math.nan) -> int:
     """Batches to time for a setting predicted at ``predicted_s`` per batch: enough for
-    ``CHECK_SECONDS``, at least ``CHECK_BATCHES``, at most ``MAX_CHECK_BATCHES``."""
+    ``CHECK_SECONDS`` (the setting taken as no faster than ``MAX_SPEEDUP`` times the fastest
+    measured), at least ``CHECK_BATCHES``, at most ``MAX_CHECK_BATCHES``."""
+    if math.isfinite(fastest_measured_s) and fastest_measured_s > 0:
+        predicted_s = max(predicted_s, fastest_measured_s / MAX_SPEEDUP)
     if not (math.isfinite(predicted_s) and predicted_s > 0):
         return CHECK_BATCHES
     return min(MAX_CHECK_BATCHES, max(CHECK_BATCHES, math.ceil(CHECK_SECONDS / predicted_s)))
@@ -66,8 +74,11 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
         return None
     g = parts.own.applied(g)
     predicted = predict_loader(model, g, cores)
-    n = batches_for(g.workers, check_batches(predicted.interval.value), g.per_worker_buffer,
-                    g.prefetch, read_elements_per_batch(at_setting(dataset, g)))
+    fastest = min((m.loader_time.value for m in loader.settings
+                   if math.isfinite(m.loader_time.value)), default=math.nan)
+    n = batches_for(g.workers, check_batches(predicted.interval.value, fastest),
+                    g.per_worker_buffer, g.prefetch,
+                    read_elements_per_batch(at_setting(dataset, g)))
     progress.say(f"[2/4] what-if self-check: {g.label()}, predicted "
                  f"{ms(predicted.interval.value)}; measuring {n} batches")
     s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,

@@ -7,6 +7,7 @@ from pipecheck.measure.whatif_check import (
     CHECK_BATCHES,
     CHECK_SECONDS,
     MAX_CHECK_BATCHES,
+    MAX_SPEEDUP,
     check_batches,
 )
 
@@ -27,3 +28,12 @@ def test_a_prediction_far_too_fast_is_capped():
 def test_no_usable_prediction_times_the_floor():
     for bad in (0.0, -1.0, math.nan, math.inf):
         assert check_batches(bad) == CHECK_BATCHES
+
+
+def test_a_prediction_far_faster_than_anything_measured_is_not_believed():
+    # predicted 0.25 ms where the fastest setting measured took 25 ms: taken as 25 / 4 ms
+    assert check_batches(0.00025, 0.025) == math.ceil(CHECK_SECONDS / (0.025 / MAX_SPEEDUP)) == 80
+    # a setting predicted somewhat faster than the fastest measured keeps its prediction
+    assert check_batches(0.002, 0.004) == 250
+    # no measured D usable: the prediction alone
+    assert check_batches(0.002, math.nan) == check_batches(0.002, 0.0) == 250
