@@ -1,6 +1,6 @@
 """compare's self-check: after choosing, one loader setting the model did not see is
-predicted from the settings measured, then measured (a few dozen batches, at least half a
-second of them)."""
+predicted from the settings measured, then measured (a few dozen batches, at least a
+quarter of a second of them)."""
 
 from __future__ import annotations
 
@@ -27,19 +27,20 @@ CHECK_BATCHES = 24
 """The fewest batches timed for the check (more where workers buffer many at start-up):
 about what a tuning trial times, enough for D within ~10% on a loader of steady batches."""
 
-CHECK_SECONDS = 0.5
+CHECK_SECONDS = 0.25
 """The check times at least this long, as predicted: 24 batches of 2 ms (a tokenizing
 pipeline on two workers) take 50 ms, a mean that one scheduling hiccup of a few
-milliseconds moves by 10% or more; half a second bounds the check's cost at about that. The
-machine's own drift from one reading to the next (the same setting's readings over a
-second apart by +-5-16% on the demo, benchmarks/whatif_accuracy.py) no window removes."""
+milliseconds moves by 10% or more; over a quarter of a second the same hiccup moves it by
+about 2%, for at most ~0.2 s more per compare. The machine's own drift from one reading to
+the next (the same setting's readings over a second apart by +-5-16% on the demo,
+benchmarks/whatif_accuracy.py) no window removes."""
 
 MAX_CHECK_BATCHES = 2000
 """No more batches than this, whatever the prediction."""
 
 MAX_SPEEDUP = 4.0
 """The check's batch count takes the setting as at most this many times faster than the
-fastest setting measured: a prediction far too fast (0.25 ms against a pipeline that takes
+fastest setting measured: a prediction far too fast (0.1 ms against a pipeline that takes
 25 ms) would otherwise time 2,000 batches of 25 ms."""
 
 

@@ -13,6 +13,8 @@ import re
 import pytest
 import yaml
 
+from pipecheck.measure.whatif_check import CHECK_SECONDS
+
 from ..conftest import run_cli
 from .doc_examples import skeleton_problems
 
@@ -117,13 +119,13 @@ def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     assert predicted["low"] <= predicted["value"] <= predicted["high"]
     assert 0.5 < predicted["value"] / measured["value"] < 2.0, check
     assert "what-if self-check: " in proc.stdout
-    # the check times at least half a second of batches as predicted (24 batches of a few
+    # the check times at least CHECK_SECONDS of batches as predicted (24 batches of a few
     # ms would be a window one scheduling hiccup moves)
     said = re.search(r"what-if self-check: .*, predicted ([\d.]+) (ms|s); measuring (\d+) "
                      r"batches", proc.stderr)
     assert said is not None, proc.stderr[-2000:]
     seconds = float(said[1]) * (1e-3 if said[2] == "ms" else 1.0)
-    assert int(said[3]) * seconds >= 0.5 * 0.99, said[0]
+    assert int(said[3]) * seconds >= CHECK_SECONDS * 0.99, said[0]
     cfg = yaml.safe_load(saved.read_text())
     assert (cfg["num_workers"], cfg["num_threads"], cfg["per_worker_buffer_size"],
             cfg["prefetch_buffer_size"]) == (chosen["workers"], chosen["threads"],
