@@ -24,11 +24,11 @@ from pipecheck.analysis.model_tuner import trial_of, tune_by_model
 from pipecheck.analysis.tuner import choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
-from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 

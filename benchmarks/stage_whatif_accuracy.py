@@ -32,8 +32,8 @@ from pipecheck.analysis import loader_model as lm
 from pipecheck.data.grain_pipeline import BatchedExamples, InputPipeline, ensure_absl_flags_parsed
 from pipecheck.data.sources import IndexedSource, open_records
 from pipecheck.data.tokenizer import TokenizeAndPack
+from pipecheck.host_cpus import usable_cores
 from pipecheck.records.dataloader import LoaderSetting
-from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import resolve
 from pipecheck.workloads.devices import host_batch_size, shard_by_process
 

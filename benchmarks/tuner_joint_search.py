@@ -39,11 +39,11 @@ from pipecheck.analysis.tuner import Trial, choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.errors import PipecheckError
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for, loader_trial
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.records.grain_settings import GrainSettings
-from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import resolve
 from pipecheck.workloads.calibrated import make_dataset
 

@@ -33,11 +33,11 @@ import time
 
 from pipecheck.analysis import loader_model as lm
 from pipecheck.data.grain_pipeline import InputPipeline, ensure_absl_flags_parsed
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import TUNING_STAGE_WAIT_S, batches_for
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
-from pipecheck.tuned_config import usable_cores
 from pipecheck.workloads import REGISTRY, resolve
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

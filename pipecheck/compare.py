@@ -21,6 +21,7 @@ from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure import loader_search as ls
 from pipecheck.measure import machine_load as ml
 from pipecheck.measure.dataloader import (
@@ -48,7 +49,7 @@ from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.whatif import WhatIfCheck
-from pipecheck.tuned_config import config_settings, usable_cores
+from pipecheck.tuned_config import config_settings
 from pipecheck.units import ms
 from pipecheck.workloads import build_workload
 from pipecheck.workloads.base import Workload

@@ -23,6 +23,7 @@ import yaml
 
 from pipecheck.config import GRAIN_KEYS, MEASURED_ON, RunConfig, read_config_file
 from pipecheck.errors import ConfigError
+from pipecheck.host_cpus import usable_cores
 from pipecheck.records import store
 from pipecheck.records.env import differences, package_version
 from pipecheck.records.grain_settings import (
@@ -36,14 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MACHINE_KEYS = ("host", "cpu_count", "usable_cores", "ram_mb", "python", "jax", "jaxlib",
                 "grain")
-
-
-def usable_cores() -> int:
-    """Cores this process may run on (its CPU affinity), else the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
 
 
 def this_machine() -> dict[str, str | int | None]:

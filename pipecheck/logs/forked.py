@@ -23,6 +23,7 @@ import traceback
 from typing import BinaryIO, Callable, Generic, Iterator, TypeVar, TypeVarTuple
 
 from pipecheck.errors import PipecheckError, one_line
+from pipecheck.host_cpus import usable_cores
 
 try:
     import fcntl
@@ -46,24 +47,17 @@ def why_not_fork() -> str | None:
     time per CPU beyond this process's, none from a child."""
     if not hasattr(os, "fork"):
         return "no os.fork on this platform"
-    if usable_cpus() < 2:
+    if usable_cores() < 2:
         return "one CPU"
     if _IN_CHILD:
         return "a forked child itself (its parent works beside it)"
-    if len(_LIVE) >= usable_cpus() - 1:
+    if len(_LIVE) >= usable_cores() - 1:
         return "a forked child already works beside this process on every other CPU"
     if "jax" in sys.modules:
         return "JAX is imported (forking after it started is unsafe)"
     if threading.active_count() > 1:
         return "another thread is running (forking with threads is unsafe)"
     return None
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity where the platform has one)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 @contextlib.contextmanager

@@ -55,6 +55,7 @@ from pipecheck.data.grain_pipeline import (
 )
 from pipecheck.data.per_setting import PerSetting, at_setting
 from pipecheck.errors import ConfigError, PipelineError
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.element_cost import timed_stage
 from pipecheck.measure.pipeline import (
     PipelineStalled,
@@ -77,7 +78,6 @@ from pipecheck.records.env import collect_env
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.grain_settings import DEFAULT_THREADS as DEFAULT_THREADS
 from pipecheck.step_types import Batch
-from pipecheck.tuned_config import usable_cores
 from pipecheck.user_code import pipeline_error
 from pipecheck.workloads import build_workload, kind_of
 from pipecheck.workloads.base import Workload

@@ -35,6 +35,7 @@ from pipecheck.data.grain_pipeline import (
 )
 from pipecheck.data.per_setting import at_setting
 from pipecheck.errors import ConfigError, ResultFormatError
+from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import (
     BUFFER_WARNING_FACTOR,
     LoaderParts,
@@ -46,7 +47,6 @@ from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
-from pipecheck.tuned_config import usable_cores
 from pipecheck.units import ms
 
 DEFAULT_BATCHES = 30

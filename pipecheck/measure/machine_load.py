@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 import time
 from typing import Callable, Iterator, Protocol, Sequence
 
 import psutil
 
+from pipecheck.host_cpus import usable_cpu_ids
 from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 
 NOT_BUSY_FIELDS = ("idle", "iowait", "guest", "guest_nice")
@@ -63,14 +63,6 @@ def own_seconds(proc: psutil.Process) -> float:
             continue
         total += c.user + c.system
     return float(total)
-
-
-def usable_cpu_ids() -> frozenset[int] | None:
-    """The CPUs this process may run on (its affinity), or None where the platform has none."""
-    try:
-        return frozenset(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return None
 
 
 def busy_seconds_of(per_cpu: Sequence[CpuTimes], cpus: frozenset[int] | None) -> float | None:

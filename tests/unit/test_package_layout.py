@@ -40,6 +40,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "progress": frozenset(),
     "units": frozenset(),
     "step_types": frozenset(),
+    "host_cpus": frozenset(),
     "stats": frozenset({"progress"}),
     "config": frozenset({"errors"}),
     "records": frozenset({"errors", "stats"}),
@@ -54,21 +55,21 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "encoding": frozenset({"records"}),
     # Reading files for analysis: MaxText logs (plain or gzip), result files for diff,
     # jax.profiler captures (and XProf's reading of one).
-    "logs": frozenset({"analysis", "errors", "progress", "records"}),
+    "logs": frozenset({"analysis", "errors", "host_cpus", "progress", "records"}),
     # Pure text renderers of records.
     "report": frozenset({"analysis", "errors", "progress", "records", "units"}),
-    "tuned_config": frozenset({"config", "errors", "records"}),
+    "tuned_config": frozenset({"config", "errors", "host_cpus", "records"}),
     "workloads": frozenset({"config", "data", "errors", "records", "step_types", "user_code"}),
     # What touches the clock or the machine.
-    "measure": frozenset({"analysis", "config", "data", "errors", "progress", "records",
-                          "stats", "step_types", "tuned_config", "units", "user_code",
+    "measure": frozenset({"analysis", "config", "data", "errors", "host_cpus", "progress",
+                          "records", "stats", "step_types", "units", "user_code",
                           "workloads"}),
     # pipecheck.Monitor, in the user's own loop: measures with measure/, renders its own
     # report with report/.
     "monitor": frozenset({"analysis", "encoding", "errors", "measure", "records", "report",
                           "step_types"}),
-    "compare": frozenset({"analysis", "config", "measure", "progress", "records", "tuned_config",
-                          "units", "workloads"}),
+    "compare": frozenset({"analysis", "config", "host_cpus", "measure", "progress", "records",
+                          "tuned_config", "units", "workloads"}),
     # Orchestration of one `pipecheck profile` run (reading a capture, then analysis).
     "profiling": frozenset({"analysis", "errors", "logs", "progress", "records"}),
     "cli": frozenset({"analysis", "compare", "config", "encoding", "errors", "logs", "measure",

@@ -33,13 +33,7 @@ def safe(monkeypatch: pytest.MonkeyPatch) -> None:
     """A process where a fork is safe: no JAX imported (for this test), one thread."""
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
-
-
-def test_usable_cpus_follow_the_affinity():
-    assert 1 <= forked.usable_cpus() <= (os.cpu_count() or 1)
-    if hasattr(os, "sched_getaffinity"):
-        assert forked.usable_cpus() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
 
 
 def _why(*args: object) -> str:
@@ -67,7 +61,7 @@ def test_small_logs_a_result_json_or_an_unsafe_process_are_read_one_after_the_ot
         m.setattr(threading, "active_count", lambda: 2)
         assert "thread" in _why(A, B, 0)
     with monkeypatch.context() as m:
-        m.setattr(forked, "usable_cpus", lambda: 1)
+        m.setattr(forked, "usable_cores", lambda: 1)
         assert _why(A, B, 0) == "one CPU"
     with monkeypatch.context() as m:
         m.delattr(os, "fork")
@@ -116,12 +110,12 @@ def test_an_error_that_cannot_travel_comes_back_as_the_nearest_kind():
 def test_one_child_per_spare_cpu_and_none_from_a_child(monkeypatch):
     """A process forks while fewer of its children work than it has other CPUs; a child
     never forks (diff's B child reads B in one pass; A is not cut while B is read)."""
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 2)
     monkeypatch.setattr(forked, "_LIVE", {12345})
     assert "already works beside" in (forked.why_not_fork() or "")
     monkeypatch.delitem(sys.modules, "jax", raising=False)
     monkeypatch.setattr(threading, "active_count", lambda: 1)
-    monkeypatch.setattr(forked, "usable_cpus", lambda: 3)
+    monkeypatch.setattr(forked, "usable_cores", lambda: 3)
     assert forked.why_not_fork() is None
     monkeypatch.setattr(forked, "_IN_CHILD", True)
     assert "child itself" in (forked.why_not_fork() or "")
