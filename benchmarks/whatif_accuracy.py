@@ -20,7 +20,7 @@ than one round it also prints how far the same setting's readings spread over th
 errors alone.
 
     PYTHONPATH=. python benchmarks/whatif_accuracy.py [--max-workers 3] [--batches 30]
-        [--seconds 1.0] [--rounds 3] [--only NAME] [--tables FILE] [--replay FILE]
+        [--seconds 1.0] [--rounds 5] [--only NAME] [--tables FILE] [--replay FILE]
 """
 
 from __future__ import annotations
@@ -185,7 +185,7 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
 
 
 def main() -> None:
-    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=3, seconds=1.0)
+    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=5, seconds=1.0)
     ensure_absl_flags_parsed()
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
