@@ -32,7 +32,7 @@ CHECK_SECONDS = 0.25
 pipeline on two workers) take 50 ms, a mean that one scheduling hiccup of a few
 milliseconds moves by 10% or more; over a quarter of a second the same hiccup moves it by
 about 2%, for at most ~0.2 s more per compare. The machine's own drift from one reading to
-the next (the same setting's readings over a second apart by +-5-16% on the demo,
+the next (the same setting's readings over a second apart by +-5-18% on the demo,
 benchmarks/whatif_accuracy.py) no window removes."""
 
 MAX_CHECK_BATCHES = 2000
