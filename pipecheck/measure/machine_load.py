@@ -84,18 +84,19 @@ def cores_of(cpus: frozenset[int] | None, per_cpu_count: int,
     return cpus
 
 
-def cores_counted() -> frozenset[int] | None:
-    """The CPUs whose busy time is read (``cores_of``), now."""
-    return cores_of(usable_cpu_ids(), len(psutil.cpu_times(percpu=True)),
-                    psutil.cpu_count() or 0)
+def cores_counted(per_cpu: Sequence[CpuTimes] | None = None) -> frozenset[int] | None:
+    """The CPUs whose busy time is read (``cores_of``), now, matched against the per-core
+    times ``per_cpu`` (read here when not given)."""
+    if per_cpu is None:
+        per_cpu = psutil.cpu_times(percpu=True)
+    return cores_of(usable_cpu_ids(), len(per_cpu), psutil.cpu_count() or 0)
 
 
 def busy_seconds_here() -> float:
-    """The busy CPU seconds of the cores counted (``cores_of``), now: the per-core times
-    read once."""
+    """The busy CPU seconds of the cores counted (``cores_counted``), now: the per-core
+    times read once."""
     per_cpu = psutil.cpu_times(percpu=True)
-    on_ours = busy_seconds_of(per_cpu, cores_of(usable_cpu_ids(), len(per_cpu),
-                                                psutil.cpu_count() or 0))
+    on_ours = busy_seconds_of(per_cpu, cores_counted(per_cpu))
     return on_ours if on_ours is not None else busy_seconds(psutil.cpu_times())
 
 
