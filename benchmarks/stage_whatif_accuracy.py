@@ -13,9 +13,9 @@ x read threads 1 and 4, in interleaved rounds, each setting's median round kept,
   goes).
 
 The loader model is fitted to the whole grid with the stage, the stage's seconds per batch
-(Grain's stage timing) are taken out (``loader_model.without_stage``, what ``pipecheck
-whatif`` reports as ``precomputed_loader_s``), and each setting of the pipeline without the
-stage is predicted: |predicted - measured| / measured, its median and largest.
+(Grain's stage timing) are taken out, and each setting of the pipeline without the stage is
+predicted as ``pipecheck whatif`` predicts it (``analysis.whatif.stage_what_if``, its
+``precomputed_loader_s``): |predicted - measured| / measured, its median and largest.
 
     PYTHONPATH=. python benchmarks/stage_whatif_accuracy.py [--max-workers 3] [--batches 30]
         [--seconds 1.0] [--rounds 3] [--only NAME] [--tables FILE] [--replay FILE]
@@ -29,11 +29,13 @@ import sys
 from typing import Callable
 
 from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.whatif import stage_what_if
 from pipecheck.data.grain_pipeline import BatchedExamples, InputPipeline, ensure_absl_flags_parsed
 from pipecheck.data.sources import IndexedSource, open_records
 from pipecheck.data.tokenizer import TokenizeAndPack
 from pipecheck.host_cpus import usable_cores
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.whatif import WhatIfSetting
 from pipecheck.workloads import resolve
 from pipecheck.workloads.devices import host_batch_size, shard_by_process
 
@@ -94,11 +96,12 @@ def report(name: str, with_stage: list[LoaderSetting], without: list[LoaderSetti
     except lm.NotPredictable as e:
         print(f"\n{name}: no prediction: {e}")
         return []
-    stage_s = lm.stage_seconds_per_batch(with_stage, model.stage)
+    predicted = [(s, *stage_what_if(with_stage, model, WhatIfSetting.of(s.settings, cores)))
+                 for s in without]
+    stage_s = predicted[0][1] if predicted else None
     if stage_s is None:
         print(f"\n{name}: Grain's stage timing named no time for {model.stage}")
         return []
-    precomputed = lm.without_stage(model, stage_s)
     print(f"\n{name}: {model.stage} takes {stage_s * 1e3:.2f} ms per batch; the model fitted "
           f"to {len(with_stage)} settings with it (D {min_d(with_stage):.2f}-"
           f"{max_d(with_stage):.2f} ms), the stage taken out")
@@ -106,8 +109,8 @@ def report(name: str, with_stage: list[LoaderSetting], without: list[LoaderSetti
           f"{'predicted ms':>13} {'error':>7}  binds")
     errors = []
     by_setting = {(s.workers, s.threads): s for s in with_stage}
-    for s in without:
-        p = lm.predict_loader(precomputed, s.settings, cores)
+    for s, _, p in predicted:
+        assert p is not None  # a stage time was found for the first, so for every setting
         errors.append(error(s, p.interval.value))
         before = by_setting[(s.workers, s.threads)].loader_time.value
         print(f"  {s.settings.short_label():<28} {before * 1e3:>14.2f} "

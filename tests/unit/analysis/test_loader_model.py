@@ -13,11 +13,13 @@ import pytest
 
 from pipecheck.analysis import loader_model as lm
 from pipecheck.analysis.steady_state import loader_estimate
+from pipecheck.analysis.whatif import stage_what_if
 from pipecheck.records import store
 from pipecheck.records.base import from_dict
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Resources
 from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.records.whatif import WhatIfSetting
 
 from .grain_sim import SimPipeline
 
@@ -216,16 +218,15 @@ def test_the_step_is_the_slower_part_times_the_interference_never_faster_than_d(
 
 def precomputed_errors(with_stage: list[LoaderSetting], without: list[LoaderSetting]
                        ) -> tuple[str, list[float]]:
-    """The model fitted to ``with_stage``, its stage taken out, predicting each setting of
-    ``without``: the stage's name and the relative errors. Each prediction must be well
-    below the model's with the stage and name something else as binding."""
+    """The model fitted to ``with_stage``, its stage taken out as ``pipecheck whatif`` takes
+    it out (``stage_what_if``), predicting each setting of ``without``: the stage's name and
+    the relative errors. Each prediction must be well below the model's with the stage and
+    name something else as binding."""
     model = lm.fit_loader_model(with_stage, cores=2)
-    stage_s = lm.stage_seconds_per_batch(with_stage, model.stage)
-    assert stage_s is not None
-    precomputed = lm.without_stage(model, stage_s)
     errors = []
     for s in without:
-        p = lm.predict_loader(precomputed, s.settings, 2)
+        stage_s, p = stage_what_if(with_stage, model, WhatIfSetting.of(s.settings, 2))
+        assert stage_s is not None and p is not None
         assert p.binding != model.stage
         assert p.interval.value < 0.8 * lm.predict_loader(model, s.settings, 2).interval.value
         errors.append(abs(p.interval.value - s.loader_time.value) / s.loader_time.value)
