@@ -5,8 +5,10 @@ For each pipeline (the calibrated workload with different cost structures, and t
 a grid of settings (workers 0..--max-workers x read threads 1 and 4) is measured --rounds
 times, interleaved, with real Grain workers (pipecheck's ``measure_setting``, no device_put,
 resources and stage timing as ``pipecheck dataloader`` records them), each setting's window
-at least --seconds long (sized by a first pass of --batches); each setting's median round is
-its reading. Then, on that measured table:
+at least --seconds long (sized by a first pass of --batches). Each round's common slow-down
+of the machine (the median over the settings of a setting's D that round against its
+median D) is divided out of that round's readings, and each setting's median round is then
+its reading (``round_adjusted``). Then, on that measured table:
 
 - first:  the model fitted to the settings a tuner measures first (0, 1 and 2 workers with
           one thread; 4 threads without workers) predicts each other setting;
@@ -15,9 +17,10 @@ its reading. Then, on that measured table:
 It prints, per pipeline, each predicted setting's prediction and measurement with the
 relative error |predicted - measured| / measured, and the median and largest error of each
 split; a pipeline the model refuses (too noisy, not described) says so instead. With more
-than one round it also prints how far the same setting's readings spread over the rounds
-(the machine's own reproducibility, a floor under any model's error) and each round's
-errors alone.
+than one round it also prints the rounds' slow-downs, how far the same setting's readings
+spread over the rounds after them and as read (the machine's own reproducibility, a floor
+under any model's error), the errors on each setting's median round as read, and each
+round's errors alone.
 
     PYTHONPATH=. python benchmarks/whatif_accuracy.py [--max-workers 3] [--batches 30]
         [--seconds 1.0] [--rounds 5] [--only NAME] [--tables FILE] [--replay FILE]
@@ -25,6 +28,7 @@ errors alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import statistics
@@ -107,6 +111,46 @@ def typical(rounds: list[list[LoaderSetting]]) -> list[LoaderSetting]:
     return table
 
 
+def scaled(s: LoaderSetting, factor: float) -> LoaderSetting:
+    """The reading with every time in it (D and its interval, the CPU and wall time,
+    Grain's stage timing) multiplied by ``factor``: the same work on a machine ``factor``
+    times slower."""
+    d = s.loader_time
+    r = s.resources
+    if r is not None:
+        r = dataclasses.replace(r, wall_s=r.wall_s * factor, main_cpu_s=r.main_cpu_s * factor,
+                                worker_cpu_s=r.worker_cpu_s * factor,
+                                main_wait_s=r.main_wait_s * factor,
+                                worker_wait_s=r.worker_wait_s * factor)
+    return dataclasses.replace(
+        s, loader_time=dataclasses.replace(d, value=d.value * factor, low=d.low * factor,
+                                           high=d.high * factor),
+        resources=r, stages=tuple(dataclasses.replace(st, avg_s=st.avg_s * factor,
+                                                      total_s=st.total_s * factor)
+                                  for st in s.stages))
+
+
+def round_factors(rounds: list[list[LoaderSetting]]) -> list[float]:
+    """How much slower the machine ran each round than its typical round: the median, over
+    the settings, of a setting's D in that round over its median D (in logs; one round of a
+    median polish). A slow spell that spans a whole round moves every setting in it alike;
+    this is that common move."""
+    logs = [[math.log(s.loader_time.value) for s in r] for r in rounds]
+    middle = [statistics.median(column) for column in zip(*logs, strict=True)]
+    return [math.exp(statistics.median(v - m for v, m in zip(r, middle, strict=True)))
+            for r in logs]
+
+
+def round_adjusted(rounds: list[list[LoaderSetting]]) -> list[LoaderSetting]:
+    """Per setting, its median reading once each round's common slow-down
+    (``round_factors``) is divided out: the model sees, and is scored against, each setting
+    as on the machine's typical round, so a slow spell during one setting's middle rounds
+    does not become a difference between settings."""
+    factors = round_factors(rounds)
+    return typical([[scaled(s, 1.0 / f) for s in r] for r, f in zip(rounds, factors,
+                                                                         strict=True)])
+
+
 def spread(readings: tuple[LoaderSetting, ...]) -> float:
     """Half the range of a setting's D over the rounds, relative to its median: how far the
     machine moves one reading of the same setting."""
@@ -159,8 +203,11 @@ def errors_of(table: list[LoaderSetting], cores: int
 
 
 def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
-    table = typical(rounds)
-    spreads = {id(t): spread(r) for t, r in zip(table, zip(*rounds, strict=True), strict=True)}
+    factors = round_factors(rounds)
+    table = round_adjusted(rounds)
+    adjusted = [[scaled(s, 1.0 / f) for s in r] for r, f in zip(rounds, factors, strict=True)]
+    spreads = {id(t): spread(r) for t, r in zip(table, zip(*adjusted, strict=True),
+                                                strict=True)}
     seen, first, first_errors, loo_errors, refused = errors_of(table, cores)
     print(f"\n{name}: model fitted to {', '.join(s.settings.short_label() for s in seen)}")
     if isinstance(first, str):
@@ -174,9 +221,16 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
     print(f"  first:  {summary(first_errors)}")
     print(f"  loo:    {summary(loo_errors)}" + (f"; refused {refused}" if refused else ""))
     if len(rounds) > 1:
+        raw = [spread(r) for r in zip(*rounds, strict=True)]
+        print("  each round's common slow-down, divided out: "
+              + ", ".join(f"{100 * (f - 1):+.1f}%" for f in factors))
         print(f"  the same setting over {len(rounds)} rounds: +-"
               f"{100 * statistics.median(spreads.values()):.1f}% in the median, +-"
-              f"{100 * max(spreads.values()):.1f}% at most")
+              f"{100 * max(spreads.values()):.1f}% at most (as read: +-"
+              f"{100 * statistics.median(raw):.1f}%, +-{100 * max(raw):.1f}%)")
+        _, _, f0, l0, n0 = errors_of(typical(rounds), cores)
+        print(f"  median rounds as read: first {summary(f0)}; loo {summary(l0)}"
+              + (f"; refused {n0}" if n0 else ""))
         for r, one in enumerate(rounds):
             _, _, f1, l1, n1 = errors_of(one, cores)
             print(f"  round {r + 1} alone: first {summary(f1)}; loo {summary(l1)}"
@@ -190,9 +244,11 @@ def main() -> None:
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
     tables = Tables(args)
+    measured = f"tables replayed from {args.replay}" if args.replay else (
+        f"{args.batches}+ batches and {args.seconds:g}+ s per setting; {args.rounds} rounds")
     print(f"grid: workers 0..{args.max_workers} x threads {THREADS}; {cores} cores; "
-          f"{args.batches}+ batches and {args.seconds:g}+ s per setting; {args.rounds} rounds, "
-          "each setting's median round kept")
+          f"{measured}; each round's common slow-down divided out, then each setting's "
+          "median round kept")
     results = {}
     for name in names:
         workload, keys = PIPELINES[name]

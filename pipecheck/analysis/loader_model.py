@@ -5,7 +5,9 @@ A batch costs ``c`` seconds of GIL-holding CPU in a worker (measured: the worker
 batch; the transforms' share of it is no more than ``m0``), ``s`` seconds of waiting besides
 (I/O, latency; fitted), ``m`` seconds of the training process's own work with workers
 (measured: receiving, collating, work after ``mp_prefetch``) and ``m0`` without workers
-(measured: the transforms included). Each resource sets a floor on the time per batch:
+(measured: the transforms included; its CPU time per batch, or D where D is shorter: read
+threads that release the GIL run part of it on another core at once). Each resource sets a
+floor on the time per batch:
 
 - the transform stage: one process runs ``p = min(threads, prefetch)`` reads at once, which
   overlap their waiting but not their CPU (the GIL): ``max(c, (min(c, m0) + s) / p)`` per
@@ -291,7 +293,10 @@ def _points(settings: Sequence[LoaderSetting]) -> list[Point]:
 def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
     """The workers' CPU per batch and the training process's own time per batch (medians
     over the settings with workers and resources), and the training process's time per
-    batch without workers (the same sum when no such setting was measured)."""
+    batch without workers (the same sum when no such setting was measured). Without
+    workers, a setting's CPU time per batch counts past D when read threads run parts that
+    release the GIL (tokenizers, NumPy) beside the training thread: the time that cannot
+    overlap is then at most D, and the smaller of the two is taken."""
     with_workers = [s for s in settings if s.workers > 0 and s.resources is not None
                     and s.resources.batches > 0]
     if not with_workers and any(s.workers > 0 for s in settings):
@@ -309,7 +314,7 @@ def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
     if not (math.isfinite(c) and math.isfinite(m)):
         raise MissingNumbers("the settings with workers hold no CPU time per batch; measure "
                              "them again with this pipecheck")
-    without = [s.resources.main_cpu_per_batch_s for s in settings
+    without = [min(s.resources.main_cpu_per_batch_s, s.loader_time.value) for s in settings
                if s.workers == 0 and s.resources is not None and s.resources.batches > 0]
     main0 = _median(without) if without else math.nan
     return Costs(c, m, main0 if math.isfinite(main0) else c + m)
