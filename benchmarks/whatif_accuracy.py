@@ -23,7 +23,7 @@ under any model's error), the errors on each setting's median round as read, and
 round's errors alone.
 
     PYTHONPATH=. python benchmarks/whatif_accuracy.py [--max-workers 3] [--batches 30]
-        [--seconds 1.0] [--rounds 5] [--only NAME] [--tables FILE] [--replay FILE]
+        [--seconds 2.0] [--rounds 5] [--only NAME] [--tables FILE] [--replay FILE]
 """
 
 from __future__ import annotations
@@ -141,14 +141,13 @@ def round_factors(rounds: list[list[LoaderSetting]]) -> list[float]:
             for r in logs]
 
 
-def round_adjusted(rounds: list[list[LoaderSetting]]) -> list[LoaderSetting]:
-    """Per setting, its median reading once each round's common slow-down
-    (``round_factors``) is divided out: the model sees, and is scored against, each setting
-    as on the machine's typical round, so a slow spell during one setting's middle rounds
-    does not become a difference between settings."""
-    factors = round_factors(rounds)
-    return typical([[scaled(s, 1.0 / f) for s in r] for r, f in zip(rounds, factors,
-                                                                         strict=True)])
+def round_adjusted(rounds: list[list[LoaderSetting]]) -> list[list[LoaderSetting]]:
+    """The rounds with each one's common slow-down (``round_factors``) divided out: each
+    setting as on the machine's typical round, so that a slow spell during one setting's
+    middle rounds does not become a difference between settings. The model sees, and is
+    scored against, each setting's median round of these (``typical``)."""
+    return [[scaled(s, 1.0 / f) for s in r]
+            for r, f in zip(rounds, round_factors(rounds), strict=True)]
 
 
 def spread(readings: tuple[LoaderSetting, ...]) -> float:
@@ -203,9 +202,8 @@ def errors_of(table: list[LoaderSetting], cores: int
 
 
 def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
-    factors = round_factors(rounds)
-    table = round_adjusted(rounds)
-    adjusted = [[scaled(s, 1.0 / f) for s in r] for r, f in zip(rounds, factors, strict=True)]
+    adjusted = round_adjusted(rounds)
+    table = typical(adjusted)
     spreads = {id(t): spread(r) for t, r in zip(table, zip(*adjusted, strict=True),
                                                 strict=True)}
     seen, first, first_errors, loo_errors, refused = errors_of(table, cores)
@@ -223,7 +221,7 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
     if len(rounds) > 1:
         raw = [spread(r) for r in zip(*rounds, strict=True)]
         print("  each round's common slow-down, divided out: "
-              + ", ".join(f"{100 * (f - 1):+.1f}%" for f in factors))
+              + ", ".join(f"{100 * (f - 1):+.1f}%" for f in round_factors(rounds)))
         print(f"  the same setting over {len(rounds)} rounds: +-"
               f"{100 * statistics.median(spreads.values()):.1f}% in the median, +-"
               f"{100 * max(spreads.values()):.1f}% at most (as read: +-"
@@ -239,7 +237,7 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
 
 
 def main() -> None:
-    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=5, seconds=1.0)
+    args = grid_arguments(__doc__, batches=30, names=list(PIPELINES), rounds=5, seconds=2.0)
     ensure_absl_flags_parsed()
     cores = usable_cores()
     names = [args.only] if args.only else list(PIPELINES)
