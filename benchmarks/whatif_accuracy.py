@@ -112,9 +112,10 @@ def typical(rounds: list[list[LoaderSetting]]) -> list[LoaderSetting]:
 
 
 def scaled(s: LoaderSetting, factor: float) -> LoaderSetting:
-    """The reading with every time in it (D and its interval, the CPU and wall time,
-    Grain's stage timing) multiplied by ``factor``: the same work on a machine ``factor``
-    times slower."""
+    """The reading with every time the loader model reads (D and its interval, the CPU and
+    wall time, Grain's stage timing) multiplied by ``factor``: the same work on a machine
+    ``factor`` times slower. The batch times' samples, first batch and rates are left as
+    read."""
     d = s.loader_time
     r = s.resources
     if r is not None:
