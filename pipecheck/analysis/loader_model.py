@@ -14,7 +14,8 @@ floor on the time per batch:
   batch per process (a worker sends each batch beside its read threads), divided over
   ``W`` workers (no workers: in the training process);
 - the training process: ``m`` with workers, ``m0`` without;
-- the cores: ``cpu_scale x (c + m) / N`` on ``N`` cores, slowed by ``contention`` per
+- the cores: ``cpu_scale x (c + m) / N`` on ``N`` cores (without workers, the training
+  process's whole CPU per batch over ``N``), slowed by ``contention`` per
   runnable process past the cores (``cpu_scale``: the share of the cores other programs
   left the loader, fitted).
 
@@ -145,10 +146,15 @@ class Costs:
     m: float
     """The training process's own seconds with workers."""
     main0: float
-    """The training process's seconds without workers (transforms included)."""
+    """The training process's seconds without workers (transforms included) that cannot
+    overlap: its CPU per batch, at most D."""
     s: float = 0.0
     contention: float = 0.0
     cpu_scale: float = 1.0
+    main0_cpu: float = math.nan
+    """The training process's CPU seconds per batch without workers, all of it (read
+    threads beside the training thread included): what it asks of the cores. NaN: as
+    ``main0``."""
 
 
 Seconds = TypeVar("Seconds", float, np.ndarray)
@@ -174,7 +180,8 @@ def floors(g: GrainSettings, cores: int, k: Costs, stage: str) -> dict[str, floa
     slow = 1.0 + k.contention * max(0, g.workers + 1 - cores)
     c = k.c if g.workers else min(k.c, k.main0)
     main = k.main0 if g.workers == 0 else k.m
-    cpu = k.cpu_scale * (c + k.m if g.workers else main) / max(1, cores) * slow
+    alone = k.main0_cpu if math.isfinite(k.main0_cpu) else k.main0
+    cpu = k.cpu_scale * (c + k.m if g.workers else alone) / max(1, cores) * slow
     if g.workers == 0:
         if g.threads == 0:  # everything in one thread, one after the other
             return {stage: k.s + main, CPU_CORES: cpu}
@@ -314,10 +321,15 @@ def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
     if not (math.isfinite(c) and math.isfinite(m)):
         raise MissingNumbers("the settings with workers hold no CPU time per batch; measure "
                              "them again with this pipecheck")
-    without = [min(s.resources.main_cpu_per_batch_s, s.loader_time.value) for s in settings
+    without = [s for s in settings
                if s.workers == 0 and s.resources is not None and s.resources.batches > 0]
-    main0 = _median(without) if without else math.nan
-    return Costs(c, m, main0 if math.isfinite(main0) else c + m)
+    cpu0 = _median([s.resources.main_cpu_per_batch_s for s in without
+                    if s.resources is not None])
+    main0 = _median([min(s.resources.main_cpu_per_batch_s, s.loader_time.value)
+                     for s in without if s.resources is not None])
+    if not math.isfinite(main0):
+        return Costs(c, m, c + m)
+    return Costs(c, m, main0, main0_cpu=cpu0)
 
 
 def fit_loader_model(settings: Sequence[LoaderSetting], cores: int,
@@ -346,6 +358,7 @@ def fit_loader_model(settings: Sequence[LoaderSetting], cores: int,
     k = f.costs
     return LoaderModelFit(
         worker_cpu_s=k.c, latency_s=k.s, main_s=k.m, main_alone_s=k.main0,
+        main_alone_cpu_s=k.main0_cpu,
         sharpness=f.sharpness, contention=k.contention, cpu_scale=k.cpu_scale,
         cores=cores, stage=dominant_stage(settings), settings_fitted=len(points),
         fit_error=error, noise=noise,
@@ -357,7 +370,7 @@ def fit_loader_model(settings: Sequence[LoaderSetting], cores: int,
 
 def costs_of(model: LoaderModelFit) -> Costs:
     return Costs(model.worker_cpu_s, model.main_s, model.main_alone_s, model.latency_s,
-                 model.contention, model.cpu_scale)
+                 model.contention, model.cpu_scale, model.main_alone_cpu_s)
 
 
 def memory_mb(model: LoaderModelFit, g: GrainSettings) -> float:
@@ -463,4 +476,5 @@ def without_stage(model: LoaderModelFit, stage_s: float) -> LoaderModelFit:
     cpu = min(model.worker_cpu_s, model.main_alone_s, max(0.0, stage_s - waiting))
     return dataclasses.replace(model, latency_s=model.latency_s - waiting,
                                worker_cpu_s=model.worker_cpu_s - cpu,
-                               main_alone_s=model.main_alone_s - cpu, stage=TRANSFORMS)
+                               main_alone_s=model.main_alone_s - cpu,
+                               main_alone_cpu_s=model.main_alone_cpu_s - cpu, stage=TRANSFORMS)

@@ -60,8 +60,9 @@ class LoaderModelFit(Record):
     main_s: float
     """The training process's own seconds per batch with workers (measured)."""
     main_alone_s: float
-    """The training process's seconds per batch without workers, transforms included
-    (measured; ``worker_cpu_s + main_s`` when no such setting was)."""
+    """The training process's seconds per batch without workers that cannot overlap,
+    transforms included (measured: its CPU per batch, at most D; ``worker_cpu_s + main_s``
+    when no such setting was)."""
     sharpness: float
     """How sharply the slowest resource alone sets the pace (a p-norm's exponent): fitted."""
     contention: float
@@ -86,6 +87,10 @@ class LoaderModelFit(Record):
     worker_rss_mb: float = math.nan
     main_rss_mb: float = math.nan
     ram_budget_mb: float | None = None
+    main_alone_cpu_s: float = math.nan
+    """The training process's whole CPU seconds per batch without workers, its read
+    threads' included: what it asks of the cores (NaN where no such setting was measured,
+    or in a record written before this was kept: ``main_alone_s`` stands in)."""
 
 
 @register_kind
