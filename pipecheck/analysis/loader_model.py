@@ -148,13 +148,12 @@ class Costs:
     main0: float
     """The training process's seconds without workers (transforms included) that cannot
     overlap: its CPU per batch, at most D."""
+    main0_cpu: float
+    """The training process's CPU seconds per batch without workers, all of it (read
+    threads beside the training thread included): what it asks of the cores."""
     s: float = 0.0
     contention: float = 0.0
     cpu_scale: float = 1.0
-    main0_cpu: float = math.nan
-    """The training process's CPU seconds per batch without workers, all of it (read
-    threads beside the training thread included): what it asks of the cores. NaN: as
-    ``main0``."""
 
 
 Seconds = TypeVar("Seconds", float, np.ndarray)
@@ -180,8 +179,7 @@ def floors(g: GrainSettings, cores: int, k: Costs, stage: str) -> dict[str, floa
     slow = 1.0 + k.contention * max(0, g.workers + 1 - cores)
     c = k.c if g.workers else min(k.c, k.main0)
     main = k.main0 if g.workers == 0 else k.m
-    alone = k.main0_cpu if math.isfinite(k.main0_cpu) else k.main0
-    cpu = k.cpu_scale * (c + k.m if g.workers else alone) / max(1, cores) * slow
+    cpu = k.cpu_scale * (c + k.m if g.workers else k.main0_cpu) / max(1, cores) * slow
     if g.workers == 0:
         if g.threads == 0:  # everything in one thread, one after the other
             return {stage: k.s + main, CPU_CORES: cpu}
@@ -321,15 +319,12 @@ def _measured_costs(settings: Sequence[LoaderSetting]) -> Costs:
     if not (math.isfinite(c) and math.isfinite(m)):
         raise MissingNumbers("the settings with workers hold no CPU time per batch; measure "
                              "them again with this pipecheck")
-    without = [s for s in settings
+    without = [(s.resources.main_cpu_per_batch_s, s.loader_time.value) for s in settings
                if s.workers == 0 and s.resources is not None and s.resources.batches > 0]
-    cpu0 = _median([s.resources.main_cpu_per_batch_s for s in without
-                    if s.resources is not None])
-    main0 = _median([min(s.resources.main_cpu_per_batch_s, s.loader_time.value)
-                     for s in without if s.resources is not None])
+    main0 = _median([min(cpu, d) for cpu, d in without])
     if not math.isfinite(main0):
-        return Costs(c, m, c + m)
-    return Costs(c, m, main0, main0_cpu=cpu0)
+        return Costs(c, m, c + m, c + m)
+    return Costs(c, m, main0, _median([cpu for cpu, _ in without]))
 
 
 def fit_loader_model(settings: Sequence[LoaderSetting], cores: int,
@@ -369,8 +364,12 @@ def fit_loader_model(settings: Sequence[LoaderSetting], cores: int,
 
 
 def costs_of(model: LoaderModelFit) -> Costs:
-    return Costs(model.worker_cpu_s, model.main_s, model.main_alone_s, model.latency_s,
-                 model.contention, model.cpu_scale, model.main_alone_cpu_s)
+    """The costs a fitted model holds (a record written before ``main_alone_cpu_s`` was
+    kept: ``main_alone_s`` stands in for it)."""
+    cpu0 = model.main_alone_cpu_s
+    return Costs(model.worker_cpu_s, model.main_s, model.main_alone_s,
+                 cpu0 if math.isfinite(cpu0) else model.main_alone_s, model.latency_s,
+                 model.contention, model.cpu_scale)
 
 
 def memory_mb(model: LoaderModelFit, g: GrainSettings) -> float:

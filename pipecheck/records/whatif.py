@@ -89,8 +89,9 @@ class LoaderModelFit(Record):
     ram_budget_mb: float | None = None
     main_alone_cpu_s: float = math.nan
     """The training process's whole CPU seconds per batch without workers, its read
-    threads' included: what it asks of the cores (NaN where no such setting was measured,
-    or in a record written before this was kept: ``main_alone_s`` stands in)."""
+    threads' included: what it asks of the cores (``worker_cpu_s + main_s`` when no such
+    setting was; NaN in a record written before this was kept: ``main_alone_s`` stands
+    in)."""
 
 
 @register_kind
