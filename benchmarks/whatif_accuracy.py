@@ -142,13 +142,13 @@ def round_factors(rounds: list[list[LoaderSetting]]) -> list[float]:
             for r in logs]
 
 
-def round_adjusted(rounds: list[list[LoaderSetting]]) -> list[list[LoaderSetting]]:
-    """The rounds with each one's common slow-down (``round_factors``) divided out: each
-    setting as on the machine's typical round, so that a slow spell during one setting's
-    middle rounds does not become a difference between settings. The model sees, and is
-    scored against, each setting's median round of these (``typical``)."""
-    return [[scaled(s, 1.0 / f) for s in r]
-            for r, f in zip(rounds, round_factors(rounds), strict=True)]
+def round_adjusted(rounds: list[list[LoaderSetting]], factors: list[float]
+                   ) -> list[list[LoaderSetting]]:
+    """The rounds with each one's common slow-down (``factors``, from ``round_factors``)
+    divided out: each setting as on the machine's typical round, so that a slow spell during
+    one setting's middle rounds does not become a difference between settings. The model
+    sees, and is scored against, each setting's median round of these (``typical``)."""
+    return [[scaled(s, 1.0 / f) for s in r] for r, f in zip(rounds, factors, strict=True)]
 
 
 def spread(readings: tuple[LoaderSetting, ...]) -> float:
@@ -203,7 +203,8 @@ def errors_of(table: list[LoaderSetting], cores: int
 
 
 def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
-    adjusted = round_adjusted(rounds)
+    factors = round_factors(rounds)
+    adjusted = round_adjusted(rounds, factors)
     table = typical(adjusted)
     spreads = {id(t): spread(r) for t, r in zip(table, zip(*adjusted, strict=True),
                                                 strict=True)}
@@ -222,7 +223,7 @@ def report(name: str, rounds: list[list[LoaderSetting]], cores: int) -> dict:
     if len(rounds) > 1:
         raw = [spread(r) for r in zip(*rounds, strict=True)]
         print("  each round's common slow-down, divided out: "
-              + ", ".join(f"{100 * (f - 1):+.1f}%" for f in round_factors(rounds)))
+              + ", ".join(f"{100 * (f - 1):+.1f}%" for f in factors))
         print(f"  the same setting over {len(rounds)} rounds: +-"
               f"{100 * statistics.median(spreads.values()):.1f}% in the median, +-"
               f"{100 * max(spreads.values()):.1f}% at most (as read: +-"
