@@ -14,6 +14,7 @@ import re
 import threading
 from typing import Callable
 
+from pipecheck.measure.faults import Faults
 from pipecheck.records.common import Finding
 from pipecheck.records.events import CompileEvent
 
@@ -37,7 +38,11 @@ def _listener(event: str, duration_secs: float, **kwargs: object) -> None:
     with _lock:
         watchers = list(_active)
     for w in watchers:
-        w._on_event(event, fun_name, duration_secs)
+        try:
+            w._on_event(event, fun_name, duration_secs)
+        except Exception as e:  # noqa: BLE001 - raised here, it would end the user's jit call
+            w.faults.report("the compilation listener", e,
+                            "compilations from then on may be missing from the record")
 
 
 def _install_listener() -> None:
@@ -58,7 +63,11 @@ class _ExplainHandler(logging.Handler):
         self.watcher = watcher
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.watcher._on_explanation(record.getMessage())
+        try:
+            self.watcher._on_explanation(record.getMessage())
+        except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+            self.watcher.faults.report("the recompile explainer", e,
+                                       "a recompile's explanation may be missing")
 
 
 def _matches(fun_name: str, name: str | None) -> bool:
@@ -148,9 +157,12 @@ class CompileWatcher:
     costs no device sync: JAX reports the durations from the host.
     """
 
-    def __init__(self, name: str | None, clock: Callable[[], float]) -> None:
+    def __init__(self, name: str | None, clock: Callable[[], float],
+                 faults: Faults | None = None) -> None:
         self.name = name
         self.clock = clock
+        self.faults = faults if faults is not None else Faults()
+        """Where the listener's own faults go (never raised into the compiling call)."""
         self.events: list[CompileEvent] = []
         self.other_events: list[CompileEvent] = []
         self.explanations: list[str] = []

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 
+from pipecheck.measure.faults import Faults
 from pipecheck.measure.span_fold import (
     end_marker,
     fold_intervals,
@@ -161,6 +162,7 @@ class SpanRecorder:
         raw_window: int = RAW_SPAN_WINDOW,
         step_window: int = STEP_WINDOW,
         annotate: bool = True,
+        faults: Faults | None = None,
     ) -> None:
         # the state is set in the same order as ever, in three parts (logs, contexts and
         # hooks, folded state), so an instance's attributes are laid out as before
@@ -173,6 +175,10 @@ class SpanRecorder:
         self.start_time: float | None = None
         self._names: list[str] = []
         self._name_ids: dict[str, int] = {}
+        self._names_lock = threading.Lock()
+        self.faults = faults if faults is not None else Faults()
+        """Where faults of the recorder's own code go (reported once, never raised into the
+        loop that logs)."""
         self.capturing: Callable[[], bool] = _never
         """Whether a profiler captures now (bound once, see ``_capture_check``)."""
         if annotate:
@@ -242,11 +248,15 @@ class SpanRecorder:
 
     # -- reading ---------------------------------------------------------------
     def name_id(self, name: str) -> int:
-        """The number a span name is logged as."""
+        """The number a span name is logged as (a new name gets the next one, whichever
+        thread asks: a garbage collection's callback runs on the thread that allocated)."""
         i = self._name_ids.get(name)
         if i is None:
-            i = self._name_ids[name] = len(self._names)
-            self._names.append(name)
+            with self._names_lock:
+                i = self._name_ids.get(name)
+                if i is None:
+                    self._names.append(name)  # the number's name first: a fold may read it
+                    i = self._name_ids[name] = len(self._names) - 1
         return i
 
     @property
@@ -419,6 +429,8 @@ class SpanRecorder:
         self._folding = True
         try:
             self._read_logs()
+        except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+            self._drop_unfolded(e)
         finally:
             self._folding = False
         if self._read.mark_count >= FOLD_STEPS:
@@ -449,8 +461,38 @@ class SpanRecorder:
         self._folding = True
         try:
             self._fold()
+        except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+            self._drop_unfolded(e)
         finally:
             self._folding = False
+
+    def _drop_unfolded(self, exc: Exception) -> None:
+        """After a read or a fold of the logs failed (``exc``): the steps they held are
+        dropped (reported once, counted in the record's warnings) and recording goes on from
+        their last mark, the steps after them numbered as ever."""
+        read = self._read
+        pending = _rows(self._marks[:], 4)
+        marks = [m for m in (*read.marks, pending) if len(m)]
+        lost = read.mark_count + len(pending)
+        first = math.isnan(self._last_folded_mark)
+        if lost:
+            self._last_folded_mark = max(float(m[-1, 0]) for m in marks)
+        steps_lost = max(0, lost - (1 if first else 0))  # the start mark closes no step
+        after = max(0, self._folded_marks - 1)
+        self._folded_marks += lost
+        read.marks.clear()
+        read.log, read.ends = [], []
+        read.mark_count = read.log_count = read.end_count = 0
+        del self._marks[:len(pending)]
+        del self._log[:]
+        del self._ends[:]
+        del self._spans[:]
+        self._ended = np.zeros((0, 4))
+        self._tags = [t for t in self._tags if t[2] >= self._folded_marks]
+        self.faults.report(
+            "the Monitor's step recorder", exc,
+            f"{steps_lost} steps from step {after} on are left out of the record (its "
+            "totals too); the steps after them are recorded")
 
     def _fold(self) -> None:
         self._read_logs()
@@ -469,7 +511,8 @@ class SpanRecorder:
         cut_timed = int(timed[-1]) if len(marks) else 0
         cut = int(marks[-1, 2]) if len(marks) else 0  # the spans timed elsewhere
         spans, marks = spans_by_step(marks, ended[:cut_timed], timed, _rows(self._spans[:cut], 4))
-        table = fold_intervals(folded - 1, start, marks, spans, self._tags[:], self._names) \
+        names = tuple(self._names)  # every name logged so far; another thread may add one
+        table = fold_intervals(folded - 1, start, marks, spans, self._tags[:], names) \
             if len(marks) else None
         # commit: spans a gc callback logged meanwhile are at the end, after the cut
         self._ended = ended[cut_timed:]
@@ -508,7 +551,12 @@ class SpanRecorder:
 
     def _add_steps(self, table: StepTable[StepRecord]) -> None:
         for hook in self.on_steps:
-            hook(table)
+            try:
+                hook(table)
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                self.faults.report(
+                    f"a step hook ({getattr(hook, '__qualname__', type(hook).__name__)})", e,
+                    "the hook misses the steps it failed on; the record keeps them")
         if self._first_step is None:
             self._first_step = table[:1]
         self._totals.add_table(table)
@@ -656,8 +704,16 @@ class GcSpans:
         self._start = 0.0
         self._depth = 0
         self._lock = threading.Lock()
+        recorder.name_id("gc")  # numbered now: a collection's callback adds no name
 
     def _callback(self, phase: str, info: dict[str, int]) -> None:
+        try:
+            self._record(phase, info)
+        except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+            self.recorder.faults.report("the garbage-collection callback", e,
+                                        "collections from then on may be missing as gc spans")
+
+    def _record(self, phase: str, info: dict[str, int]) -> None:
         rec = self.recorder
         if phase == "start":
             self._depth = rec.depth

@@ -33,6 +33,7 @@ import time
 from types import CodeType, FrameType
 from typing import Callable, Sequence
 
+from pipecheck.measure.faults import Faults
 from pipecheck.records.common import SyncSite
 
 DEFAULT_INTERVAL_S = 0.003
@@ -180,7 +181,10 @@ class SyncLocator:
         clock: Callable[[], float] = time.perf_counter,
         thread_id: int | None = None,
         get_stack: Callable[[int], list[FrameInfo]] | None = None,
+        faults: Faults | None = None,
     ) -> None:
+        self.faults = faults if faults is not None else Faults()
+        """Where the sampling thread's own faults go (it samples on after one)."""
         self.interval_s = interval_s
         self.clock = clock
         self.thread_id = thread_id
@@ -217,7 +221,11 @@ class SyncLocator:
         last = self.clock()
         while not self._stop.wait(self.interval_s):
             now = self.clock()
-            self.record(self.get_stack(self.thread_id), now - last)
+            try:
+                self.record(self.get_stack(self.thread_id), now - last)
+            except Exception as e:  # noqa: BLE001 - the loop's thread must never see it
+                self.faults.report("the sync locator", e,
+                                   "the samples it failed on are not counted")
             last = now
 
     def __enter__(self) -> SyncLocator:

@@ -156,7 +156,7 @@ class Monitor:
         self._encoder = ChunkEncoder()
         """Shared by every write of the run: only the steps' columns new since the last
         are compressed."""
-        self._profile = (ProfileWindow(profile_steps, profile_dir)
+        self._profile = (ProfileWindow(profile_steps, profile_dir, self.recorder.faults)
                          if profile_steps is not None else None)
         self._span_contexts = MonitorSpans(self.recorder, self.start)
         self.span = self._span_contexts.__getitem__  # type: ignore[method-assign,assignment]
@@ -206,8 +206,14 @@ class Monitor:
         self._profiling = self._annotations()
         start = self.recorder.start()
         if self._scalars is not None:
-            self.recorder.on_steps.append(self._scalars.take)
-            self._scalars.start(wall_start_of(start, self.clock()), start, self._fold_at_exit)
+            try:
+                self._scalars.start(wall_start_of(start, self.clock()), start,
+                                    self._fold_at_exit)
+                self.recorder.on_steps.append(self._scalars.take)
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                self.recorder.faults.report("the TensorBoard writer", e,
+                                            "no scalars are written for this run")
+                self._scalars = None
         self._set_due()
 
     def _annotations(self) -> Callable[[], bool] | None:
@@ -315,10 +321,18 @@ class Monitor:
 
     # -- the record while the run goes -------------------------------------------
     def _periodic(self, now: float) -> None:
-        """At a mark, when due: the saver's write, the event file's fold."""
+        """At a mark, when due: the saver's write, the event file's fold (a fault of either
+        is reported, never raised into the loop: that write is skipped)."""
         saver = self._saver
         if saver is not None and now >= saver.next_at:
-            saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)), now)
+            saver.next_at = now + saver.every_s  # due again then, whatever happens here
+            try:
+                saver.submit((self._capture(), RunEnd("running", RUNNING_MESSAGE, self._at)),
+                             now)
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                self.recorder.faults.report(
+                    "the Monitor's periodic save", e,
+                    f"a write of {self._save_to} was skipped; the next is tried on time")
         scalars = self._scalars
         if scalars is not None and now >= scalars.next_at:
             scalars.next_at = now + scalars.every_s
@@ -365,12 +379,16 @@ class Monitor:
         if self._result is not None or self._end is not None or not self._started:
             return
         self._end = end
-        if self._keeper is not None:
-            self._keeper.write_early(self._capture(fold=not self.recorder.folding), end)
-        if self._scalars is not None:
-            if not self.recorder.folding:
-                self.recorder.fold()
-            self._scalars.drain()  # on disk before a signal's default action ends the process
+        try:
+            if self._keeper is not None:
+                self._keeper.write_early(self._capture(fold=not self.recorder.folding), end)
+            if self._scalars is not None:
+                if not self.recorder.folding:
+                    self.recorder.fold()
+                self._scalars.drain()  # on disk before a signal's default action ends it
+        except Exception as e:  # noqa: BLE001 - the run's own ending goes on unchanged
+            self.recorder.faults.report("the Monitor's last write", e,
+                                        "the record on disk may miss the run's last steps")
 
     def _stop_saving(self) -> None:
         if self._keeper is not None:

@@ -44,6 +44,8 @@ class RunState:
     compile_findings: tuple[Finding, ...]
     passes: tuple[int, ...] = ()
     """The step at which each ``Monitor.batches`` call began (each a pass over the data)."""
+    faults: tuple[str, ...] = ()
+    """Faults of pipecheck's own code during the run, as warned (``measure/faults.py``)."""
 
 
 def build_result(
@@ -85,6 +87,7 @@ def build_result(
             "covers the kept steps, the breakdown covers all")
     if not state.located:
         warnings.append("the sync locator was off: forced syncs in the loop are not located")
+    warnings.extend(state.faults)
     return MonitorResult(
         env=dict(env),
         config=dict(config),

@@ -19,7 +19,7 @@ class LoopSyncLocator(SyncLocator):
     the time the breakdown moves from ``other`` to ``sync stall``)."""
 
     def __init__(self, recorder: SpanRecorder, interval_s: float, clock: Callable[[], float]):
-        super().__init__(interval_s=interval_s, clock=clock)
+        super().__init__(interval_s=interval_s, clock=clock, faults=recorder.faults)
         self.recorder = recorder
         self.outside_spans_s = 0.0
 
@@ -47,16 +47,29 @@ class Watchers:
         self._stack = contextlib.ExitStack()
 
     def start(self) -> None:
+        """Start the watchers asked for; one that cannot start is reported (``faults``) and
+        the run goes on without it."""
+        faults = self.recorder.faults
         if self._gc:
-            self._stack.enter_context(GcSpans(self.recorder))
+            try:
+                self._stack.enter_context(GcSpans(self.recorder))
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                faults.report("the garbage-collection watcher", e, "collections are not timed")
         if self._compiles:
             # every function's compilations, from the start: a slow step is explained by
             # whatever compiled in it (an eager generation's small functions included)
-            self.compiles = self._stack.enter_context(CompileWatcher(None, self.clock))
+            try:
+                self.compiles = self._stack.enter_context(
+                    CompileWatcher(None, self.clock, faults))
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                faults.report("the compilation watcher", e, "compilations are not watched")
         if self._locate:
-            locator = LoopSyncLocator(self.recorder, self._interval_s, self.clock)
-            self._stack.enter_context(locator)
-            self.locator = locator
+            try:
+                locator = LoopSyncLocator(self.recorder, self._interval_s, self.clock)
+                self._stack.enter_context(locator)
+                self.locator = locator
+            except Exception as e:  # noqa: BLE001 - never raised into the loop (faults.py)
+                faults.report("the sync locator", e, "forced syncs are not located")
 
     def close(self) -> None:
         """Stop every watcher started (again: nothing)."""
@@ -82,4 +95,5 @@ class Watchers:
             compile_s=watcher.compile_s if watcher is not None else 0.0,
             train_step_compiles=watcher.compiles if watcher is not None else 0,
             compile_findings=tuple(watcher.findings()) if watched and watcher else (),
+            faults=self.recorder.faults.messages,
         )
