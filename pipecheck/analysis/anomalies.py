@@ -83,6 +83,7 @@ CAUSE_COMPILATION = "compilation"
 CAUSE_CHECKPOINT = "checkpoint stall"
 CAUSE_ATTRIBUTION = "attribution shift"
 CAUSE_UNEXPLAINED = "unexplained"
+CAUSE_LOADER_START = "loader start"
 
 SPAN_CAUSES = {
     "other": "host work outside spans",
@@ -98,6 +99,11 @@ SPAN_CAUSES = {
 }
 """The likely cause when a span holds most of a slow step's extra time; a user span's cause
 is ``span 'NAME'``."""
+
+LOADER_START_CAUSE_SHARE = 0.5
+"""A step that began a pass over its loader (tag ``loader_start``) has the loader's start as
+its cause when its data wait grew most, or by at least this share of the step's extra time
+(an eval span in the same step may have grown more)."""
 
 CAUSE_TAGS: dict[str, StepTag] = {
     CAUSE_COMPILATION: "compile",
@@ -225,6 +231,12 @@ def explain_step(
     if (compiles and extra > 0 and compile_s >= COMPILE_CAUSE_SHARE * extra) or (
             not compiles and "compile" in step.tags):
         return CAUSE_COMPILATION, evidence or "the step function compiled in this step"
+    if "loader_start" in step.tags and grown.get("data_wait", 0.0) > 0 and (
+            top == "data_wait" or grown["data_wait"] >= LOADER_START_CAUSE_SHARE * extra):
+        wait = step.spans["data_wait"]
+        return CAUSE_LOADER_START, "; ".join(
+            [f"a new pass over the loader: its first batch waited {_seconds(wait)} of the "
+             f"step's {_seconds(step.time_s)}", *parts[bool(top == 'data_wait'):]])
     if top is None or grown[top] <= 0:
         return CAUSE_UNEXPLAINED, evidence or "no span or compile event accounts for it"
     return SPAN_CAUSES.get(top, f"span '{top}'"), evidence

@@ -14,6 +14,11 @@ at the chosen setting as ``pipecheck dataloader`` timed it, the work the state's
 initialization (host time, as the real-data run took it) and the train step's compilation
 as the target run timed it. The finding (``first_batch_finding``) is given
 when the first batch could hide ``MIN_HIDDEN_S`` or more.
+
+A loop that begins each epoch with a new iterator (``Monitor.batches`` called again, a
+``grain.DataLoader`` iterated again) starts its workers again every time: each pass's first
+batch is a ``LoaderStart`` of the record, and ``loader_restart_findings`` gives the
+``loader-restart`` finding when the restarts cost ``MIN_RESTART_SHARE`` of the run.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.records.common import Finding, StartUp
+from pipecheck.records.common import Finding, LoaderStart, StartUp
 from pipecheck.records.kinds import SPAN_NAMES
 from pipecheck.records.steps import StepTable, column_of
 
@@ -99,3 +104,50 @@ def first_batch_finding(startup: StartUp) -> Finding | None:
              "compile the train step ahead of time (jax.jit(step).lower(*specs).compile()) "
              "instead of on the first batch; then take the first batch"),
     )
+
+
+MIN_RESTART_SHARE = 0.05
+"""Loader restarts are a finding when their waits beyond a steady batch's cost at least this
+share of the run's wall time: the share a fix must win to be worth a change of the loop (a
+1-2 s worker start per epoch of a minute is 2-3%, below it; per epoch of 20 s, above)."""
+
+
+def loader_restart_findings(starts: Sequence[LoaderStart], steps: Sequence[object],
+                            wall_s: float) -> list[Finding]:
+    """The ``loader-restart`` finding: the passes after the first began with a new iterator
+    whose first batch waited, beyond a steady batch's wait, ``MIN_RESTART_SHARE`` of the
+    run or more; the eval spans of the same steps are named (an eval loader made anew each
+    time pays its start-up there)."""
+    restarts = [s for s in starts if s.index >= 1]
+    if not restarts or not wall_s > 0:
+        return []
+    waits = _data_waits(steps)
+    numbers = column_of(steps, "step") if len(steps) else np.zeros(0, np.int64)
+    restart_steps = {s.step for s in restarts}
+    steady = ~np.isin(numbers, [0, *restart_steps])
+    typical = float(np.median(waits[steady])) if steady.any() else 0.0
+    lost = float(sum(max(0.0, s.wait_s - typical) for s in restarts))
+    share = lost / wall_s
+    if share < MIN_RESTART_SHARE:
+        return []
+    longest = max(s.wait_s for s in restarts)
+    shortest = min(s.wait_s for s in restarts)
+    span = (f"{shortest:.2f} s" if math.isclose(shortest, longest, rel_tol=0.05)
+            else f"{shortest:.2f}-{longest:.2f} s")
+    rows = np.flatnonzero(np.isin(numbers, list(restart_steps))).tolist()
+    with_eval = len([i for i in rows if "eval" in steps[i].tags])  # type: ignore[attr-defined]
+    evals = (f"; an eval span ran in the same step at {with_eval} of them (an eval loader "
+             "made anew each time starts its workers there too)" if with_eval else "")
+    return [Finding(
+        kind="loader-restart",
+        message=(f"the loader started again at each of {len(restarts)} passes after the first "
+                 f"(a new iterator each epoch): their first batches waited {span} (a steady "
+                 f"batch {typical * 1e3:.1f} ms), {lost:.2f} s in all, {share:.0%} of the "
+                 f"run{evals}"),
+        numbers={"restarts": float(len(restarts)), "lost_s": lost, "share": share,
+                 "longest_wait_s": longest, "typical_wait_s": typical},
+        fix=("iterate one iterator over every epoch: repeat the dataset "
+             "(grain.MapDataset.repeat(num_epochs), or a grain.DataLoader whose "
+             "IndexSampler has num_epochs=N) and end each epoch by counting steps, or keep "
+             "the iterator alive across epochs; keep an eval loader's iterator the same way"),
+    )]

@@ -10,7 +10,9 @@ wait* when either
 - the innermost Python frame is user code executing a call that blocks inside
   C++ without a Python frame of JAX's (``np.asarray(x)``,
   ``x.block_until_ready()``): the expression being executed is read from the
-  code object's positions.
+  code object's positions, and its operand (``x``) looked up in the frame: a call whose
+  operand is a host value (a NumPy array, a PIL image) is host work, not a wait for the
+  device (``np.array(img, dtype=np.float32)`` decoding an image in a data generator).
 
 The time between samples is charged to the nearest frame outside JAX, NumPy,
 the standard library and pipecheck's own machinery: the user's file and line.
@@ -21,6 +23,7 @@ it is tested without threads or timing.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import linecache
@@ -30,6 +33,7 @@ import sys
 import sysconfig
 import threading
 import time
+import types
 from types import CodeType, FrameType
 from typing import Callable, Sequence
 
@@ -79,6 +83,10 @@ class FrameInfo:
     function: str
     expression: str = ""
     """The source of the expression being executed (innermost frame only)."""
+    operand: str = ""
+    """What the blocking call of ``expression`` converts or waits on, looked up in the frame:
+    ``device`` (a jax.Array, or a container holding one), ``host`` (any other value), or
+    empty (not looked up, or not resolvable without running code)."""
 
 
 def _norm(path: str) -> str:
@@ -124,9 +132,99 @@ def classify(stack: Sequence[FrameInfo]) -> tuple[FrameInfo, bool] | None:
         return None
     site = stack[i]
     if not waiting:
-        if i != 0 or not BLOCKING_CALL_RE.search(site.expression):
+        if i != 0 or not BLOCKING_CALL_RE.search(site.expression) or site.operand == HOST:
             return None
     return site, is_internal(site.filename)
+
+
+DEVICE, HOST = "device", "host"
+"""``FrameInfo.operand``'s values."""
+
+CONVERTING_FUNCTIONS = frozenset({"np.asarray", "np.array", "numpy.asarray", "numpy.array",
+                                  "jax.device_get"})
+"""Functions whose first argument is the value ``BLOCKING_CALL_RE`` waits on."""
+
+WAITING_METHODS = frozenset({"item", "tolist", "block_until_ready"})
+"""Methods that wait on the value they are called on."""
+
+CONTAINER_LEAVES = 64
+"""The most elements of a list, tuple or dict looked at for a device value."""
+
+
+@functools.lru_cache(maxsize=1024)
+def blocking_operand(expression: str) -> ast.expr | None:
+    """Pure: the operand of the blocking call ``expression`` is (``x`` of ``np.asarray(x)``
+    or ``x.item()``), or None when the expression is not such a call."""
+    try:
+        node = ast.parse(expression.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr in WAITING_METHODS:
+        return func.value
+    if ast.unparse(func) in CONVERTING_FUNCTIONS and node.args:
+        return node.args[0]
+    return None
+
+
+_UNRESOLVED = object()
+
+
+def _resolve(node: ast.expr, frame: FrameType) -> object:
+    """The value of a name, a constant subscript of a dict/list/tuple, or a module's
+    attribute, read from ``frame`` without running any of the user's code (no property,
+    no ``__getitem__`` of the user's classes); ``_UNRESOLVED`` otherwise."""
+    if isinstance(node, ast.Name):
+        for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
+            if node.id in scope:
+                return scope[node.id]
+        return _UNRESOLVED
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        base = _resolve(node.value, frame)
+        if type(base) in (dict, list, tuple):
+            try:
+                return base[node.slice.value]  # type: ignore[index]
+            except (KeyError, IndexError, TypeError):
+                return _UNRESOLVED
+        return _UNRESOLVED
+    if isinstance(node, ast.Attribute):
+        base = _resolve(node.value, frame)
+        if isinstance(base, types.ModuleType):
+            return vars(base).get(node.attr, _UNRESOLVED)
+    return _UNRESOLVED
+
+
+def is_device_value(value: object) -> bool:
+    """Whether ``value`` is a jax.Array, or a list, tuple or dict holding one among its first
+    ``CONTAINER_LEAVES`` elements (one level deep)."""
+    jax = sys.modules.get("jax")
+    array = getattr(jax, "Array", None) if jax is not None else None
+    if array is None:
+        return False
+    if isinstance(value, array):
+        return True
+    if type(value) is dict:
+        value = list(value.values())  # type: ignore[attr-defined]
+    if type(value) in (list, tuple):
+        return any(isinstance(v, array) for v in value[:CONTAINER_LEAVES])  # type: ignore[index]
+    return False
+
+
+def operand_kind(expression: str, frame: FrameType) -> str:
+    """``FrameInfo.operand`` of a frame executing ``expression``: ``device``, ``host`` or
+    empty. Never raises (the sampling thread calls it)."""
+    try:
+        node = blocking_operand(expression)
+        if node is None:
+            return ""
+        value = _resolve(node, frame)
+        if value is _UNRESOLVED:
+            return ""
+        return DEVICE if is_device_value(value) else HOST
+    except Exception:  # noqa: BLE001 - an odd frame: not looked up
+        return ""
 
 
 @functools.lru_cache(maxsize=512)
@@ -164,7 +262,8 @@ def stack_of(frame: FrameType | None, depth: int = 64,
         library = is_library(code.co_filename)
         # the expression is only read for an innermost frame of user code (classify)
         expr = current_expression(frame) if first and not library else ""
-        out.append(FrameInfo(code.co_filename, frame.f_lineno, code.co_name, expr))
+        operand = operand_kind(expr, frame) if expr and BLOCKING_CALL_RE.search(expr) else ""
+        out.append(FrameInfo(code.co_filename, frame.f_lineno, code.co_name, expr, operand))
         if not library and not full:
             break
         first = False

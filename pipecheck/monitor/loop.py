@@ -44,6 +44,7 @@ from pipecheck.monitor.run_saver import (
 from pipecheck.monitor.tensorboard import TENSORBOARD_EVERY_S, ScalarWriter, wall_start_of
 from pipecheck.monitor.user_spans import MonitorSpans
 from pipecheck.monitor.watchers import Watchers
+from pipecheck.records.common import LoaderStart
 from pipecheck.records.env import collect_env
 from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.records.steps import ChunkEncoder
@@ -187,6 +188,9 @@ class Monitor:
         """The number of steps dispatched so far (the index of the next one)."""
         self._passes: list[int] = []
         """The step at which each ``batches`` call began: a new pass over the data."""
+        self._loader_starts: list[LoaderStart] = []
+        """Each pass's first batch (``batches``): the wait for it, the iterator's creation
+        included."""
 
     # -- the loop --------------------------------------------------------------
     def start(self) -> None:
@@ -224,15 +228,30 @@ class Monitor:
         return prof.enabled if prof is not None else capturing
 
     def batches(self, iterable: Iterable[B]) -> Iterator[B]:
-        """Yield the batches of ``iterable``, timing each wait as ``data_wait``."""
+        """Yield the batches of ``iterable``, timing each wait as ``data_wait``; the first
+        (the iterator's creation included: a ``grain.DataLoader`` starts its workers) is
+        also a ``LoaderStart`` of this pass, its step tagged ``loader_start`` from the
+        second pass on."""
         self.start()
+        index = len(self._passes)
         self._passes.append(self.step_index)
-        it = iter(iterable)
         rec = self.recorder
         clock = self.clock
         log, data_wait_ends = rec.log_start, self._data_wait_ends
         enabled = self._profiling
         window = self._profile
+        if window is not None:
+            window.at_step(self.step_index)
+        at, t0 = self.step_index, clock()
+        try:
+            it, batch = self._first_batch(iterable)
+        except StopIteration:
+            return
+        finally:
+            self._loader_starts.append(LoaderStart(index, max(0, at - 1), clock() - t0))
+            if index:  # a restart (the first pass's start is step 0's, apart anyway)
+                rec.tag("loader_start")
+        yield batch
         while True:
             if window is not None:
                 window.at_step(self.step_index)
@@ -253,6 +272,24 @@ class Monitor:
                 finally:
                     next(data_wait_ends)
             yield batch
+
+    def _first_batch(self, iterable: Iterable[B]) -> tuple[Iterator[B], B]:
+        """A pass's iterator and its first batch, both timed as ``data_wait`` (raises the
+        iterable's StopIteration, and any exception of the user's, unchanged)."""
+        rec = self.recorder
+        enabled = self._profiling
+        if enabled is not None and enabled():
+            if not rec.annotating:
+                rec.follow_capture(True)
+            with rec.span("data_wait"):
+                it = iter(iterable)
+                return it, next(it)
+        rec.log_start(self.clock())
+        try:
+            it = iter(iterable)
+            return it, next(it)
+        finally:
+            next(self._data_wait_ends)
 
     # the loop's hot path: kept inline (a Python call costs ~0.1 µs a step)
     def step(self, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
@@ -351,7 +388,8 @@ class Monitor:
 
     def _capture(self, fold: bool = True) -> RunState:
         """The state a record is built from, now (on the loop's thread)."""
-        return dataclasses.replace(self._watchers.capture(fold), passes=tuple(self._passes))
+        return dataclasses.replace(self._watchers.capture(fold), passes=tuple(self._passes),
+                                   loader_starts=tuple(self._loader_starts))
 
     def _build_saved(self, item: MonitorResult | StateAndEnd) -> MonitorResult:
         """What the writer writes: a finished record as it is, or a captured state (with how

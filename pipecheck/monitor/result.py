@@ -9,7 +9,11 @@ from typing import Mapping
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
 from pipecheck.analysis.findings import host_sync_findings
-from pipecheck.analysis.first_batch import first_batch_finding, monitor_startup
+from pipecheck.analysis.first_batch import (
+    first_batch_finding,
+    loader_restart_findings,
+    monitor_startup,
+)
 from pipecheck.analysis.periodic_stall import (
     LoaderShape,
     periodic_stall_findings,
@@ -21,7 +25,7 @@ from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
 from pipecheck.records.base import to_dict
-from pipecheck.records.common import CompileInfo, Finding, StepRecord, SyncSite
+from pipecheck.records.common import CompileInfo, Finding, LoaderStart, StepRecord, SyncSite
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
 from pipecheck.records.steps import ChunkEncoder, StepTable
@@ -44,6 +48,8 @@ class RunState:
     compile_findings: tuple[Finding, ...]
     passes: tuple[int, ...] = ()
     """The step at which each ``Monitor.batches`` call began (each a pass over the data)."""
+    loader_starts: tuple[LoaderStart, ...] = ()
+    """Each ``Monitor.batches`` call's first batch (a pass over the data begun)."""
     faults: tuple[str, ...] = ()
     """Faults of pipecheck's own code during the run, as warned (``measure/faults.py``)."""
 
@@ -79,7 +85,8 @@ def build_result(
     first_batch = first_batch_finding(startup) if startup is not None else None
     findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites),
                 *periodic_stall_findings(steps, loader_shape(config, state.passes)),
-                *([first_batch] if first_batch else [])]
+                *([first_batch] if first_batch else []),
+                *loader_restart_findings(state.loader_starts, steps, wall)]
     if snap.dropped_steps:
         warnings.append(
             f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
@@ -105,6 +112,7 @@ def build_result(
         warnings=tuple(warnings),
         incomplete=incomplete,
         startup=startup,
+        loader_starts=state.loader_starts,
     )
 
 

@@ -151,6 +151,20 @@ class StartUp(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class LoaderStart(Record):
+    """A pass over a loader begun: a Monitor's ``batches`` called (again), its iterator made
+    and its first batch waited for (a ``grain.DataLoader``'s workers start again)."""
+
+    index: int
+    """Which pass: 0 for the first ``batches`` call, 1 for the next (an epoch each)."""
+    step: int
+    """The step whose interval holds the wait (the step dispatched before it, as for every
+    batch; 0 for the first)."""
+    wait_s: float
+    """Seconds from the iterator's creation to its first batch."""
+
+
+@dataclasses.dataclass(frozen=True)
 class CompileInfo(Record):
     first_step_s: float
     compile_s: float

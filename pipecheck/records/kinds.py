@@ -10,13 +10,30 @@ from __future__ import annotations
 import typing
 from typing import Literal, Mapping
 
-VerdictKind = Literal["compute-bound", "input-bound", "forced-sync", "inconclusive"]
+VerdictKind = Literal["compute-bound", "input-bound", "forced-sync", "host-bound",
+                      "inconclusive"]
+"""The one verdict vocabulary of every command's record (``verdict``) and headline: what
+bounds the steps. ``host-bound``: the device waits for the host to launch its work (many
+small jitted calls); ``profile`` calls it, and any command may. A report shows a verdict
+with ``verdict_text``."""
 
 COMPUTE_BOUND: VerdictKind = "compute-bound"
 INPUT_BOUND: VerdictKind = "input-bound"
 FORCED_SYNC: VerdictKind = "forced-sync"
+HOST_BOUND: VerdictKind = "host-bound"
 INCONCLUSIVE: VerdictKind = "inconclusive"
 VERDICTS: tuple[VerdictKind, ...] = typing.get_args(VerdictKind)
+
+VERDICT_TEXTS: Mapping[str, str] = {HOST_BOUND: "host-bound (dispatch)"}
+"""How reports and sentences spell a verdict where it is not its value itself: host-bound
+says what the host is busy with."""
+
+
+def verdict_text(verdict: str) -> str:
+    """A verdict as every report shows it (headlines, tables, sentences): its value, or its
+    ``VERDICT_TEXTS`` spelling. The one mapping from a record's ``verdict`` to the screen;
+    any other string (``watch``'s ``host work``) is shown as it is."""
+    return VERDICT_TEXTS.get(verdict, verdict)
 
 Scaling = Literal["latency-bound", "cpu-bound", "unknown"]
 """How a pipeline's batch time responds to workers past the core count."""
@@ -94,12 +111,14 @@ THREAD_SPANS: Mapping[TimeKind, str] = {
 """The span a capture's step record keeps the training thread's time in each kind under (a
 profile's ``sync`` span is any sync the thread blocked in, lagged or forced)."""
 
-StepTag = Literal["compile", "checkpoint", "eval", "gc", "profile", "drain", "warmup", "slow",
-                  "fast", "attribution_shift", "outlier"]
+StepTag = Literal["compile", "checkpoint", "eval", "gc", "profile", "drain", "warmup",
+                  "loader_start", "slow", "fast", "attribution_shift", "outlier"]
 """The tags pipecheck itself gives a step (users may add their own with ``Monitor.tag``):
 what ran in it (a compilation, a checkpoint, an eval, a garbage collection, a profiler
 recording it: MaxText's ``profiler`` in ``compare --maxtext``'s R), the interval
-after the last step (``drain``), a batch served from the start-up buffer (``warmup``), and
+after the last step (``drain``), a batch served from the start-up buffer (``warmup``), the
+first batch of a pass over a loader (``loader_start``: a Monitor's ``batches`` called again,
+its workers started again), and
 an anomaly's cause (slower or faster than the steady state with no named cause, an
 attribution shift, an unexplained outlier in an imported log)."""
 STEP_TAGS: tuple[StepTag, ...] = typing.get_args(StepTag)
@@ -109,7 +128,7 @@ FindingKind = Literal["recompile", "input-bound", "slow-stage", "forced-sync",
                       "synchronized-stall", "one-host-stall", "hosts-equal",
                       "main-process-bound", "cpu-bound", "latency-bound", "limit-unclear",
                       "memory-bound", "host-bound", "periodic-stall", "slow-samples",
-                      "first-batch"]
+                      "first-batch", "loader-restart"]
 """What a finding is about: a recompilation; a loader slower than compute (and what tuning
 did); the pipeline stage it waits on; a host sync that holds the run back, or one that is
 harmless here; real-data steps slower than both parts with no sync to explain it
@@ -119,5 +138,6 @@ workers stop helping: the training process, the cores, latency, not sure which o
 last two, or memory); a device waiting for the host to dispatch its work (profile); slow
 steps recurring with a period (``analysis.periodic_stall``); a few elements of the
 pipeline's expensive stage costing many times the rest (``analysis.slow_samples``); a
-first batch that could have been prepared during start-up (``analysis.first_batch``)."""
+first batch that could have been prepared during start-up (``analysis.first_batch``); a loader
+started again each pass (epoch) at a material cost (``analysis.first_batch``)."""
 FINDING_KINDS: tuple[FindingKind, ...] = typing.get_args(FindingKind)

@@ -13,6 +13,7 @@ from pipecheck.records.common import (
     CompileInfo,
     Distribution,
     Finding,
+    LoaderStart,
     StartUp,
     StepRecord,
     SyncSite,
@@ -95,6 +96,10 @@ class MonitorResult(TopRecord):
     startup: StartUp | None = None
     """The first batch beside the start-up work it could overlap (None: step 0 is not in the
     record, or its batch was not fetched through ``Monitor.batches``)."""
+    loader_starts: tuple[LoaderStart, ...] = ()
+    """Every pass over a loader begun by ``Monitor.batches`` (an epoch each, the first
+    included): the wait for its first batch, apart from the eval and checkpoint spans of the
+    same step."""
 
     @property
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:

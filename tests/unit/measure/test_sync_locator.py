@@ -63,3 +63,44 @@ def test_sampler_charges_elapsed_time_to_sites():
     assert site.location == f"{USER}:88" and site.samples == 3
     assert abs(site.seconds - 0.012) < 1e-12
     assert loc.samples == 4
+
+
+def test_a_blocking_call_on_a_host_value_is_host_work_not_a_sync():
+    """``np.array(img, dtype=np.float32)`` decoding an image in a data generator converts a
+    host value: the operand is looked up in the frame and the sample is not a wait."""
+    import sys
+
+    import numpy as np
+
+    from pipecheck.measure.sync_locator import operand_kind
+
+    img = np.zeros((4, 4), np.uint8)
+    frame = sys._getframe()
+    assert operand_kind("np.array(img, dtype=np.float32)", frame) == "host"
+    assert img.size  # the local the lookup read
+    host = FrameInfo(USER, 58, "decode", "np.array(img, dtype=np.float32)", "host")
+    assert classify([host]) is None
+    unknown = FrameInfo(USER, 58, "decode", "np.array(img, dtype=np.float32)", "")
+    assert classify([unknown]) is not None  # not resolvable: still a wait, as before
+
+
+def test_the_operand_of_a_blocking_call_on_a_device_value_is_device():
+    import sys
+
+    import jax.numpy as jnp
+
+    from pipecheck.measure.sync_locator import blocking_operand, operand_kind
+
+    loss = jnp.float32(2.0)
+    metrics = {"loss": loss}
+    batch = [1, 2]
+    frame = sys._getframe()
+    assert operand_kind("loss.item()", frame) == "device"
+    assert operand_kind('metrics["loss"].item()', frame) == "device"
+    assert operand_kind("np.asarray(metrics)", frame) == "device"  # a dict holding one
+    assert operand_kind("jax.device_get(loss)", frame) == "device"
+    assert operand_kind("np.asarray(batch)", frame) == "host"
+    assert operand_kind("np.asarray(self.loss)", frame) == ""  # an attribute: not read
+    assert operand_kind("np.asarray(nowhere)", frame) == ""
+    assert blocking_operand("x + 1") is None and blocking_operand("np.asarray(") is None
+    assert metrics and batch
