@@ -8,7 +8,7 @@ the run is forced-sync, a slow loader only when it is (or was, before tuning) in
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from pipecheck.analysis.loader_limits import limit_findings
 from pipecheck.analysis.tuner import TuningOutcome
@@ -23,6 +23,7 @@ from pipecheck.records.kinds import (
     FORCED_SYNC,
     INPUT_BOUND,
     LATENCY_BOUND,
+    verdict_text,
 )
 from pipecheck.records.monitor import SyncSiteRecord
 from pipecheck.units import ms, short_location
@@ -64,8 +65,8 @@ def sync_findings(sites: Sequence[SyncSite], n_steps: int, real_median_s: float,
             findings.append(Finding(
                 kind="harmless-sync",
                 message=(f"sync at {where} ({site.code}) waits {ms(per_step)} per step, but it "
-                         f"is harmless here: the run is {verdict.verdict} and the wait overlaps "
-                         "with it"),
+                         f"is harmless here: the run is {verdict_text(verdict.verdict)} and the "
+                         "wait overlaps with it"),
                 numbers=numbers, location=site.location,
             ))
     return findings
@@ -222,18 +223,31 @@ def compare_findings(compile_findings: Sequence[Finding], settings: Sequence[Loa
     return findings
 
 
-def host_sync_findings(sites: Sequence[SyncSiteRecord]) -> list[Finding]:
-    """The user's sync sites costing at least ``HARMLESS_SYNC_SHARE`` of the wall time.
-
-    The Monitor sees where the loop waits, not whether the wait costs time (an input-bound
-    loop hides it): `pipecheck compare --real` judges that."""
-    return [Finding(
-        kind="host-sync",
-        message=(f"the loop waits for the device at {short_location(s.location)} ({s.code}): "
-                 f"{s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time; "
-                 "`pipecheck compare --real` tells whether it costs step time"),
-        numbers={"seconds": s.seconds, "share": s.share},
-        location=s.location,
-        fix=("if it costs step time: read values of the previous step instead (keep the "
-             "step's metrics and convert them one step later), or do it every N steps"),
-    ) for s in sites if not s.internal and s.share >= HARMLESS_SYNC_SHARE]
+def host_sync_findings(sites: Sequence[SyncSiteRecord],
+                       buys_s: Mapping[str, float] | None = None,
+                       steps: int = 0) -> list[Finding]:
+    """The user's sync sites costing at least ``HARMLESS_SYNC_SHARE`` of the wall time, each
+    with what removing it buys at most per step (``buys_s``: seconds over the run by
+    location, from ``analysis.loop_verdict.sync_costs``; at least 0, the loop cannot see
+    more)."""
+    buys_s = buys_s or {}
+    out = []
+    for s in sites:
+        if s.internal or s.share < HARMLESS_SYNC_SHARE:
+            continue
+        high = buys_s.get(s.location)
+        buys = ("" if high is None or steps <= 0 else
+                f"; removing it buys 0 to {1e3 * high / steps:.2f} ms a step (at most its wait "
+                "and the host's own work that could overlap the device)")
+        out.append(Finding(
+            kind="host-sync",
+            message=(f"the loop waits for the device at {short_location(s.location)} "
+                     f"({s.code}): {s.seconds:.3f} s, {100 * s.share:.1f}% of the wall time"
+                     f"{buys}"),
+            numbers={"seconds": s.seconds, "share": s.share,
+                     **({"buys_high_s": high} if high is not None else {})},
+            location=s.location,
+            fix=("if it costs step time: read values of the previous step instead (keep the "
+                 "step's metrics and convert them one step later), or do it every N steps"),
+        ))
+    return out

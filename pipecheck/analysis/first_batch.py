@@ -112,6 +112,16 @@ share of the run's wall time: the share a fix must win to be worth a change of t
 1-2 s worker start per epoch of a minute is 2-3%, below it; per epoch of 20 s, above)."""
 
 
+def steady_wait(starts: Sequence[LoaderStart], steps: Sequence[object]) -> float:
+    """The median data wait of the steps that began no pass (step 0 left out)."""
+    if not len(steps):
+        return 0.0
+    numbers = column_of(steps, "step")
+    steady = ~np.isin(numbers, [0, *(s.step for s in starts if s.index >= 1)])
+    waits = _data_waits(steps)
+    return float(np.median(waits[steady])) if steady.any() else 0.0
+
+
 def loader_restart_findings(starts: Sequence[LoaderStart], steps: Sequence[object],
                             wall_s: float) -> list[Finding]:
     """The ``loader-restart`` finding: the passes after the first began with a new iterator
@@ -121,11 +131,9 @@ def loader_restart_findings(starts: Sequence[LoaderStart], steps: Sequence[objec
     restarts = [s for s in starts if s.index >= 1]
     if not restarts or not wall_s > 0:
         return []
-    waits = _data_waits(steps)
     numbers = column_of(steps, "step") if len(steps) else np.zeros(0, np.int64)
     restart_steps = {s.step for s in restarts}
-    steady = ~np.isin(numbers, [0, *restart_steps])
-    typical = float(np.median(waits[steady])) if steady.any() else 0.0
+    typical = steady_wait(starts, steps)
     lost = float(sum(max(0.0, s.wait_s - typical) for s in restarts))
     share = lost / wall_s
     if share < MIN_RESTART_SHARE:

@@ -4,7 +4,7 @@ the pure build of a ``MonitorResult`` from it, and its JSON."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown
@@ -13,6 +13,14 @@ from pipecheck.analysis.first_batch import (
     first_batch_finding,
     loader_restart_findings,
     monitor_startup,
+)
+from pipecheck.analysis.loop_verdict import (
+    LoopTimes,
+    SyncCost,
+    loop_gains,
+    loop_verdict,
+    restart_excess,
+    sync_costs,
 )
 from pipecheck.analysis.periodic_stall import (
     LoaderShape,
@@ -25,7 +33,14 @@ from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
 from pipecheck.records import store
 from pipecheck.records.base import to_dict
-from pipecheck.records.common import CompileInfo, Finding, LoaderStart, StepRecord, SyncSite
+from pipecheck.records.common import (
+    Breakdown,
+    CompileInfo,
+    Finding,
+    LoaderStart,
+    StepRecord,
+    SyncSite,
+)
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
 from pipecheck.records.steps import ChunkEncoder, StepTable
@@ -83,18 +98,15 @@ def build_result(
     table = breakdown(snap.totals, compile_s, state.outside_spans_s)
     startup = monitor_startup(steps, compile_s)
     first_batch = first_batch_finding(startup) if startup is not None else None
-    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(sites),
+    times, costs = loop_costs(table, step_time.summary.n, state.loader_starts, steps, sites,
+                              env)
+    verdict, reason = loop_verdict(times, costs)
+    findings = [*(compile_info.findings if compile_info else ()), *host_sync_findings(
+                    sites, {c.site.location: c.high for c in costs}, times.steps),
                 *periodic_stall_findings(steps, loader_shape(config, state.passes)),
                 *([first_batch] if first_batch else []),
                 *loader_restart_findings(state.loader_starts, steps, wall)]
-    if snap.dropped_steps:
-        warnings.append(
-            f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
-            f"(step_window={snap.step_window}); the step-time distribution "
-            "covers the kept steps, the breakdown covers all")
-    if not state.located:
-        warnings.append("the sync locator was off: forced syncs in the loop are not located")
-    warnings.extend(state.faults)
+    warnings += state_warnings(state)
     return MonitorResult(
         env=dict(env),
         config=dict(config),
@@ -112,8 +124,34 @@ def build_result(
         warnings=tuple(warnings),
         incomplete=incomplete,
         startup=startup,
+        verdict=verdict,
+        reason=reason,
+        gains=loop_gains(times, costs),
         loader_starts=state.loader_starts,
     )
+
+
+def state_warnings(state: RunState) -> list[str]:
+    """What the captured state itself warns of: steps not kept, the sync locator off, faults
+    of pipecheck's own code."""
+    snap = state.snapshot
+    out = []
+    if snap.dropped_steps:
+        out.append(
+            f"{snap.dropped_steps} of {snap.step_count} steps are not kept as records "
+            f"(step_window={snap.step_window}); the step-time distribution "
+            "covers the kept steps, the breakdown covers all")
+    if not state.located:
+        out.append("the sync locator was off: forced syncs in the loop are not located")
+    return [*out, *state.faults]
+
+
+def loop_costs(table: Breakdown, steady_steps: int, starts: Sequence[LoaderStart],
+               steps: StepTable[StepRecord], sites: Sequence[SyncSiteRecord],
+               env: Mapping[str, object]) -> tuple[LoopTimes, list[SyncCost]]:
+    """The loop's times (compile left out) and each user sync's cost range."""
+    times = LoopTimes.of(table, steady_steps, restart_excess(starts, steps))
+    return times, sync_costs(times, sites, str(env.get("backend", "")))
 
 
 def loader_shape(config: Mapping[str, object], passes: tuple[int, ...]) -> LoaderShape:

@@ -18,7 +18,9 @@ from pipecheck.records.common import (
     StepRecord,
     SyncSite,
 )
+from pipecheck.records.gains import Gain
 from pipecheck.records.hosts import HostSummary, Straggler
+from pipecheck.records.kinds import INCONCLUSIVE, VerdictKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +98,13 @@ class MonitorResult(TopRecord):
     startup: StartUp | None = None
     """The first batch beside the start-up work it could overlap (None: step 0 is not in the
     record, or its batch was not fetched through ``Monitor.batches``)."""
+    verdict: VerdictKind = INCONCLUSIVE
+    """What holds the loop back, from what it shows (``analysis.loop_verdict``): the same
+    vocabulary as compare's (a record written before verdicts were: inconclusive, no reason)."""
+    reason: str = ""
+    gains: tuple[Gain, ...] = ()
+    """The changes the loop's record supports, each with its gain per step as a range,
+    ranked by gain (``analysis.loop_verdict.loop_gains``)."""
     loader_starts: tuple[LoaderStart, ...] = ()
     """Every pass over a loader begun by ``Monitor.batches`` (an epoch each, the first
     included): the wait for its first batch, apart from the eval and checkpoint spans of the

@@ -6,6 +6,7 @@ from typing import Sequence
 
 from pipecheck.analysis.first_batch import work_text
 from pipecheck.records.common import StartUp
+from pipecheck.records.kinds import COMPILE, WALL_ROWS, verdict_text
 from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
@@ -40,6 +41,27 @@ def startup_rows(startup: StartUp | None) -> list[Sequence[object]]:
             ["start-up work beside it", work_text(startup.work) or "-"]]
 
 
+def wall_per_step(result: MonitorResult) -> float | None:
+    """The loop's throughput as time: wall time per step, compile left out (None: no step)."""
+    b = result.breakdown
+    if b.steps <= 0:
+        return None
+    return (b.wall_s - b.seconds(WALL_ROWS[COMPILE])) / b.steps
+
+
+def site_owner(location: str, internal: bool) -> str:
+    """Whose code a sync site is: pipecheck's lagged sync, a library's (by its module), or
+    yours."""
+    if internal:
+        return "pipecheck lagged sync (expected)"
+    path = location.rsplit(":", 1)[0].replace("\\", "/")
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            module = path.split(marker, 1)[1].removesuffix(".py").replace("/", ".")
+            return f"library ({module.removesuffix('.__init__')})"
+    return "your code"
+
+
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     """Reporter: step time, breakdown, sync sites, findings and warnings of a Monitor run."""
     return render_text(monitor_parts(result, max_sites))
@@ -54,17 +76,28 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
         rows += [["compile time (step function)", ms(result.compile.compile_s)],
                  ["step function compilations", result.compile.train_step_compiles]]
     rows += [["steps", result.total_steps]]
+    per_step = wall_per_step(result)
+    if per_step is not None:
+        rows += [["wall time per step (compile left out)", ms(per_step)]]
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
-                         "pipecheck monitor: your training loop", Table(rows), "",
+                         "pipecheck monitor: your training loop",
+                         f"verdict: {verdict_text(result.verdict)}"
+                         + (f" ({result.reason})" if result.reason else ""),
+                         Table(rows), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:
-        site_rows = [[short_location(s.location), s.code[:50], f"{s.seconds:.3f} s",
-                      f"{100 * s.share:.1f}%",
-                      "pipecheck lagged sync (expected)" if s.internal else "your code"]
+        site_rows = [[short_location(s.location), s.code, f"{s.seconds:.3f} s",
+                      f"{100 * s.share:.1f}%", site_owner(s.location, s.internal)]
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",
                   Table(site_rows, ["location", "code", "seconds", "share", ""])]
+    if result.gains:
+        parts += ["", "what each change buys (per step; low: what overlap may already hide):",
+                  Table([[g.kind, g.change, f"{ms(g.gain_s.low)} to {ms(g.gain_s.high)}",
+                          f"{ms(g.predicted_step_s.low)} to {ms(g.predicted_step_s.high)}",
+                          g.how] for g in result.gains],
+                        ["kind", "change", "gain", "predicted step", "how"])]
     if result.anomalies:
         parts += ["", *anomalies_parts(result.anomalies)]
     if result.findings:

@@ -4,6 +4,7 @@ ends with. Pure: both return text."""
 from __future__ import annotations
 
 from pipecheck.analysis.live import LiveStatus
+from pipecheck.records.kinds import verdict_text
 from pipecheck.units import ms
 
 
@@ -26,7 +27,7 @@ def _lines(status: LiveStatus) -> list[str]:
             ("steps/s", _rate(status)),
             ("input wait", f"{100 * status.input_share:.1f}% of the wall time"),
             ("stalls so far", _stalls(status)),
-            ("verdict so far", f"{status.verdict} ({status.reason})")]
+            ("verdict so far", f"{verdict_text(status.verdict)} ({status.reason})")]
     return [f"{label:15s} {value}" for label, value in rows]
 
 
@@ -48,7 +49,6 @@ def format_watch_end(path: str, status: LiveStatus, interrupted: bool) -> str:
         why = "stopped watching (Ctrl-C); the run may go on"
     lines = [f"pipecheck watch: {path}: {why}", *_lines(status)]
     if not interrupted or status.state != "running":
-        lines.append(f"next: pipecheck report {path} -o run.html; "
-                     f"pipecheck compare --real {path} (the verdict against compute and "
-                     "the loader measured apart)")
+        lines.append(f"next: pipecheck report {path} -o run.html (the verdict, what each "
+                     "change buys, the timeline)")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -221,6 +222,129 @@ def test_the_table_has_layers_and_no_part_imports_another_that_imports_it() -> N
 
 def test_architecture_doc_draws_the_checked_table() -> None:
     assert _doc_drawing() == drawing(ALLOWED_IMPORTS)
+
+
+MODULE_NAME = re.compile(r"(?<![\w/.])(\w+\.py)\b")
+"""A module's file name as the package tree names it: ``loop.py``, alone or in a list
+(``compile_watch.py, sync_locator.py``); not ``analysis/maxtext.py``, a module of another
+sub-package named in passing."""
+
+
+def _tree_lines() -> list[str]:
+    """The package tree of docs/architecture.md: the code block that opens with
+    ``pipecheck/``."""
+    text = ARCHITECTURE_DOC.read_text()
+    start = text.index("```\npipecheck/\n") + len("```\n")
+    return text[start:text.index("```", start)].splitlines()
+
+
+def tree_sections(lines: list[str]) -> dict[str, str]:
+    """The text the tree holds under each heading: ``""`` for the package's top, else a
+    sub-package's path (``"analysis/"``, ``"logs/maxtext/"``). A heading is a line
+    ``name/`` indented one step (2 spaces) below the heading it sits under; every other line
+    belongs to the innermost heading indented less than it, so a description's continuation
+    lines, however indented, stay with their heading."""
+    sections: dict[str, list[str]] = {}
+    stack: list[tuple[int, str]] = []  # (indent, path) of the headings the line sits under
+    for line in lines:
+        if not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        while stack and indent <= stack[-1][0]:
+            stack.pop()
+        first = line.split()[0]
+        parent_indent, parent = stack[-1] if stack else (-2, None)
+        if re.fullmatch(r"\w+/", first) and indent == parent_indent + 2:
+            path = "" if parent is None else parent + first
+            stack.append((indent, path))
+            sections.setdefault(path, [])
+            line = line.replace(first, "", 1)
+        sections.setdefault(stack[-1][1] if stack else "", []).append(line)
+    return {path: "\n".join(text) for path, text in sections.items()}
+
+
+def unmapped_modules(files: list[str], sections: dict[str, str]) -> list[str]:
+    """The modules (``analysis/whatif.py``, relative to the package) that the tree does not
+    name under their sub-package's heading, each with where to add it; ``__init__.py`` files
+    need not be named."""
+    problems = []
+    for name in sorted(files):
+        folder, _, module = name.rpartition("/")
+        folder = folder + "/" if folder else ""
+        if module == "__init__.py":
+            continue
+        where = f"`{folder}`" if folder else "the top of the tree (`pipecheck/`)"
+        if folder not in sections:
+            problems.append(f"pipecheck/{name}: the tree has no heading `{folder}`; add one "
+                            f"(indented under its parent) with a line for {module}")
+        elif module not in MODULE_NAME.findall(sections[folder]):
+            problems.append(f"pipecheck/{name} is missing: add `{module}` with a one-line "
+                            f"description of the idea it owns under {where}")
+    return problems
+
+
+def named_but_absent(files: list[str], sections: dict[str, str]) -> list[str]:
+    """Modules the tree names under a heading that have no file there (renamed, moved or
+    deleted since the tree was written)."""
+    present = set(files)
+    return [f"docs/architecture.md names {folder}{module} under `{folder or 'pipecheck/'}`, "
+            "but there is no such file: rename or remove it in the tree"
+            for folder, text in sorted(sections.items())
+            for module in sorted(set(MODULE_NAME.findall(text)))
+            if folder + module not in present]
+
+
+def _package_files() -> list[str]:
+    return [p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")]
+
+
+def test_the_architecture_tree_names_every_module() -> None:
+    """docs/architecture.md's package tree is the whole map: every module under pipecheck/
+    is named, under its sub-package's heading, with the idea it owns."""
+    problems = unmapped_modules(_package_files(), tree_sections(_tree_lines()))
+    assert problems == [], ("docs/architecture.md's package tree (the code block that opens "
+                            "with `pipecheck/`) misses modules:\n" + "\n".join(problems))
+
+
+def test_the_architecture_tree_names_no_module_that_does_not_exist() -> None:
+    problems = named_but_absent(_package_files(), tree_sections(_tree_lines()))
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_tree_check_reads_headings_lists_and_continuations() -> None:
+    """Headings nest by indentation; a line listing several modules names each; a
+    continuation line that starts with a folder (``measure/ and ...``) is no heading; a
+    module of another sub-package named in passing does not count."""
+    tree = ["pipecheck/",
+            "  units.py        units",
+            "  logs/           reading files; text.py opens plain files,",
+            "                  and hands timelines to analysis/profile.py",
+            "    maxtext/        MaxText logs: blocks.py,",
+            "                    clock.py",
+            "  monitor/        the Monitor, above",
+            "                  measure/ and report/:",
+            "    loop.py         the loop",
+            "  measure/        what touches the clock:",
+            "    compile_watch.py, sync_locator.py   compile events; where the host waited"]
+    sections = tree_sections(tree)
+    assert sorted(sections) == ["", "logs/", "logs/maxtext/", "measure/", "monitor/"]
+    files = ["__init__.py", "units.py", "stats.py", "logs/__init__.py", "logs/text.py",
+             "logs/runs.py", "logs/maxtext/blocks.py", "logs/maxtext/clock.py",
+             "monitor/loop.py", "measure/compile_watch.py", "measure/sync_locator.py",
+             "measure/faults.py", "data/sources.py"]
+    assert unmapped_modules(files, sections) == [
+        "pipecheck/data/sources.py: the tree has no heading `data/`; add one (indented under "
+        "its parent) with a line for sources.py",
+        "pipecheck/logs/runs.py is missing: add `runs.py` with a one-line description of the "
+        "idea it owns under `logs/`",
+        "pipecheck/measure/faults.py is missing: add `faults.py` with a one-line description "
+        "of the idea it owns under `measure/`",
+        "pipecheck/stats.py is missing: add `stats.py` with a one-line description of the idea "
+        "it owns under the top of the tree (`pipecheck/`)",
+    ]
+    assert named_but_absent([f for f in files if f != "logs/maxtext/clock.py"], sections) == [
+        "docs/architecture.md names logs/maxtext/clock.py under `logs/maxtext/`, but there is "
+        "no such file: rename or remove it in the tree"]
 
 
 def test_the_layering_check_fails_on_an_upward_import() -> None:

@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 import pytest
 
-from pipecheck.analysis.live import MIN_STEADY_STEPS, live_status
+from pipecheck.analysis.live import live_status
+from pipecheck.analysis.loop_verdict import MIN_VERDICT_STEPS
 from pipecheck.cli import main
 from pipecheck.cli import watch as watch_cli
 from pipecheck.logs.run_follow import follow
@@ -53,7 +54,7 @@ def input_bound() -> list[MonitorResult]:
 def test_the_status_so_far_of_an_input_bound_loop(input_bound: list[MonitorResult]) -> None:
     early, mid, late, done = (live_status(r) for r in input_bound)
     assert early.state == "running" and early.steps == 4
-    assert early.verdict == "inconclusive" and f"waits for {MIN_STEADY_STEPS}" in early.reason
+    assert early.verdict == "inconclusive" and f"a verdict needs at least {MIN_VERDICT_STEPS}" in early.reason
     assert mid.verdict == late.verdict == done.verdict == "input-bound"
     assert late.input_share == pytest.approx(
         input_bound[2].breakdown.seconds("data wait") / input_bound[2].wall_s)
