@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from pipecheck.logs.xprof_view import xprof_input_pipeline  # noqa: E402
 from pipecheck.profiling import ProfileOptions, profile_capture  # noqa: E402
+from pipecheck.records.kinds import verdict_text  # noqa: E402
 
 LOOPS = {
     "generator 30 ms, compute 10 ms": ["--load-ms", "30", "--compute-ms", "10"],
@@ -42,7 +43,7 @@ def main() -> None:
                             str(out), "--steps", "25", *args], check=True, capture_output=True)
             r = profile_capture(ProfileOptions(str(out), source_dirs=(str(REPO / "tests"),)))
             x = xprof_input_pipeline(sorted(out.glob("plugins/profile/*/*.xplane.pb")))
-            verdict = "host-bound (dispatch)" if r.host_bound else r.verdict
+            verdict = verdict_text(r.verdict)
             sync = next((f.message for f in r.findings if f.kind == "forced-sync"), "")
             print(f"{name}\n  step {1e3 * r.estimates.step.value:.1f} ms; pipecheck: {verdict}"
                   f"{'; ' + sync if sync else ''}\n  XProf: {x.conclusion.split('. ')[0]}.\n")

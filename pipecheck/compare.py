@@ -5,6 +5,11 @@ searched (``measure.loader_search``); 3. R, real-data training at the chosen set
 (``measure.real_run``); each read from a file instead when one is given. 4. T again, so a
 drift of the machine's speed is seen. 5. The verdict on T, D and R (``analysis.verdict``),
 the findings and the recommendation (``analysis.findings``).
+
+What a framework does its own way comes from its workload kind (``workloads.WorkloadKind``):
+R runs with the kind's host work between steps (MaxText's metric logger, checkpoint and
+eval), and the recommendation names the chosen setting the kind's way (MaxText's
+overrides); so ``compare_run`` gives the record ``pipecheck compare`` writes.
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.tuned_config import config_settings
 from pipecheck.units import ms
-from pipecheck.workloads import build_workload
+from pipecheck.workloads import WorkloadKind, build_workload, kind_of
 from pipecheck.workloads.base import Workload
 
 
@@ -209,6 +214,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     monitor = (stages.load_real(o.real_file, config.to_dict(),
                                 not (o.synthetic_file and o.dataloader_file))
                if o.real_file else None)
+    kind = kind_of(config.workload)
     workload = None if o.synthetic_file and o.real_file else stages.build_workload(config)
     parts = functools.cache(lambda: stages.loader_parts(config, workload))
     fixed = config_settings(config) if not o.workers and o.search_threads else None
@@ -237,8 +243,9 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     else:
         assert workload is not None
         with loads.phase("real"):
-            real = stages.real(workload, parts, loader.chosen, o.steps, o.timeout_s, progress,
-                               clock, profile_dir=o.profile_dir)
+            real = stages.real(_with_own_hooks(kind, config, workload, o.steps), parts,
+                               loader.chosen, o.steps, o.timeout_s, progress, clock,
+                               profile_dir=o.profile_dir)
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
     progress.say(f"      real-data step time R = {ms(real_est.value)}")
@@ -251,7 +258,17 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
-    return CompareRun(dataclasses.replace(result, whatif_check=check), real)
+    return CompareRun(dataclasses.replace(
+        result, whatif_check=check,
+        recommendation=kind.recommendation(result.recommendation, result.tuning.chosen)), real)
+
+
+def _with_own_hooks(kind: WorkloadKind, config: RunConfig, workload: Workload,
+                    steps: int) -> Workload:
+    """The workload R trains, with its framework's own host work after each step of the
+    ``steps`` asked for (the kind's ``real_hooks``; the workload itself when it has none)."""
+    hooks = kind.real_hooks(config, workload, steps)
+    return dataclasses.replace(workload, hooks=(*workload.hooks, *hooks)) if hooks else workload
 
 
 def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],

@@ -27,7 +27,14 @@ from pipecheck.records.common import (
     SyncSite,
 )
 from pipecheck.records.hosts import Straggler
-from pipecheck.records.kinds import DEVICE_BUSY_ROW, HOST, IDLE_ROWS, INPUT, THREAD_SPANS
+from pipecheck.records.kinds import (
+    DEVICE_BUSY_ROW,
+    HOST,
+    HOST_BOUND,
+    IDLE_ROWS,
+    INPUT,
+    THREAD_SPANS,
+)
 from pipecheck.records.profile import (
     CaptureEstimates,
     DeviceIdle,
@@ -153,15 +160,15 @@ def _stepped(t: ap.CaptureTimeline, options: ProfileOptions, search: Sequence[st
     if t.python_frames:  # the user's syncs only, as compare counts them (not the lagged one)
         est = dataclasses.replace(est, sync_share=user_sync_share(
             sites, int(steady.sum()), est.step.value))
-    verdict, host_bound = ap.profile_verdict(est)
+    verdict = ap.profile_verdict(est)
     findings: list[Finding] = sync_findings(sites, int(steady.sum()), est.step.value, verdict)
-    if host_bound:
+    if verdict.verdict == HOST_BOUND:
         findings.append(Finding(
             "host-bound", verdict.reason,
             {"idle_share": est.idle_share, "device_busy_s": est.compute.value,
              "step_s": est.step.value},
             fix=FUSE_FIX))
-    return _result(t, options, steps.source, verdict, host_bound, est, findings,
+    return _result(t, options, steps.source, verdict, est, findings,
                    step_time=Distribution.of(bd.times[steady]), steps=tagged,
                    device_busy_s=tuple(bd.busy.tolist()), device_time=_device_time(bd, steady),
                    device_idle=_device_idle(bd),
@@ -174,17 +181,17 @@ def _whole_capture(t: ap.CaptureTimeline, options: ProfileOptions, search: Seque
     window = unmarked.window(t)
     bd = ap.split_steps(t, window)
     r = unmarked.reading(bd)
-    verdict, host_bound = unmarked.verdict(r)
+    verdict = unmarked.verdict(r)
     sites = _sync_sites(t, window, np.ones(1, dtype=bool), search)
     findings = unmarked.sync_findings(sites, r, verdict)
-    if host_bound:
+    if verdict.verdict == HOST_BOUND:
         findings.append(Finding(
             "host-bound", verdict.reason,
             {"idle_share": r.idle / r.wall, "device_busy_s": r.busy, "capture_s": r.wall,
              "jitted_calls": float(r.calls)},
             fix=FUSE_FIX))
     warnings = [*notes, *_warnings(t, None)]
-    return _result(t, options, window.source, verdict, host_bound, unmarked.estimates(r),
+    return _result(t, options, window.source, verdict, unmarked.estimates(r),
                    findings, step_time=Distribution.of([]), steps=(), device_busy_s=(),
                    device_time=_device_time(bd, np.ones(1, dtype=bool), steps=0),
                    device_idle=_device_idle(bd, per_step=False),
@@ -204,7 +211,7 @@ class _ReadFields(TypedDict, total=False):
 
 
 def _result(t: ap.CaptureTimeline, options: ProfileOptions, steps_from: str, verdict: Verdict,
-            host_bound: bool, est: ap.ProfileEstimates, findings: list[Finding],
+            est: ap.ProfileEstimates, findings: list[Finding],
             **fields: Unpack[_ReadFields]) -> ProfileResult:
     """The record's common part: how the capture was read, the verdict, the estimates;
     ``fields``: what a stepped or a whole-capture reading found."""
@@ -213,11 +220,10 @@ def _result(t: ap.CaptureTimeline, options: ProfileOptions, steps_from: str, ver
               "device": t.device, "thread": t.thread, "python_frames": t.python_frames}
     return ProfileResult(
         env=dict(t.env), config=config, verdict=verdict.verdict, reason=verdict.reason,
-        host_bound=host_bound,
         estimates=CaptureEstimates(est.compute, est.loader, est.step, est.sync_share,
                                    est.idle_share, est.background_loader, est.data_wait),
         findings=tuple(findings),
-        recommendation=ap.profile_recommendation(verdict, host_bound, est, sync_text),
+        recommendation=ap.profile_recommendation(verdict, est, sync_text),
         **fields)
 
 

@@ -116,7 +116,7 @@ def profile_record():
         env={"host": "host-a", "jax": "0.10.0"},
         config={"file": "run.xplane.pb", "device": "cpu", "steps_from": "markers",
                 "thread": "python3"},
-        verdict="compute-bound", reason="the device is busy 86% of each step", host_bound=False,
+        verdict="compute-bound", reason="the device is busy 86% of each step",
         estimates=CaptureEstimates(Estimate.of([0.040] * 20), Estimate.of([0.003] * 20),
                                    Estimate.of(times), 0.1, 0.14, False),
         step_time=Distribution.of(times), steps=steps, device_busy_s=busy, device_time=device,

@@ -160,42 +160,144 @@ bound (Hoeffding: a hypergeometric tail is at most the binomial's bound) stands 
 below the true value, so the false-alarm bound holds, and cheap on long runs."""
 
 
+def _log_factorials(top: int) -> np.ndarray:
+    """``log(a!)`` (``math.lgamma(a + 1)``) for ``a`` = ``top``, ``top - 1``, ...,
+    ``top - EXACT_MAX_DRAWS``, in that order (nan below 0): entry ``j`` is ``log((top -
+    j)!)``, the table the exact tails read."""
+    return np.array([math.lgamma(top - j + 1) if top - j >= 0 else math.nan
+                     for j in range(EXACT_MAX_DRAWS + 1)])
+
+
+def _exact_tails(hits: np.ndarray, population: int, successes: int,
+                 draws: np.ndarray) -> np.ndarray:
+    """P(X >= hits), elementwise, summed exactly from log-binomials over ``x`` = ``hits`` ..
+    ``min(draws, successes)`` (those that leave at most ``population - successes`` failures
+    drawn), for draws of at most ``EXACT_MAX_DRAWS``: the terms of all the tails in one
+    array, each tail a ``logaddexp`` over its segment, in the order of ``x``."""
+    others = population - successes
+    first = np.maximum(hits, draws - others)
+    count = np.maximum(np.minimum(draws, successes) - first + 1, 0)
+    out = np.zeros(hits.shape, dtype=float)
+    some = np.flatnonzero(count > 0)
+    if some.size == 0:
+        return out
+    count = count[some]
+    starts = np.cumsum(count) - count
+    x = np.repeat(first[some] - starts, count) + np.arange(int(count.sum()))
+    c = np.repeat(draws[some], count)
+    small = _log_factorials(EXACT_MAX_DRAWS)[::-1]  # log(a!) for a = 0 .. EXACT_MAX_DRAWS
+    chosen, rest, every = (_log_factorials(v) for v in (successes, others, population))
+    total = every[0] - small[c] - every[c]
+    terms = (chosen[0] - small[x] - chosen[x]) + (rest[0] - small[c - x] - rest[c - x]) - total
+    out[some] = np.minimum(1.0, np.exp(np.logaddexp.reduceat(terms, starts)))
+    return out
+
+
+def _chernoff(hits: int, draws: int, q: float) -> float:
+    """The Chernoff bound ``exp(-draws * KL(hits/draws || q))`` on P(X >= hits)."""
+    a = hits / draws
+    kl = a * math.log(a / q) + ((1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0)
+    return math.exp(-draws * kl)
+
+
 def hypergeom_tail(hits: np.ndarray, population: int, successes: int,
                    draws: np.ndarray) -> np.ndarray:
     """P(X >= hits) for X hypergeometric (``draws`` from ``population`` holding
     ``successes``), elementwise: exact (log-binomials) up to ``EXACT_MAX_DRAWS`` draws,
-    else the Chernoff bound ``exp(-draws * KL(hits/draws || successes/population))``."""
+    else the Chernoff bound ``exp(-draws * KL(hits/draws || successes/population))``; 1
+    where ``hits`` is at most its mean, 0 where it is more than can be drawn."""
+    hits = np.asarray(hits, dtype=np.int64)
+    draws = np.asarray(draws, dtype=np.int64)
     out = np.ones(hits.shape, dtype=float)
-    lg = math.lgamma
     q = successes / population
-
-    def log_choose(a: int, b: int) -> float:
-        return lg(a + 1) - lg(b + 1) - lg(a - b + 1)
-
-    for i, (h, c) in enumerate(zip(hits.tolist(), draws.tolist(), strict=True)):
-        top = min(c, successes)
-        if h <= 0 or h <= c * q:
-            continue
-        if h > top:
-            out[i] = 0.0
-        elif c > EXACT_MAX_DRAWS:
-            a = h / c
-            kl = a * math.log(a / q) + ((1 - a) * math.log((1 - a) / (1 - q)) if a < 1 else 0.0)
-            out[i] = math.exp(-c * kl)
-        else:
-            total = log_choose(population, c)
-            terms = [log_choose(successes, x) + log_choose(population - successes, c - x)
-                     - total for x in range(h, top + 1) if c - x <= population - successes]
-            out[i] = min(1.0, float(np.exp(np.logaddexp.reduce(terms)))) if terms else 0.0
+    tested = (hits > 0) & (hits > draws * q)
+    can = hits <= np.minimum(draws, successes)
+    out[tested & ~can] = 0.0
+    exact = tested & can & (draws <= EXACT_MAX_DRAWS)
+    out[exact] = _exact_tails(hits[exact], population, successes, draws[exact])
+    long = np.flatnonzero(tested & can & (draws > EXACT_MAX_DRAWS))
+    out[long] = [_chernoff(h, c, q)
+                 for h, c in zip(hits[long].tolist(), draws[long].tolist(), strict=True)]
     return out
 
 
-def _phase_size(lo: int, hi: int, gaps: np.ndarray, period: int, phase: int) -> int:
+CHUNK_ELEMENTS = 1 << 16
+"""The (period, slow step) pairs counted in one go: enough that numpy's cost per call is
+small beside the counting, few enough that the arrays stay in the CPU's cache."""
+
+
+def _modes(values: np.ndarray, periods: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For each of ``periods``: the phase (``values`` mod the period) holding the most of
+    ``values`` and how many, then the phase whose pair (it and the next phase, mod the
+    period) holds the most and how many; the first phase where several hold as many, as
+    numpy's argmax over all the phases gives it. ``values`` is not empty.
+
+    Each period's phases are sorted (one row of a chunk of periods), so that equal phases
+    lie together: a run of them is a phase holding values, its length how many. A phase and
+    its count make one key, ``count * scale + (scale - 1 - phase)``: the largest key is the
+    most values, on the first phase. A pair is most full on a phase holding values (its
+    count plus the next phase's), or on the phase just before the fullest single phase,
+    which holds it alone: no other phase can be first with as many."""
+    scale = int(periods.max()) + 1
+    base = int(values.min())
+    rel = values - base
+    k = values.size
+    small = int(rel.max()) + scale < 2**31 and (2 * k + 1) * scale < 2**31
+    kind = np.int32 if small else np.int64
+    rel = rel.astype(kind)
+    out = [np.empty(periods.size, dtype=np.int64) for _ in range(4)]
+    rows = max(1, CHUNK_ELEMENTS // k)
+    for lo in range(0, periods.size, rows):
+        whole = periods[lo:lo + rows]
+        p = whole.astype(kind)
+        phase = (rel + (base % whole).astype(kind)[:, None]) % p[:, None]
+        phase.sort(axis=1)
+        flat = phase.ravel()
+        new = np.empty(flat.size, dtype=bool)
+        np.not_equal(flat[1:], flat[:-1], out=new[1:])
+        new[::k] = True  # each row (period) begins a run
+        first = np.flatnonzero(new)
+        held = flat[first]  # the phases holding values, row by row, in order
+        count = np.empty(first.size, dtype=kind)  # how many each holds
+        np.subtract(first[1:], first[:-1], out=count[:-1])
+        count[-1] = flat.size - first[-1]
+        row_first = np.searchsorted(first, np.arange(0, flat.size, k))
+        row_last = np.append(row_first[1:], held.size) - 1
+        key = count * scale
+        np.subtract(key, held, out=key)
+        np.add(key, scale - 1, out=key)
+        single = np.maximum.reduceat(key, row_first)
+        adjacent = held[1:] == held[:-1] + 1
+        adjacent[row_last[:-1]] = False
+        after = np.empty_like(count)  # how many the next phase holds
+        np.multiply(count[1:], adjacent, out=after[:-1])
+        after[-1] = 0
+        wrap = np.flatnonzero((phase[:, -1] == p - 1) & (phase[:, 0] == 0))
+        after[row_last[wrap]] = count[row_first[wrap]]
+        np.multiply(after, scale, out=after)
+        np.add(after, key, out=after)
+        pair = np.maximum(np.maximum.reduceat(after, row_first),
+                          single + (single % scale != scale - 1))
+        for dest, got in zip(out, (single // scale, scale - 1 - single % scale,
+                                   pair // scale, scale - 1 - pair % scale), strict=True):
+            dest[lo:lo + rows] = got
+    return out[0], out[1], out[2], out[3]
+
+
+def _phase_sizes(lo: int, hi: int, gaps: np.ndarray, periods: np.ndarray,
+                 phases: np.ndarray) -> np.ndarray:
     """How many step numbers in ``lo..hi``, ``gaps`` (those missing) left out, lie at
-    ``phase`` of ``period``."""
-    first = lo + (phase - lo) % period
-    full = (hi - first) // period + 1 if first <= hi else 0
-    return full - int(np.count_nonzero(gaps % period == phase))
+    each of ``phases`` of its period, elementwise."""
+    first = lo + (phases - lo) % periods
+    sizes = np.where(first <= hi, (hi - first) // periods + 1, 0)
+    if gaps.size == 0 or periods.size == 0:
+        return sizes
+    rows = max(1, CHUNK_ELEMENTS // gaps.size)
+    for at in range(0, periods.size, rows):
+        p, f = periods[at:at + rows, None], phases[at:at + rows, None]
+        sizes[at:at + rows] -= np.count_nonzero(gaps % p == f, axis=1)
+    return sizes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,30 +313,65 @@ class _Candidate:
     """Steps at ``phase`` alone: one stall a period is expected."""
 
 
-def _candidates(numbers: np.ndarray, slow: np.ndarray) -> list[_Candidate]:
+@dataclasses.dataclass(frozen=True)
+class _Candidates:
+    """``_Candidate`` fields by column, one entry a candidate, by period, and for each
+    period width 1 before width 2."""
+
+    period: np.ndarray
+    phase: np.ndarray
+    width: np.ndarray
+    hits: np.ndarray
+    draws: np.ndarray
+    positions: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.period.size)
+
+    def at(self, i: int) -> _Candidate:
+        """The ``i``-th candidate."""
+        return _Candidate(int(self.period[i]), int(self.phase[i]), int(self.width[i]),
+                          int(self.hits[i]), int(self.draws[i]), int(self.positions[i]))
+
+
+def _candidates(numbers: np.ndarray, slow: np.ndarray) -> _Candidates:
     """Each period's phase with the most slow steps, and (from ``JITTER_MIN_PERIOD`` on)
-    its pair of adjacent phases with the most, where enough stalls lie on them."""
+    its pair of adjacent phases with the most, where enough stalls lie on them, by period
+    (width 1 before width 2). A period whose every phase holds more steps than the slow
+    steps over ``MIN_COVERAGE`` has none, and is not counted."""
     n = numbers.size
     lo, hi = int(numbers[0]), int(numbers[-1])
-    gaps = np.setdiff1d(np.arange(lo, hi + 1), numbers, assume_unique=True)
+    gaps = numbers[:0] if hi - lo + 1 == n and bool(np.all(numbers[1:] > numbers[:-1])) \
+        else np.setdiff1d(np.arange(lo, hi + 1), numbers, assume_unique=True)
     slow_numbers = numbers[slow]
-    out = []
-    for period in range(MIN_PERIOD, min(MAX_PERIOD, n // MIN_OCCURRENCES) + 1):
-        hits = np.bincount(slow_numbers % period, minlength=period)
-        widths = [(1, hits)]
-        if period >= JITTER_MIN_PERIOD:
-            widths.append((2, hits + np.roll(hits, -1)))
-        for width, counts in widths:
-            phase = int(np.argmax(counts))
-            h = int(counts[phase])
-            if h < MIN_OCCURRENCES:
-                continue
-            size = _phase_size(lo, hi, gaps, period, phase)
-            draws = size if width == 1 else size + _phase_size(lo, hi, gaps, period,
-                                                               (phase + 1) % period)
-            if h >= MIN_COVERAGE * max(size, 1):
-                out.append(_Candidate(period, phase, width, h, draws, size))
-    return out
+    k = slow_numbers.size
+    periods = np.arange(MIN_PERIOD, min(MAX_PERIOD, n // MIN_OCCURRENCES) + 1)
+    # every phase of P holds at least (hi - lo + 1) // P - len(gaps) steps
+    periods = periods[MIN_COVERAGE * ((hi - lo + 1) // periods - gaps.size) <= k]
+    if k < MIN_OCCURRENCES or periods.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Candidates(*(empty,) * 6)
+    h1, phase1, h2, phase2 = _modes(slow_numbers, periods)
+    one = h1 >= MIN_OCCURRENCES
+    two = (h2 >= MIN_OCCURRENCES) & (periods >= JITTER_MIN_PERIOD)
+    size1 = np.zeros(periods.size, dtype=np.int64)
+    size1[one] = _phase_sizes(lo, hi, gaps, periods[one], phase1[one])
+    size2 = np.zeros(periods.size, dtype=np.int64)
+    draws2 = np.zeros(periods.size, dtype=np.int64)
+    if two.any():
+        p2, f2 = periods[two], phase2[two]
+        size2[two] = _phase_sizes(lo, hi, gaps, p2, f2)
+        draws2[two] = size2[two] + _phase_sizes(lo, hi, gaps, p2, (f2 + 1) % p2)
+    one &= h1 >= MIN_COVERAGE * np.maximum(size1, 1)
+    two &= h2 >= MIN_COVERAGE * np.maximum(size2, 1)
+    keep = np.stack([one, two], axis=1).ravel()
+
+    def column(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.stack([a, b], axis=1).ravel()[keep]
+
+    return _Candidates(column(periods, periods), column(phase1, phase2),
+                       column(np.ones_like(periods), np.full_like(periods, 2)),
+                       column(h1, h2), column(size1, draws2), column(size1, size2))
 
 
 def _tests(n: int) -> int:
@@ -248,15 +385,16 @@ def _tests(n: int) -> int:
 def _best_at(numbers: np.ndarray, slow: np.ndarray, tests: int
              ) -> tuple[_Candidate, float] | None:
     """The most significant candidate among the steps marked ``slow``, with its p-value
-    (times ``tests``), or None."""
+    (times ``tests``), or None; the first of equal p-values by width, then by period."""
     k = int(slow.sum())
-    found = _candidates(numbers, slow) if k >= MIN_OCCURRENCES else []
-    if not found:
+    if k < MIN_OCCURRENCES:
         return None
-    p = hypergeom_tail(np.array([c.hits for c in found]), numbers.size, k,
-                       np.array([c.draws for c in found])) * tests
-    best = min(range(len(found)), key=lambda i: (p[i], found[i].width, found[i].period))
-    return found[best], float(p[best])
+    found = _candidates(numbers, slow)
+    if len(found) == 0:
+        return None
+    p = hypergeom_tail(found.hits, numbers.size, k, found.draws) * tests
+    best = int(np.lexsort((found.period, found.width, p))[0])
+    return found.at(best), float(p[best])
 
 
 def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicStall | None:

@@ -17,7 +17,8 @@ batch (the training thread's input time when loading runs on it; the step time i
 steps where the thread had to wait for a background loader, Grain workers or threads,
 since such a loader had the whole step, syncs included, to deliver and did not); and R, the
 step time; with the sync share the time the thread sat blocked in the user's syncs.
-A device idle most of a step while the thread only dispatches is host-bound (dispatch):
+A device idle most of a step while the thread only dispatches is host-bound (verdict
+``host-bound``, shown as ``host-bound (dispatch)``; ``analysis.verdict.dispatch_bound``):
 the device waits for the host to launch work (XProf's "kernel launch").
 """
 
@@ -30,7 +31,16 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.analysis.verdict import FORCED_SYNC_EVIDENCE, FORCED_SYNC_MARGIN, Verdict, decide
+from pipecheck.analysis.verdict import (  # noqa: F401 - DISPATCH_* read as ap.DISPATCH_*
+    DISPATCH_BOUND_SHARE,
+    DISPATCH_MIN_CALLS,
+    FORCED_SYNC_EVIDENCE,
+    FORCED_SYNC_MARGIN,
+    Verdict,
+    decide,
+    dispatch_bound,
+    host_bound_verdict,
+)
 from pipecheck.errors import CaptureError
 from pipecheck.records.common import Estimate
 from pipecheck.records.kinds import (
@@ -40,10 +50,12 @@ from pipecheck.records.kinds import (
     DISPATCH,
     FORCED_SYNC,
     HOST,
-    INCONCLUSIVE,
+    HOST_BOUND,
     INPUT,
+    INPUT_BOUND,
     SYNC,
     TimeKind,
+    verdict_text,
 )
 from pipecheck.units import ms
 
@@ -51,9 +63,6 @@ THREAD_KINDS: tuple[TimeKind, ...] = (INPUT, CHECKPOINT, COMPILE, SYNC, DISPATCH
 """What the training thread can be doing (``records.kinds.TimeKind``), in priority order:
 where events of several kinds cover the same instant (a compilation inside a dispatch, a
 sync inside a generator), the first one listed counts. Anything else is ``host`` work."""
-
-HOST_BOUND = "host-bound (dispatch)"
-"""The device waits for the host to launch its work (many small jitted calls)."""
 
 _PATTERNS = {
     INPUT: re.compile(r"^data_wait$|^device_put$|^\$builtins next$|\s__next__$|"
@@ -104,14 +113,6 @@ number the verdict can compare, not a missing sample."""
 
 IDLE_COMPUTE_SHARE = 0.10
 """A device idle less than 10% of a step is kept busy: compute-bound whatever else."""
-
-DISPATCH_BOUND_SHARE = 0.5
-"""A device idle at least half of each step, at least half of that while the thread was
-dispatching or running Python between launches (not input, syncs or compiling), is
-host-bound when the step launches many jitted calls: the launches pace it."""
-
-DISPATCH_MIN_CALLS = 10
-"""Many small jitted calls: at least 10 a step (a train step is one or two)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -500,19 +501,14 @@ def _paired_forced_sync(e: ProfileEstimates) -> bool:
             and p.low > 1.0 + FORCED_SYNC_MARGIN and e.sync_share >= FORCED_SYNC_EVIDENCE)
 
 
-def profile_verdict(e: ProfileEstimates) -> tuple[Verdict, bool]:
-    """compare's verdict on the capture's estimates, and whether the run is host-bound
-    (dispatch): the device idle most of each step while the thread only dispatches."""
-    host_bound = (e.idle_share >= DISPATCH_BOUND_SHARE
-                  and e.dispatch_idle_share >= DISPATCH_BOUND_SHARE * e.idle_share
-                  and e.calls_per_step >= DISPATCH_MIN_CALLS)
-    if host_bound:
-        return Verdict(
-            INCONCLUSIVE,
+def profile_verdict(e: ProfileEstimates) -> Verdict:
+    """compare's verdict on the capture's estimates, host-bound first: the device idle most
+    of each step while the thread only dispatches (``analysis.verdict.dispatch_bound``)."""
+    if dispatch_bound(e.idle_share, e.dispatch_idle_share, e.calls_per_step):
+        return host_bound_verdict(
             f"the device is idle {100 * e.idle_share:.0f}% of each {ms(e.step.value)} step "
-            f"while the host dispatches work ({ms(e.compute.value)} of device work a step): "
-            f"{HOST_BOUND}, the device waits for the host to launch its work",
-            e.step.value / max(e.compute.value, 1e-12) - 1.0), True
+            f"while the host dispatches work ({ms(e.compute.value)} of device work a step)",
+            e.step.value, e.compute.value)
     v = decide(e.compute, e.loader, e.step, sync_share=e.sync_share, parts_of_real=True)
     if v.verdict != FORCED_SYNC and _paired_forced_sync(e):
         excess = e.step.value / max(e.compute.value, e.loader.value) - 1.0
@@ -527,24 +523,24 @@ def profile_verdict(e: ProfileEstimates) -> tuple[Verdict, bool]:
                        f"the device is busy {100 * (1 - e.idle_share):.0f}% of each "
                        f"{ms(e.step.value)} step: compute ({ms(e.compute.value)}/step) is the "
                        f"slower part; the loader gives a batch in {ms(e.loader.value)}",
-                       v.excess_over_bound), False
-    return v, False
+                       v.excess_over_bound)
+    return v
 
 
-def profile_recommendation(verdict: Verdict, host_bound: bool, e: ProfileEstimates,
+def profile_recommendation(verdict: Verdict, e: ProfileEstimates,
                            sync_text: str | None) -> str:
     """One sentence: what to do first (compare's texts where the verdict is the same)."""
-    if host_bound:
-        return (f"{HOST_BOUND}: fuse the small jitted calls into one jitted step "
+    if verdict.verdict == HOST_BOUND:
+        return (f"{verdict_text(HOST_BOUND)}: fuse the small jitted calls into one jitted step "
                 "(jax.jit the whole update, jax.lax.scan over micro-steps) so the device is "
                 "not waiting for Python to launch each one")
-    if verdict.verdict == "forced-sync":
+    if verdict.verdict == FORCED_SYNC:
         if sync_text:
             return f"remove the forced sync: {sync_text}. Log the previous step's loss instead."
         return ("the host waits for the device somewhere outside the loop's own sync; capture "
                 "with python_tracer_level=1 (the default) to name it, or run your loop under "
                 "pipecheck.Monitor")
-    if verdict.verdict == "input-bound":
+    if verdict.verdict == INPUT_BOUND:
         where = ("its background workers do not keep up" if e.background_loader else
                  "loading runs on the training thread")
         return (f"input-bound: the device waits for input each step ({where}); run pipecheck "

@@ -16,9 +16,9 @@ one window: the device's busy time, its idle time charged to what the thread was
 (``analysis.profile.split_steps``), the thread's time in input and in syncs, and its jitted
 calls. Time the device sat idle while JAX compiled is set apart (as compiling steps are).
 The verdict follows compare's rule on these single numbers, without intervals:
-host-bound (dispatch) first; then a capture clearly longer than the slower of the device's
-work and the loading is forced-sync when the thread sat in syncs, else inconclusive; else the
-clearly slower part bounds it (input-bound, compute-bound).
+host-bound first (shown as host-bound (dispatch)); then a capture clearly longer than the
+slower of the device's work and the loading is forced-sync when the thread sat in syncs,
+else inconclusive; else the clearly slower part bounds it (input-bound, compute-bound).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from pipecheck.analysis.verdict import (
     HARMLESS_SYNC_SHARE,
     INPUT_BOUND_MARGIN,
     Verdict,
+    dispatch_bound,
+    host_bound_verdict,
 )
 from pipecheck.records.common import Estimate, Finding, SyncSite
 from pipecheck.records.kinds import (
@@ -47,6 +49,7 @@ from pipecheck.records.kinds import (
     INPUT,
     INPUT_BOUND,
     SYNC,
+    verdict_text,
 )
 from pipecheck.units import ms, short_location
 
@@ -174,24 +177,20 @@ def estimates(r: Reading) -> ap.ProfileEstimates:
 
 
 def host_bound(r: Reading) -> bool:
-    """The steps' host-bound rule over the capture, with the launches' own share."""
-    return (r.idle >= ap.DISPATCH_BOUND_SHARE * r.wall
-            and r.dispatch_idle >= ap.DISPATCH_BOUND_SHARE * r.idle
-            and r.calls >= ap.DISPATCH_MIN_CALLS
+    """The steps' host-bound rule (``analysis.verdict.dispatch_bound``) over the capture,
+    with the launches' own share."""
+    return (dispatch_bound(r.idle / r.wall, r.dispatch_idle / r.wall, r.calls)
             and r.launching >= LAUNCH_SHARE * r.idle)
 
 
-def verdict(r: Reading) -> tuple[Verdict, bool]:
-    """compare's rule on the whole capture's numbers (see the module docstring), and whether
-    it is host-bound (dispatch)."""
+def verdict(r: Reading) -> Verdict:
+    """compare's rule on the whole capture's numbers (see the module docstring), host-bound
+    first."""
     idle, where = 100 * r.idle / r.wall, f"over the whole capture ({ms(r.wall)})"
     if host_bound(r):
-        return Verdict(
-            INCONCLUSIVE,
+        return host_bound_verdict(
             f"the device is idle {idle:.0f}% of the time {where} while the host launches "
-            f"{r.calls} jitted calls ({ms(r.busy)} of device work in all): {ap.HOST_BOUND}, "
-            "the device waits for the host to launch its work",
-            r.wall / max(r.busy, 1e-12) - 1.0), True
+            f"{r.calls} jitted calls ({ms(r.busy)} of device work in all)", r.wall, r.busy)
     slower = max(r.busy, r.loader)
     excess = r.wall / slower - 1.0
     parts = f"device busy {ms(r.busy)}, loading {ms(r.loader)}"
@@ -200,21 +199,21 @@ def verdict(r: Reading) -> tuple[Verdict, bool]:
                        f"{where} the loop takes {100 * excess:.0f}% longer than the slower of "
                        f"its parts ({parts}) and the thread sits in syncs "
                        f"{100 * r.sync_s / r.wall:.0f}% of it: the host waits for the device "
-                       "instead of loading while it computes", excess), False
+                       "instead of loading while it computes", excess)
     if excess > FORCED_SYNC_MARGIN:
         return Verdict(INCONCLUSIVE,
                        f"{where} the device is idle {idle:.0f}% of the time and neither its "
                        f"work nor loading fills the capture ({parts}); most of the idle time "
-                       f"the thread was in {_main_idle(r)}", excess), False
+                       f"the thread was in {_main_idle(r)}", excess)
     if r.loader > (1.0 + INPUT_BOUND_MARGIN) * r.busy:
         return Verdict(INPUT_BOUND, f"{where} loading ({ms(r.loader)}) takes longer than the "
                        f"device's work ({ms(r.busy)}): the device waits for input "
-                       f"{idle:.0f}% of the time", excess), False
+                       f"{idle:.0f}% of the time", excess)
     if r.busy > (1.0 + INPUT_BOUND_MARGIN) * r.loader:
         return Verdict(COMPUTE_BOUND, f"{where} the device is busy {100 - idle:.0f}% of the "
-                       f"time ({ms(r.busy)}); loading takes {ms(r.loader)}", excess), False
+                       f"time ({ms(r.busy)}); loading takes {ms(r.loader)}", excess)
     return Verdict(INCONCLUSIVE, f"{where} the device's work and loading take about as long "
-                   f"({parts})", excess), False
+                   f"({parts})", excess)
 
 
 def _main_idle(r: Reading) -> str:
@@ -245,6 +244,6 @@ def sync_findings(sites: Sequence[SyncSite], r: Reading, v: Verdict) -> list[Fin
                                "previous step's loss (or fetch metrics every N steps)"))
         else:
             out.append(Finding("harmless-sync", f"sync at {where} ({site.code}) {cost}, "
-                               f"but it is harmless here: the run is {v.verdict}", numbers,
-                               site.location))
+                               "but it is harmless here: the run is "
+                               f"{verdict_text(v.verdict)}", numbers, site.location))
     return out

@@ -1,4 +1,5 @@
-"""The verdict: compute-bound, input-bound, forced-sync or inconclusive. A pure function.
+"""The verdict: compute-bound, input-bound, forced-sync, host-bound or inconclusive. Pure
+functions.
 
 Inputs are three estimates, each a statistic of raw samples with its confidence interval
 (block bootstrap of the samples):
@@ -24,6 +25,13 @@ R slower than both with no sync to explain it is blamed on loading competing wit
 unless other programs used clearly more CPU during R than while the slower of T and D was
 timed (``analysis.machine_load``): then the reason names the busier machine, and a noisy R
 on it names it too.
+
+**Host-bound** (``host_bound_verdict``) is decided before T, D and R, from where the
+device's idle time went: a device idle at least ``DISPATCH_BOUND_SHARE`` of each step, at
+least that share of it while the host dispatched or ran Python between launches, in steps
+that launch at least ``DISPATCH_MIN_CALLS`` jitted calls, waits for the host to launch its
+work (``dispatch_bound``). ``profile`` reads these shares off a capture; any command that
+measures them can call the same rule and gives the same ``Verdict``.
 """
 
 from __future__ import annotations
@@ -36,10 +44,12 @@ from pipecheck.records.common import Estimate
 from pipecheck.records.kinds import (  # noqa: F401 - the verdicts' home is records.kinds
     COMPUTE_BOUND,
     FORCED_SYNC,
+    HOST_BOUND,
     INCONCLUSIVE,
     INPUT_BOUND,
     VERDICTS,
     VerdictKind,
+    verdict_text,
 )
 from pipecheck.records.machine_load import MachineLoad
 from pipecheck.units import ms
@@ -74,6 +84,14 @@ CPU_CONTENTION_ALLOWANCE = 1.5
 per batch at most (a parallel step waits for the thread whose core it took); a slowdown
 beyond 1.5x that (scheduling overhead, noise) is more than loading can explain."""
 
+DISPATCH_BOUND_SHARE = 0.5
+"""A device idle at least half of each step, at least half of that while the thread was
+dispatching or running Python between launches (not input, syncs or compiling), is
+host-bound when the step launches many jitted calls: the launches pace it."""
+
+DISPATCH_MIN_CALLS = 10
+"""Many small jitted calls: at least 10 a step (a train step is one or two)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
@@ -86,6 +104,27 @@ class Verdict:
     unexplained_slowdown: bool = False
     """R is clearly above max(T, D) but neither a host sync nor a machine that other
     programs kept busier during R explains it (e.g. loading competes with compute)."""
+
+
+def dispatch_bound(idle_share: float, dispatch_idle_share: float,
+                   calls_per_step: float) -> bool:
+    """The host-bound rule: the device idle at least ``DISPATCH_BOUND_SHARE`` of a step
+    (``idle_share``), at least that share of its idle time while the host dispatched or ran
+    Python between launches (``dispatch_idle_share``, a share of the step), with at least
+    ``DISPATCH_MIN_CALLS`` jitted calls a step."""
+    return (idle_share >= DISPATCH_BOUND_SHARE
+            and dispatch_idle_share >= DISPATCH_BOUND_SHARE * idle_share
+            and calls_per_step >= DISPATCH_MIN_CALLS)
+
+
+def host_bound_verdict(evidence: str, step_s: float, device_busy_s: float) -> Verdict:
+    """The host-bound verdict: ``evidence`` (the device's idle share and the host's
+    launches, in words) and why that bounds the steps. ``excess_over_bound`` is the step
+    over the device's own work per step, less one."""
+    return Verdict(HOST_BOUND,
+                   f"{evidence}: {verdict_text(HOST_BOUND)}, the device waits for the host to "
+                   "launch its work",
+                   step_s / max(device_busy_s, 1e-12) - 1.0)
 
 
 def _clearly_slower(loader: Estimate, target: Estimate) -> bool:

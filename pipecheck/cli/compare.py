@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import click
 
@@ -25,20 +25,17 @@ from pipecheck.cli.options import (
 )
 from pipecheck.cli.progress import command_progress
 from pipecheck.config import RunConfig
-from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S, LoaderParts
+from pipecheck.measure.dataloader import DEFAULT_THREADS, DEFAULT_TIMEOUT_S
 from pipecheck.measure.distributed import DistributedOptions, Session
 from pipecheck.measure.loader_search import DEFAULT_BATCHES, DEFAULT_MAX_WORKERS, SEARCHES
-from pipecheck.measure.real_run import DEFAULT_STEPS, RealRun, real_stage
+from pipecheck.measure.real_run import DEFAULT_STEPS
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS
-from pipecheck.progress import Progress
 from pipecheck.records import store
-from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.report.compare import format_compare
 from pipecheck.report.monitor import ended_early
 from pipecheck.report.trace import write_recorder_trace
-from pipecheck.workloads import maxtext, maxtext_model
-from pipecheck.workloads.base import Workload
+from pipecheck.workloads import kind_of
 
 
 def _wrote_capture(profile_dir: str | None) -> None:
@@ -165,12 +162,7 @@ def compare(config_path: str | None, overrides: tuple[str, ...], save_config_pat
     with joined(dist, "compare", cfg, agreed_values(COMPARE_OPTIONS, given, values)) as session:
         if session is not None:
             opts = dataclasses.replace(opts, hosts=session)
-        run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet),
-                                      stages=_stages(cfg))
-    if cfg.workload == maxtext.NAME:  # the recommendation as MaxText's overrides
-        run = dataclasses.replace(run, result=dataclasses.replace(
-            run.result, recommendation=maxtext.recommendation(run.result.recommendation,
-                                                              run.result.tuning.chosen)))
+        run = compare_mod.compare_run(cfg, opts, progress=command_progress(quiet))
     _say_if_ended_early(opts.real_file, session)
     reported = report(session, dist, run.result, format_compare, json_path, force,
                       setting=run.result.tuning.chosen)
@@ -187,32 +179,13 @@ def _write_outputs(cfg: RunConfig, run: compare_mod.CompareRun, save_config_path
                       {"command": "compare", "loader_s": run.result.loader_step_s,
                        "target_s": run.result.target_step_s, "verdict": run.result.verdict},
                       force)
-        label = maxtext.overrides_text(chosen) if cfg.workload == maxtext.NAME else \
-            chosen.label()
-        click.echo(f"wrote {save_config_path}: {label}")
+        click.echo(f"wrote {save_config_path}: {kind_of(cfg.workload).setting_text(chosen)}")
     if trace_path and run.real.recorder is not None:
         write_recorder_trace(trace_path, run.real.recorder, run.real.compile_events,
                              process_name="pipecheck compare (real-data run)", force=force,
                              steps=run.result.steps)
         wrote_trace(trace_path)
     _wrote_capture(profile_dir)
-
-
-def _stages(cfg: RunConfig) -> compare_mod.Stages:
-    """compare's stages; for MaxText, R runs MaxText's own host work between steps (its
-    metric logger, checkpoint and eval: ``maxtext_model.real_hooks``)."""
-    if cfg.workload != maxtext.NAME:
-        return compare_mod.Stages()
-
-    def real(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
-             steps: int, timeout_s: float | None, progress: Progress,
-             clock: Callable[[], float], /, *, profile_dir: str | None) -> RealRun:
-        hooks = maxtext_model.real_hooks(cfg, workload, steps)
-        return real_stage(dataclasses.replace(workload, hooks=(*workload.hooks, *hooks)),
-                          parts, chosen, steps, timeout_s, progress, clock,
-                          profile_dir=profile_dir)
-
-    return compare_mod.Stages(real=real)
 
 
 def _say_if_ended_early(real_file: str | None, session: Session | None) -> None:

@@ -6,6 +6,7 @@ import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.hosts import distributed_options, joined, report
+from pipecheck.cli.option_specs import RenamedOption
 from pipecheck.cli.options import (
     check_outputs,
     config_options,
@@ -30,7 +31,18 @@ from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.report.dataloader import format_dataloader
 from pipecheck.report.trace import dataloader_trace, write_trace
-from pipecheck.workloads import maxtext
+from pipecheck.workloads import kind_of
+
+
+def _own_knobs(own: GrainSettings | None) -> dict[str, int]:
+    """Each knob's value where neither an option nor a config key gives one: the setting the
+    workload's own config asks for (MaxText's four Grain keys), else pipecheck's defaults
+    (prefetch 0: twice the read threads, whichever are measured)."""
+    if own is None:
+        return {"workers": 0, "per_worker_buffer": DEFAULT_PER_WORKER_BUFFER,
+                "threads": DEFAULT_THREADS, "prefetch": 0}
+    return {"workers": own.workers, "per_worker_buffer": own.per_worker_buffer,
+            "threads": own.threads, "prefetch": own.prefetch}
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
@@ -69,7 +81,8 @@ from pipecheck.workloads import maxtext
               help="RAM the loader may use: settings whose measured peak memory (training "
                    "process + workers) leaves no room for another worker are reported "
                    "memory-bound.", show_default="half of the available RAM")
-@click.option("--steps", "run_steps", type=click.IntRange(min=1), default=None,
+@click.option("--run-steps", "run_steps", type=click.IntRange(min=1), default=None,
+              cls=RenamedOption, old=("--steps",),
               help="Length of your training run, in steps, for --save-config: a setting whose "
                    "start-up costs more than it saves over the run is not chosen.",
               show_default="the config's run_steps; 0: start-up not weighed")
@@ -106,16 +119,13 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
             asked_by[field] = f"the config's {key}"
         return given or [cfg[key] if cfg.get(key) is not None else default]
 
-    # MaxText: unless given, the setting of the MaxText config's own four Grain keys
-    own = maxtext.own_setting(cfg) if cfg.workload == maxtext.NAME else \
-        GrainSettings(0, DEFAULT_PER_WORKER_BUFFER, DEFAULT_THREADS, 0)
-    knobs = {"workers": knob(workers, "workers", "--workers", "num_workers", own.workers),
-             "threads": knob(threads, "threads", "--threads", "num_threads", own.threads),
+    own = _own_knobs(kind_of(cfg.workload).own_setting(cfg))
+    knobs = {"workers": knob(workers, "workers", "--workers", "num_workers", own["workers"]),
+             "threads": knob(threads, "threads", "--threads", "num_threads", own["threads"]),
              "buffers": knob(buffers, "per_worker_buffer", "--per-worker-buffer-size",
-                             "per_worker_buffer_size", own.per_worker_buffer),
+                             "per_worker_buffer_size", own["per_worker_buffer"]),
              "prefetch": knob(prefetch, "prefetch", "--prefetch-buffer-size",
-                              "prefetch_buffer_size",
-                              own.prefetch if cfg.workload == maxtext.NAME else 0)}
+                              "prefetch_buffer_size", own["prefetch"])}
     options = {**knobs, "batches": batches, "no_device_put": no_device_put}
     try:
         with joined(dist, "dataloader", cfg, options) as session:

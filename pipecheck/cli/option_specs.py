@@ -1,16 +1,67 @@
 """Options declared once: a command's table of ``OptionSpec`` gives its click options (in
 the table's order, as ``--help`` lists them) and everything the command derives from them
 (what a file given instead refuses, what every process of a multi-process run must agree
-on), so that no option is named again in the command."""
+on), so that no option is named again in the command; and options renamed, their old spelling
+still accepted (``RenamedOption``).
+
+An option has one name across the commands (docs/config.md, "One name per option"):
+``--steps`` counts the steps timed, the Grain knobs are spelled as Grain's own options
+(``--per-worker-buffer-size``, ``--prefetch-buffer-size``). A renamed option still takes its
+old spelling, says once on stderr what it is called now, and is left out of ``--help``."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import click
+from click.core import ParameterSource
 
 from pipecheck.cli.options import F
+
+
+def notice(old: str, new: str) -> str:
+    """The line said on stderr when a command line uses an option's old spelling."""
+    return f"pipecheck: {old} is now {new}; the old spelling still works"
+
+
+class RenamedOption(click.Option):
+    """A click option that also accepts its old spellings (``old``), hidden from --help.
+
+    The old spellings go to the parser as one more option of the same kind with a place of
+    their own in the parsed values, so that the value read tells which spelling gave it:
+    given the old one, the option says the notice and takes that value as given on the
+    command line; given both, it is a usage error (which of the two was meant is not
+    known)."""
+
+    def __init__(self, *args: Any, old: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.is_flag or self.multiple:
+            raise TypeError("RenamedOption takes options with one value (no flags, no "
+                            "multiple)")
+        self.old = tuple(old)
+
+    def _old_dest(self, flag: str) -> str:
+        return f"{self.name} (as {flag})"
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        # parser: click's option parser (its class is private, and renamed across 8.x)
+        super().add_to_parser(parser, ctx)
+        for flag in self.old:
+            parser.add_option(obj=self, opts=[flag], dest=self._old_dest(flag),
+                              action="store", nargs=self.nargs)
+
+    def consume_value(self, ctx: click.Context,
+                      opts: Mapping[str, Any]) -> tuple[Any, ParameterSource]:
+        used = [flag for flag in self.old if self._old_dest(flag) in opts]
+        if not used:
+            return super().consume_value(ctx, opts)
+        new = self.opts[0]
+        if self.name in opts or len(used) > 1:
+            raise click.UsageError(f"{used[0]} is the old spelling of {new}; give {new} once",
+                                   ctx)
+        click.echo(notice(used[0], new), err=True)
+        return opts[self._old_dest(used[0])], ParameterSource.COMMANDLINE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +78,8 @@ class OptionSpec:
     together, the two are a usage error."""
     agreed: bool = False
     """Every process of a multi-process run must give the same value (checked when given)."""
+    old: tuple[str, ...] = ()
+    """Its old spellings: still accepted with a notice, not in --help (``RenamedOption``)."""
 
     @property
     def key(self) -> str:
@@ -40,7 +93,9 @@ def declare(specs: Sequence[OptionSpec]) -> Callable[[F], F]:
 
     def decorate(f: F) -> F:
         for spec in reversed(specs):
-            f = click.option(spec.flag, spec.name, cls=click.Option, **spec.declaration)(f)
+            old: dict[str, Any] = {"old": spec.old} if spec.old else {}
+            f = click.option(spec.flag, spec.name, cls=RenamedOption if spec.old else click.Option,
+                             **old, **spec.declaration)(f)
         return f
 
     return decorate

@@ -15,8 +15,8 @@ from pipecheck.records.base import Record
 from pipecheck.records.codec import ArrayEncoder
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.report.page import write_page
-from pipecheck.tuned_config import machine_warning, save_config
-from pipecheck.workloads import maxtext, resolve
+from pipecheck.tuned_config import config_text, machine_warning
+from pipecheck.workloads import kind_of, resolve
 
 F = TypeVar("F", bound=Callable[..., object])
 """A click command function (the option decorators return it as given)."""
@@ -110,6 +110,10 @@ MAXTEXT_KEY = "pipecheck_maxtext"
 """Where ``--maxtext CONFIG.yml`` and the MaxText overrides after it are kept in the click
 context (read by ``load_config``, so no command needs parameters of its own for them)."""
 
+MAXTEXT_WORKLOAD = "maxtext"
+"""The workload ``--maxtext`` configures: its kind reads the file and the overrides
+(``WorkloadKind.own_config``)."""
+
 
 def _remember_maxtext(ctx: click.Context, param: click.Parameter, value: object) -> None:
     ctx.meta.setdefault(MAXTEXT_KEY, {})[param.name] = value
@@ -128,8 +132,9 @@ def maxtext_options(f: F) -> F:
     return f
 
 
-def _maxtext_values(config_path: str | None) -> dict[str, str] | None:
-    """The MaxText workload's values from --maxtext and its overrides (None: not given)."""
+def _maxtext_values(config_path: str | None) -> tuple[Mapping[str, str], str] | None:
+    """The MaxText workload's values from --maxtext and its overrides, and the file (None:
+    not given)."""
     ctx = click.get_current_context(silent=True)
     given = {} if ctx is None else ctx.meta.get(MAXTEXT_KEY, {})
     path, extra = given.get("maxtext_config"), tuple(given.get("maxtext_overrides") or ())
@@ -143,14 +148,17 @@ def _maxtext_values(config_path: str | None) -> dict[str, str] | None:
     if not os.path.isfile(path):
         raise click.BadParameter(f"MaxText config file {path} does not exist",
                                  param_hint="'--maxtext'")
-    return maxtext.config_of(path, extra)
+    own_config = kind_of(MAXTEXT_WORKLOAD).own_config
+    assert own_config is not None  # the registry's MaxText kind reads its own config
+    return own_config(path, extra), path
 
 
 def load_config(config_path: str | None, overrides: Sequence[str]) -> config_mod.RunConfig:
     """The resolved config; a config saved on another machine (``measured_on``) warns."""
     mx = _maxtext_values(config_path)
     if mx is not None:
-        return resolve(mx, overrides, source=mx["maxtext_config"])
+        values, path = mx
+        return resolve(values, overrides, source=path)
     file_values = config_mod.read_config_file(config_path) if config_path else None
     cfg = resolve(file_values, overrides, source=config_path or "defaults")
     if cfg.measured_on and config_path:
@@ -181,11 +189,8 @@ def optional_int_list(ctx: click.Context, param: click.Parameter,
 
 def save_settings(path: str, config: config_mod.RunConfig, settings: GrainSettings,
                   measured: Mapping[str, object], force: bool) -> None:
-    """--save-config: the chosen Grain settings as pipecheck's YAML config, or for MaxText
-    as a MaxText config file (its base_config the user's, the Grain keys set) that
-    MaxText's command line takes."""
-    if config.workload == maxtext.NAME:
-        store.write_text_atomic(path, maxtext.saved_config_text(config, settings, measured),
-                                force)
-    else:
-        save_config(path, config, settings, measured, force)
+    """--save-config: the chosen Grain settings as the workload's kind writes a config
+    (pipecheck's YAML; for MaxText a MaxText config file, its base_config the user's and the
+    Grain keys set, that MaxText's command line takes), atomically."""
+    own_way = kind_of(config.workload).saved_config_text
+    store.write_text_atomic(path, (own_way or config_text)(config, settings, measured), force)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
+from pipecheck.cli.option_specs import RenamedOption
 from pipecheck.cli.options import quiet_option
 from pipecheck.cli.progress import command_progress
 from pipecheck.report.plot import plot_run
@@ -20,7 +21,7 @@ def _parse_window(value: str | None) -> tuple[int, int] | None:
         a, b = -1, -1
     if not sep or a < 0 or b < a:
         raise click.BadParameter(f"expected FIRST:LAST step numbers (e.g. 10:21), got {value!r}",
-                                 param_hint="--steps")
+                                 param_hint="'--window'")
     return a, b
 
 
@@ -28,7 +29,7 @@ def _parse_window(value: str | None) -> tuple[int, int] | None:
 @click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
               help="PNG file to write (atomically).")
-@click.option("--steps", "window", metavar="FIRST:LAST",
+@click.option("--window", "window", metavar="FIRST:LAST", cls=RenamedOption, old=("--steps",),
               help="Steps shown in the Gantt (inclusive). Default: 12 steps around the first "
                    "checkpoint/eval/gc step.")
 @click.option("--force", is_flag=True, help="Overwrite the output file if it exists.")

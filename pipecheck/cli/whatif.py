@@ -24,11 +24,13 @@ def _count(low: int, what: str, default: str = "the run's chosen setting"
 
 WHATIF_OPTIONS = (
     OptionSpec("--workers", "workers", _count(0, "Grain worker processes.")),
-    OptionSpec("--buffer", "per_worker_buffer", _count(1, "Batches each worker may hold "
-                                                          "ready (per_worker_buffer_size).")),
+    OptionSpec("--per-worker-buffer-size", "per_worker_buffer",
+               _count(1, "Batches each worker may hold ready (per_worker_buffer_size)."),
+               old=("--buffer",)),
     OptionSpec("--threads", "threads", _count(0, "Read threads per process (num_threads).")),
-    OptionSpec("--prefetch", "prefetch", _count(0, "Read prefetch buffer (prefetch_buffer_"
-                                                   "size; 0: 2 x threads).")),
+    OptionSpec("--prefetch-buffer-size", "prefetch",
+               _count(0, "Read prefetch buffer (prefetch_buffer_size; 0: 2 x threads)."),
+               old=("--prefetch",)),
     OptionSpec("--cores", "cores", _count(1, "Host CPU cores the loader would run on.",
                                           "the measured host's")),
 )

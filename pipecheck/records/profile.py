@@ -16,7 +16,7 @@ from pipecheck.records.common import (
     StepRecord,
 )
 from pipecheck.records.hosts import Straggler
-from pipecheck.records.kinds import VerdictKind
+from pipecheck.records.kinds import HOST_BOUND, VerdictKind
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +73,7 @@ class HostProfile(Record):
     input_idle_s: float
     """Median device idle time per steady step charged to waiting for input."""
     verdict: VerdictKind
+    """The host's own verdict (``host-bound`` included)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,16 +111,16 @@ class ProfileResult(TopRecord):
     the verdict (see docs/profile.md)."""
 
     KIND: ClassVar[str] = "profile"
+    DERIVED_KEYS: ClassVar[frozenset[str]] = TopRecord.DERIVED_KEYS | {"host_bound"}
     env: Mapping[str, object]
     """From the capture: host, jax/jaxlib versions, device kind."""
     config: Mapping[str, object]
     """How it was read: capture file, run, step source (``markers`` or ``PjitFunction(NAME)``),
     device (cpu/gpu/tpu), training thread's line."""
     verdict: VerdictKind
+    """What bounds the steps, the one answer: the report's headline shows it (with
+    ``kinds.verdict_text``: ``host-bound`` reads ``host-bound (dispatch)``)."""
     reason: str
-    host_bound: bool
-    """The device waits for the host to dispatch its work (reported as ``host-bound
-    (dispatch)``; ``verdict`` is then ``inconclusive``)."""
     estimates: CaptureEstimates
     step_time: Distribution
     """Steady-state step times."""
@@ -154,3 +155,13 @@ class ProfileResult(TopRecord):
     """No steps found (no markers, no ``--step-fn``, no function picked): the capture read
     as one window. ``steps`` is then empty and the estimates are single numbers (n = 1) over
     the capture (see docs/profile.md)."""
+
+    @property
+    def host_bound(self) -> bool:
+        """The device waits for the host to dispatch its work: ``verdict`` is ``host-bound``.
+        Read off ``verdict`` (the record's one answer), and written to files beside it for
+        scripts that read ``host_bound`` (skipped on reading)."""
+        return self.verdict == HOST_BOUND
+
+    def derived(self) -> Mapping[str, object]:
+        return {**super().derived(), "host_bound": self.host_bound}

@@ -12,6 +12,7 @@ from pipecheck.analysis.machine_load import machine_was_shared, phase_loads
 from pipecheck.records.common import Estimate, StartUp
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.kinds import verdict_text
 from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.report.anomalies import anomalies_parts
@@ -66,7 +67,7 @@ def format_compare(r: CompareResult) -> str:
 
 
 def verdict_line(r: CompareResult) -> str:
-    return f"pipecheck compare: {r.verdict.upper()}"
+    return f"pipecheck compare: {verdict_text(r.verdict).upper()}"
 
 
 def recommendation_line(r: CompareResult) -> str:

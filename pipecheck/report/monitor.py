@@ -6,7 +6,7 @@ from typing import Sequence
 
 from pipecheck.analysis.first_batch import work_text
 from pipecheck.records.common import StartUp
-from pipecheck.records.kinds import COMPILE, WALL_ROWS, verdict_text
+from pipecheck.records.kinds import COMPILE, WALL_ROWS
 from pipecheck.records.monitor import MonitorResult, RunEnd
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
@@ -82,7 +82,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
                          "pipecheck monitor: your training loop",
-                         f"verdict: {verdict_text(result.verdict)}"
+                         f"verdict: {result.verdict}"
                          + (f" ({result.reason})" if result.reason else ""),
                          Table(rows), "",
              format_breakdown(result.breakdown)]

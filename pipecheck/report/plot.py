@@ -384,7 +384,7 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
             window = default_window(steps)
         elif not np.any((numbers >= window[0]) & (numbers <= window[1])):
             raise ResultFormatError(
-                f"--steps {window[0]}:{window[1]} holds none of the run's steps "
+                f"--window {window[0]}:{window[1]} holds none of the run's steps "
                 f"({int(numbers.min())}..{int(numbers.max())})")
         kind = getattr(record, "kind", "run")
         # the run's steady-state step times: a compare record's are its real-data steps (R)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pipecheck.analysis.profile import HOST_BOUND
+from pipecheck.records.kinds import verdict_text
 from pipecheck.records.profile import ProfileResult
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
@@ -30,8 +30,7 @@ def format_profile(result: ProfileResult) -> str:
 
 def profile_parts(result: ProfileResult) -> list[Part]:
     """The profile report as parts (``report.blocks``)."""
-    verdict = HOST_BOUND if result.host_bound else result.verdict
-    parts: list[Part] = [f"pipecheck profile: {verdict}", f"why: {result.reason}"]
+    parts: list[Part] = [verdict_line(result), f"why: {result.reason}"]
     if (how := steps_found(result)) is not None:
         parts.append(how)
     if result.whole_capture:
@@ -40,7 +39,7 @@ def profile_parts(result: ProfileResult) -> list[Part]:
         parts += _steps_parts(result)
     if result.hosts:
         host_rows = [[h.host, h.steps, ms(h.step_s), ms(h.device_busy_s), ms(h.input_idle_s),
-                      h.verdict] for h in result.hosts]
+                      verdict_text(h.verdict)] for h in result.hosts]
         parts += ["", Table(host_rows, ["host", "steps", "step", "device busy",
                                         "idle: input", "verdict"])]
         parts += [f"straggler: {result.straggler.evidence}" if result.straggler else
@@ -55,6 +54,11 @@ def profile_parts(result: ProfileResult) -> list[Part]:
     if result.warnings:
         parts += ["", warnings_text(result.warnings)]
     return parts
+
+
+def verdict_line(result: ProfileResult) -> str:
+    """The headline: the record's ``verdict`` as every report shows a verdict."""
+    return f"pipecheck profile: {verdict_text(result.verdict)}"
 
 
 def steps_found(result: ProfileResult) -> str | None:
@@ -133,4 +137,4 @@ def xprof_parts(result: ProfileResult) -> list[Part]:
     return ["XProf's input-pipeline analyzer on the same capture:",
             Table(rows, ["pipecheck (per step)", "", "XProf (per step)", ""]),
             f"XProf concludes: {x.conclusion}",
-            f"pipecheck concludes: {HOST_BOUND if result.host_bound else result.verdict}"]
+            f"pipecheck concludes: {verdict_text(result.verdict)}"]

@@ -4,7 +4,6 @@ ends with. Pure: both return text."""
 from __future__ import annotations
 
 from pipecheck.analysis.live import LiveStatus
-from pipecheck.records.kinds import verdict_text
 from pipecheck.units import ms
 
 
@@ -27,7 +26,7 @@ def _lines(status: LiveStatus) -> list[str]:
             ("steps/s", _rate(status)),
             ("input wait", f"{100 * status.input_share:.1f}% of the wall time"),
             ("stalls so far", _stalls(status)),
-            ("verdict so far", f"{verdict_text(status.verdict)} ({status.reason})")]
+            ("verdict so far", f"{status.verdict} ({status.reason})")]
     return [f"{label:15s} {value}" for label, value in rows]
 
 

@@ -1,8 +1,12 @@
-"""The workload registry: each workload's name -> its config keys, how to build it, and how
-to build its input pipeline alone; and ``resolve``, which turns config layers into a
-validated RunConfig with the keys of the workload it names.
+"""The workload registry: each workload's name -> its kind (``WorkloadKind``: its config
+keys, how to build it and its input pipeline alone, and what a framework does its own way:
+its own Grain setting, its host work in the real-data run, how it writes a setting and a
+saved config); and ``resolve``, which turns config layers into a validated RunConfig with
+the keys of the workload it names.
 
-Built in: ``demo`` and ``calibrated``; a mapping of entry points is a ``user`` workload.
+Built in: ``demo`` and ``calibrated``; a mapping of entry points is a ``user`` workload;
+``maxtext`` comes from ``--maxtext CONFIG.yml``. The commands and ``compare_run`` ask the
+kind (``kind_of``), never which workload they have.
 """
 
 from __future__ import annotations
@@ -20,9 +24,25 @@ from pipecheck.config import (
 )
 from pipecheck.data.grain_pipeline import InputPipeline
 from pipecheck.errors import ConfigError
-from pipecheck.step_types import Batch
+from pipecheck.records.grain_settings import GrainSettings
+from pipecheck.step_types import Batch, StepHook
 from pipecheck.workloads import calibrated, demo, maxtext, maxtext_model, user
 from pipecheck.workloads.base import Workload
+
+
+def no_own_setting(config: RunConfig) -> GrainSettings | None:
+    """A workload configured by pipecheck's keys alone asks for no Grain setting of its own."""
+    return None
+
+
+def no_hooks(config: RunConfig, workload: Workload, steps: int) -> tuple[StepHook, ...]:
+    """A workload whose training loop is pipecheck's does no host work of its own."""
+    return ()
+
+
+def as_written(text: str, settings: GrainSettings | None) -> str:
+    """compare's recommendation as the core wrote it (Grain's own options)."""
+    return text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +58,26 @@ class WorkloadKind:
     loader: Callable[[RunConfig], tuple[InputPipeline, Callable[[Batch], Batch]]] | None = None
     """The input pipeline without the model, with its own device put (MaxText's), where
     the framework builds both: ``(pipeline, put)``."""
+    own_setting: Callable[[RunConfig], GrainSettings | None] = no_own_setting
+    """The Grain setting the workload's own config asks for (MaxText's four Grain keys):
+    ``dataloader``'s knobs where neither an option nor pipecheck's keys give them (None:
+    pipecheck's defaults)."""
+    real_hooks: Callable[[RunConfig, Workload, int], tuple[StepHook, ...]] = no_hooks
+    """The framework's own host work after each step of compare's real-data run of that many
+    steps (MaxText's metric logger, checkpoint and eval), added to the workload's hooks."""
+    setting_text: Callable[[GrainSettings], str] = GrainSettings.label
+    """A setting as the user gives it to this workload (MaxText: its overrides)."""
+    saved_config_text: Callable[[RunConfig, GrainSettings, Mapping[str, object]], str] | \
+        None = None
+    """``--save-config``'s file, written the framework's way: the config with the chosen
+    setting and what was measured (MaxText: a MaxText config file over the user's; None:
+    pipecheck's own YAML, ``tuned_config.config_text``)."""
+    recommendation: Callable[[str, GrainSettings | None], str] = as_written
+    """compare's recommendation with the chosen setting written the workload's way."""
+    own_config: Callable[[str, Sequence[str]], Mapping[str, str]] | None = None
+    """A framework configured by its own config file and ``key=value`` overrides, as its
+    command line takes them (``--maxtext CONFIG.yml key=value ...``): the file and the
+    overrides as the values ``resolve`` takes (None: configured by pipecheck's keys)."""
 
 
 REGISTRY: Mapping[str, WorkloadKind] = {
@@ -45,7 +85,12 @@ REGISTRY: Mapping[str, WorkloadKind] = {
     "calibrated": WorkloadKind(calibrated.KEYS, calibrated.build, calibrated.make_dataset),
     "user": WorkloadKind((*COMMON_KEYS, *user.KEYS), user.build),
     maxtext.NAME: WorkloadKind(maxtext.KEYS, maxtext_model.build, None, maxtext.TOKENS_KEY,
-                               maxtext.pipeline),
+                               maxtext.pipeline, own_setting=maxtext.own_setting,
+                               real_hooks=maxtext_model.real_hooks,
+                               setting_text=maxtext.overrides_text,
+                               saved_config_text=maxtext.saved_config_text,
+                               recommendation=maxtext.recommendation,
+                               own_config=maxtext.config_of),
 }
 BUILTIN = ("demo", "calibrated")
 
@@ -62,6 +107,12 @@ def kind_of(name: str) -> WorkloadKind:
     if name not in REGISTRY:
         raise _unknown(name)
     return REGISTRY[name]
+
+
+def _own_configured(workload: object) -> bool:
+    """A framework's workload, configured by its own config file (``own_config``)."""
+    return isinstance(workload, str) and workload in REGISTRY and \
+        REGISTRY[workload].own_config is not None
 
 
 def build_workload(config: RunConfig) -> Workload:
@@ -85,7 +136,7 @@ def resolve(file_values: Mapping[str, Any] | None = None, overrides: Sequence[st
     workload = raw.pop("workload", DEFAULT_WORKLOAD)
     if isinstance(workload, Mapping):
         keys = REGISTRY["user"].keys
-    elif workload in BUILTIN or workload == maxtext.NAME:  # maxtext: from --maxtext
+    elif workload in BUILTIN or _own_configured(workload):  # maxtext: from --maxtext
         keys = REGISTRY[workload].keys
     else:
         raise _unknown(workload)

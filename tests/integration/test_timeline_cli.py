@@ -102,5 +102,5 @@ def test_trace_and_plot_bad_input_are_one_line_errors(tmp_path: pathlib.Path) ->
     r = run_cli("plot", str(bad), "-o", str(tmp_path / "x.png"))
     assert r.returncode == 2 and "not a pipecheck result" in r.stderr
     assert not (tmp_path / "x.png").exists()
-    r = run_cli("plot", str(bad), "-o", str(tmp_path / "x.png"), "--steps", "9:3")
+    r = run_cli("plot", str(bad), "-o", str(tmp_path / "x.png"), "--window", "9:3")
     assert r.returncode == 2 and "FIRST:LAST" in r.stderr

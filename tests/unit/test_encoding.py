@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import threading
-import time
 from typing import Mapping
 
 import numpy as np
@@ -134,22 +133,21 @@ def test_an_array_not_yet_compressed_ahead_is_compressed_where_it_is_taken():
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal(300_000), rng.standard_normal(300_000)
     expected = encode_array(b)
-    release = threading.Event()
+    release, started = threading.Event(), threading.Event()
     held, finished = [], []
 
     def first_held(data):
         if not held:
             held.append(threading.current_thread().name)
-            release.wait(30)  # the first array ahead: busy until released
+            started.set()
+            release.wait(120)  # the first array ahead: busy until released
             finished.append(True)
         return zlib_base64(data)
 
     encoder = ParallelEncoder(cpus=1, compress=first_held)
     encoder.compress_ahead([a, b])
-    deadline = time.monotonic() + 10
-    while not held and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert held and held[0].startswith("pipecheck-compress")
+    assert started.wait(120), "the thread compressing ahead never took its first array"
+    assert held[0].startswith("pipecheck-compress")
     out_b = encoder.encode(b)  # b not started: taken back, compressed with the rest
     encoder.finish()
     assert out_b == expected

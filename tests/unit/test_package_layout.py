@@ -49,6 +49,8 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     # user's entry points run with their errors as one line.
     "data": frozenset({"errors", "records", "step_types"}),
     "user_code": frozenset({"errors", "step_types", "units"}),
+    # Tools for tests and benchmarks, shipped: a slow FUSE mount (remote storage simulated).
+    "testing": frozenset({"errors"}),
     # Pure functions of what was measured (files are opened in logs/).
     "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),
     # A record's large arrays compressed on threads, ahead of a write and during it (the

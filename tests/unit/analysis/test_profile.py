@@ -101,18 +101,18 @@ def estimates(compute, loader, step, sync=0.0, idle=0.5, dispatch=0.0, calls=1.0
     ((0.045, 0.003, 0.047), {"sync": 0.9, "idle": 0.04}, "compute-bound"),
 ])
 def test_verdict_is_compares(args, kwargs, verdict):
-    v, host_bound = ap.profile_verdict(estimates(*args, **kwargs))
-    assert v.verdict == verdict and not host_bound
+    assert ap.profile_verdict(estimates(*args, **kwargs)).verdict == verdict
 
 
 def test_host_bound_needs_many_calls_and_dispatch_idle():
     many = estimates(0.001, 0.0001, 0.010, idle=0.9, dispatch=0.8, calls=50)
-    v, host_bound = ap.profile_verdict(many)
-    assert host_bound and "host-bound (dispatch)" in v.reason
+    v = ap.profile_verdict(many)
+    assert v.verdict == ap.HOST_BOUND == "host-bound" and "host-bound (dispatch)" in v.reason
+    assert v.excess_over_bound == pytest.approx(0.010 / 0.001 - 1.0)
     few = estimates(0.001, 0.0001, 0.010, idle=0.9, dispatch=0.8, calls=1)
-    assert not ap.profile_verdict(few)[1]
+    assert ap.profile_verdict(few).verdict != "host-bound"
     waiting_input = estimates(0.001, 0.008, 0.010, idle=0.9, dispatch=0.1, calls=50)
-    assert not ap.profile_verdict(waiting_input)[1]
+    assert ap.profile_verdict(waiting_input).verdict != "host-bound"
 
 
 def test_background_loader_time_is_the_step_where_the_thread_waited():
@@ -131,7 +131,7 @@ def test_background_loader_time_is_the_step_where_the_thread_waited():
     e = ap.estimates(bd, steady)
     assert e.background_loader
     assert e.loader.value == pytest.approx(0.030)
-    assert ap.profile_verdict(e)[0].verdict == "input-bound"
+    assert ap.profile_verdict(e).verdict == "input-bound"
 
 
 def test_sync_charged_to_the_users_function():
@@ -223,21 +223,20 @@ def reading(wall=1.0, busy=0.2, loader=0.1, sync=0.0, dispatch_idle=0.0, launchi
                             launching, calls, False, 0.0)
 
 
-@pytest.mark.parametrize("kwargs, verdict, host_bound", [
+@pytest.mark.parametrize("kwargs, verdict", [
     # many small calls, the device idle 90% while the thread launches them
-    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.3, "calls": 400}, "inconclusive", True),
+    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.3, "calls": 400}, "host-bound"),
     # the same idle in Python around one call: not the launches (LAUNCH_SHARE)
-    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.01, "calls": 400}, "inconclusive",
-     False),
+    ({"busy": 0.1, "dispatch_idle": 0.8, "launching": 0.01, "calls": 400}, "inconclusive"),
     # loading 0.45 then computing 0.45, the thread in a sync meanwhile: serialized
-    ({"busy": 0.45, "loader": 0.45, "sync": 0.45}, "forced-sync", False),
+    ({"busy": 0.45, "loader": 0.45, "sync": 0.45}, "forced-sync"),
     # the same without a sync: something else stretches the capture
-    ({"busy": 0.45, "loader": 0.45}, "inconclusive", False),
-    ({"busy": 0.1, "loader": 0.9}, "input-bound", False),
-    ({"busy": 0.9, "loader": 0.05, "sync": 0.5}, "compute-bound", False),
+    ({"busy": 0.45, "loader": 0.45}, "inconclusive"),
+    ({"busy": 0.1, "loader": 0.9}, "input-bound"),
+    ({"busy": 0.9, "loader": 0.05, "sync": 0.5}, "compute-bound"),
 ])
-def test_whole_capture_verdict(kwargs, verdict, host_bound):
-    v, hb = unmarked.verdict(reading(**kwargs))
-    assert (v.verdict, hb) == (verdict, host_bound)
+def test_whole_capture_verdict(kwargs, verdict):
+    v = unmarked.verdict(reading(**kwargs))
+    assert v.verdict == verdict
     assert "over the whole capture" in v.reason
-    assert (ap.HOST_BOUND in v.reason) == host_bound
+    assert ("host-bound (dispatch)" in v.reason) == (verdict == "host-bound")

@@ -68,7 +68,7 @@ def test_a_pre_release_result_file_is_refused(capsys, tmp_path):
     old.write_text(json.dumps({**record.to_dict(), "format_version": 3}))
     err = one_line_error(capsys, ["diff", str(old), str(new)], 2)
     assert err == (f"pipecheck: error: {old} has format_version 3; this pipecheck reads "
-                   "versions 4 and 5 (re-run the measurement with this version, or upgrade "
+                   "versions 4 to 6 (re-run the measurement with this version, or upgrade "
                    "pipecheck)")
 
 
@@ -89,7 +89,7 @@ HELP_MUST_NAME = {
     ("compare",): ("--config", "--set", "--steps", "--real", "--json", "--force"),
     ("diff",): ("--json", "--force"),
     ("import",): ("--json", "--force"),
-    ("plot",): ("-o", "--steps", "--force"),
+    ("plot",): ("-o", "--window", "--force"),
 }
 """What each --help must mention: every command at the top, every option of a command."""
 

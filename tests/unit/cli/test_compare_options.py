@@ -10,7 +10,7 @@ from click.core import ParameterSource
 
 from pipecheck.cli import compare as cli_compare
 from pipecheck.cli import main
-from pipecheck.compare import CompareOptions, Stages
+from pipecheck.compare import CompareOptions
 from pipecheck.measure.distributed import fingerprint
 
 REPLACED = {"--steps": ("--real", "10"), "--target-steps": ("--synthetic", "10"),
@@ -71,31 +71,3 @@ def test_the_defaults_are_compares_and_each_option_sets_its_field():
     assert cli_compare._compare_options(given, values) == dataclasses.replace(
         CompareOptions(), workers=(4, 2), threads=3, search_threads=False, max_workers=6,
         max_workers_given=True, timeout_s=0.0, ram_budget_mb=512.0, steps=9)
-
-
-def test_maxtexts_real_data_stage_adds_its_hooks_and_passes_compares_call_on(monkeypatch):
-    """compare's R for MaxText: MaxText's own host work as step hooks, then the real stage
-    called exactly as compare calls its stage (``compare.RealStage``)."""
-    from pipecheck.config import RunConfig
-    from pipecheck.workloads import maxtext
-    from pipecheck.workloads.base import Workload
-
-    def hook(step: int) -> None:
-        pass
-
-    workload = Workload("maxtext", RunConfig(maxtext.NAME, {}), None, None, "train_step",
-                        lambda: None, {}, lambda: {}, hooks=(hook,))
-    asked: list = []
-    monkeypatch.setattr(cli_compare.maxtext_model, "real_hooks",
-                        lambda cfg, w, steps: asked.append(steps) or (print,))
-    calls: list = []
-    monkeypatch.setattr(cli_compare, "real_stage", lambda *a, **k: calls.append((a, k)) or "R")
-    stage = cli_compare._stages(RunConfig(maxtext.NAME, {})).real
-    assert stage(workload, "parts", "chosen", 12, 3.0, "progress", "clock",
-                 profile_dir="cap") == "R"
-    [(args, kwargs)] = calls
-    assert args[0].hooks == (hook, print) and args[1:] == (
-        "parts", "chosen", 12, 3.0, "progress", "clock") and kwargs == {"profile_dir": "cap"}
-    # the hooks know the steps asked for (MaxText's profiler stops by the last of them)
-    assert asked == [12]
-    assert cli_compare._stages(RunConfig("demo", {})).real is Stages().real

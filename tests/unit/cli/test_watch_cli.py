@@ -54,7 +54,8 @@ def input_bound() -> list[MonitorResult]:
 def test_the_status_so_far_of_an_input_bound_loop(input_bound: list[MonitorResult]) -> None:
     early, mid, late, done = (live_status(r) for r in input_bound)
     assert early.state == "running" and early.steps == 4
-    assert early.verdict == "inconclusive" and f"a verdict needs at least {MIN_VERDICT_STEPS}" in early.reason
+    assert early.verdict == "inconclusive"
+    assert f"a verdict needs at least {MIN_VERDICT_STEPS}" in early.reason
     assert mid.verdict == late.verdict == done.verdict == "input-bound"
     assert late.input_share == pytest.approx(
         input_bound[2].breakdown.seconds("data wait") / input_bound[2].wall_s)

@@ -72,8 +72,8 @@ def test_a_file_that_is_no_record_says_which_file_to_pass(capsys, tmp_path, text
 def test_setting_outside_the_valid_range(capsys):
     err = one_line_error(capsys, ["whatif", str(DATALOADER), "--workers", "5000"], 2)
     assert "--workers" in err and "0<=x<=1024" in err
-    err = one_line_error(capsys, ["whatif", str(DATALOADER), "--buffer", "0"], 2)
-    assert "--buffer" in err
+    err = one_line_error(capsys, ["whatif", str(DATALOADER), "--per-worker-buffer-size", "0"], 2)
+    assert "--per-worker-buffer-size" in err and "1<=x<=1024" in err
 
 
 def test_old_record_without_the_resources_is_bad_input(capsys, tmp_path):

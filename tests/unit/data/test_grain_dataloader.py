@@ -54,10 +54,12 @@ def test_build_iter_dataset_takes_a_data_loader():
     assert next(it)["x"].shape == (4, 2)
 
 
-def test_clean_up_waits_until_closed_iterators_are_collected():
-    import threading
+def test_clean_up_waits_until_closed_iterators_are_collected(monkeypatch):
+    import time
+    import types
     import weakref
 
+    from pipecheck.measure import pipeline
     from pipecheck.measure.pipeline import wait_collected
 
     class Iterator:
@@ -69,11 +71,22 @@ def test_clean_up_waits_until_closed_iterators_are_collected():
     del gone
     assert wait_collected(refs, wait_s=0.0)
 
-    # A prefetch thread's pending task holds the iterator a moment longer.
+    # A prefetch thread's pending task holds the iterator a moment longer: it lets go
+    # while wait_collected waits (at its first pause between collections), never at a
+    # time that a loaded machine could move past the wait.
     holder = [held]
     refs = [weakref.ref(held)]
     del held
-    threading.Timer(0.1, holder.clear).start()
-    assert wait_collected(refs, wait_s=5.0)
+    pauses = []
+
+    def pause(seconds):
+        pauses.append(seconds)
+        holder.clear()
+
+    monkeypatch.setattr(pipeline, "time", types.SimpleNamespace(monotonic=time.monotonic,
+                                                                sleep=pause))
+    assert wait_collected(refs, wait_s=60.0)
+    assert len(pauses) == 1  # it waited once, then found the iterator gone
+    monkeypatch.undo()
     alive = Iterator()
     assert not wait_collected([weakref.ref(alive)], wait_s=0.05)  # gives up after the wait

@@ -23,7 +23,7 @@ REAL = CAPTURES / "real"
     ("input_bound", "input-bound", False),
     ("forced_sync", "forced-sync", False),
     ("compute_bound", "compute-bound", False),
-    ("host_bound", "inconclusive", True),
+    ("host_bound", "host-bound", True),
 ])
 def test_committed_capture_verdicts(name, verdict, host_bound):
     r = profile_capture(ProfileOptions(str(CAPTURES / f"{name}.xplane.pb"),

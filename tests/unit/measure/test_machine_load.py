@@ -21,6 +21,7 @@ from pipecheck.measure.machine_load import (
 )
 from pipecheck.records.machine_load import MachineLoad, PhaseLoad
 from tests.fakes import FakeClock
+from tests.handshake import lines_until
 
 Times = collections.namedtuple(
     "Times", "user nice system idle iowait irq softirq steal guest guest_nice")
@@ -98,10 +99,13 @@ def test_own_seconds_count_live_and_reaped_children():
     child = subprocess.Popen([sys.executable, "-c",
                               "import time\nt=time.process_time()\n"
                               "while time.process_time()-t<0.3: pass\n"
-                              "time.sleep(30)"])
+                              "time.sleep(600)"])  # alive until killed below
     try:
         proc = psutil.Process(child.pid)
-        while sum(proc.cpu_times()[:2]) < 0.3:
+        end = time.monotonic() + 120
+        while sum(proc.cpu_times()[:2]) < 0.3:  # it spun its 0.3 s (however slowly)
+            assert child.poll() is None, "the child ended before spinning 0.3 s"
+            assert time.monotonic() < end, "the child did not spin 0.3 s within 120 s"
             time.sleep(0.02)
         # the live child's CPU counts (less a few 10 ms ticks: this process's own time,
         # read a moment apart by own_seconds and by _children_s, advances between them)
@@ -150,6 +154,7 @@ print(load.other_cpu_s, whole)
 """
 
 _SPINNER = ("import os, sys\nos.sched_setaffinity(0, {int(sys.argv[1])})\n"
+            "print('spinning', flush=True)\n"
             "while True: pass")  # until killed, however long the meter takes to start
 
 
@@ -160,8 +165,13 @@ def test_a_process_kept_to_one_core_does_not_count_another_cores_work():
     busy time less the process's own sees it, the phase load of a process kept to its own
     core does not."""
     mine, other = sorted(os.sched_getaffinity(0))[:2]
-    spinner = subprocess.Popen([sys.executable, "-c", _SPINNER, str(other)])
+    spinner = subprocess.Popen([sys.executable, "-c", _SPINNER, str(other)],
+                               stdout=subprocess.PIPE, text=True)
     try:
+        assert spinner.stdout is not None
+        # the meter starts once the spinner spins (a handshake, not a head start)
+        lines_until(spinner, spinner.stdout, lambda line: line == "spinning\n",
+                    "the spinner spinning on its core", stop=spinner.kill)
         out = subprocess.run([sys.executable, "-c", _PINNED_METER, str(mine)],
                              capture_output=True, text=True, timeout=60, check=True).stdout
     finally:

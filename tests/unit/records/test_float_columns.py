@@ -109,7 +109,7 @@ def test_every_record_with_a_distribution_round_trips_with_encoded_samples(build
     record = build()
     assert through_json(record) == record
     data = record.to_dict()
-    assert data["format_version"] == store.FORMAT_VERSION == 5
+    assert data["format_version"] == store.FORMAT_VERSION == 6
     found = list(distributions(data))
     assert found
     for d in found:

@@ -1,10 +1,16 @@
-"""Record format 5 stores each fact once; version 4 files are read (converted on loading) to
-the same values; any other version is refused in one line.
+"""Record format 5 stores each fact once; format 6 gives a profile record one answer, its
+``verdict`` (``host-bound`` included). Version 4 and 5 files are read (converted on loading)
+to the same values; any other version is refused in one line.
 
 The version-4 files in tests/data/records_v4 were written by pipecheck at format 4 from real
 runs: ``pipecheck compare``/``dataloader``/``synthetic`` on the calibrated workload,
 ``examples/monitor_loop.py``, ``pipecheck import``/``diff`` of tests/data/maxtext_*.log and
-``pipecheck profile`` of tests/data/captures/input_bound.xplane.pb."""
+``pipecheck profile`` of tests/data/captures/input_bound.xplane.pb. The version-5 files in
+tests/data/records_v5 were written by pipecheck at format 5 (``pipecheck profile --json``,
+from the repository's root): ``profile.json`` of
+tests/data/captures/small_fns_no_markers.xplane.pb (no step markers, read whole) and
+``profile_marked.json`` of tests/data/captures/host_bound.xplane.pb (step markers), both
+host-bound: ``verdict`` ``inconclusive`` with ``host_bound`` true."""
 
 from __future__ import annotations
 
@@ -22,12 +28,15 @@ from pipecheck.records.base import to_dict
 from pipecheck.records.codec import decode_array
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult
+from pipecheck.records.profile import ProfileResult
 from pipecheck.records.steps import StepTable
 from pipecheck.records.versions import COMPARE_V4_COPIES, SETTING_V4_KNOBS
+from pipecheck.report.profile import format_profile
 
 from ...conftest import REPO
 
 V4 = REPO / "tests" / "data" / "records_v4"
+V5 = REPO / "tests" / "data" / "records_v5"
 KINDS = ("synthetic", "dataloader", "compare", "monitor", "diff", "imported", "profile")
 
 
@@ -83,7 +92,7 @@ def test_a_version_4_file_of_each_kind_loads_to_the_same_values(kind):
     old = json.loads(path.read_text())
     assert old["format_version"] == 4 and old["kind"] == kind
     record = store.load(path)
-    assert record.kind == kind and record.format_version == 5
+    assert record.kind == kind and record.format_version == store.FORMAT_VERSION == 6
     _same(record, old, kind)
 
 
@@ -103,10 +112,10 @@ def test_a_version_4_compare_record_reads_its_copies_from_where_they_are_stored_
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_version_5_json_holds_no_fact_twice(kind):
+def test_the_current_json_holds_no_fact_twice(kind):
     record = store.load(V4 / f"{kind}.json")
     data = json.loads(store.record_to_json(record))
-    assert data["format_version"] == 5 and data["kind"] == kind
+    assert data["format_version"] == 6 and data["kind"] == kind
     assert list(data)[:2] == ["format_version", "kind"]  # written once, first
     again = store.load_dict(data)
     assert to_dict(again) == to_dict(record)
@@ -132,7 +141,7 @@ def test_a_record_made_now_writes_no_copies():
     assert "format_version" not in {f.name for f in dataclasses.fields(record)}
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 6, 99, "5", True, None, 4.5])
+@pytest.mark.parametrize("version", [1, 2, 3, 7, 99, "5", "6", True, None, 4.5])
 def test_other_versions_are_refused_in_one_line(tmp_path, version):
     data = json.loads((V4 / "synthetic.json").read_text())
     data["format_version"] = version
@@ -141,7 +150,7 @@ def test_other_versions_are_refused_in_one_line(tmp_path, version):
     with pytest.raises(ResultFormatError) as e:
         store.load(p)
     assert str(e.value) == (
-        f"{p} has format_version {version!r}; this pipecheck reads versions 4 and 5 (re-run "
+        f"{p} has format_version {version!r}; this pipecheck reads versions 4 to 6 (re-run "
         "the measurement with this version, or upgrade pipecheck)")
 
 
@@ -170,3 +179,59 @@ def test_version_4_files_read_for_diff_are_converted_too():
         run = load_run(V4 / f"{kind}.json")
         assert run.kind == kind and len(run.steps) > 0
         assert np.isfinite(run.step_time.summary.median)
+
+
+@pytest.mark.parametrize("name, steps_from", [("profile", "the whole capture"),
+                                              ("profile_marked", "markers")])
+def test_a_version_5_host_bound_profile_loads_as_host_bound(name, steps_from):
+    old = json.loads((V5 / f"{name}.json").read_text())
+    assert old["format_version"] == 5 and old["kind"] == "profile"
+    assert (old["verdict"], old["host_bound"]) == ("inconclusive", True)
+    record = store.load(V5 / f"{name}.json", ProfileResult)
+    assert record.format_version == 6 and record.config["steps_from"] == steps_from
+    assert (record.verdict, record.host_bound) == ("host-bound", True)
+    # every other fact as the file held it
+    _same(record, {k: v for k, v in old.items() if k != "verdict"}, name)
+    assert format_profile(record).splitlines()[0] == "pipecheck profile: host-bound (dispatch)"
+    data = json.loads(store.record_to_json(record))
+    assert (data["format_version"], data["verdict"], data["host_bound"]) == (6, "host-bound", True)
+    assert to_dict(store.load_dict(data)) == to_dict(record)
+
+
+def test_a_version_5_profile_not_host_bound_keeps_its_verdict(tmp_path):
+    data = json.loads(store.record_to_json(store.load(V4 / "profile.json")))
+    data["format_version"] = 5
+    assert (data["verdict"], data["host_bound"]) == ("input-bound", False)
+    p = tmp_path / "v5.json"
+    p.write_text(json.dumps(data))
+    record = store.load(p, ProfileResult)
+    assert (record.verdict, record.host_bound) == ("input-bound", False)
+
+
+def test_a_version_5_multi_host_profile_names_its_own_host_host_bound(tmp_path):
+    data = json.loads((V5 / "profile.json").read_text())
+    own = data["env"]["host"]
+    row = {"steps": 0, "step_s": 0.06, "device_busy_s": 0.005, "input_idle_s": 0.01}
+    data["hosts"] = [{"host": own, **row, "verdict": "inconclusive"},
+                     {"host": "other", **row, "verdict": "inconclusive"},
+                     {"host": "third", **row, "verdict": "compute-bound"}]
+    p = tmp_path / "hosts.json"
+    p.write_text(json.dumps(data))
+    record = store.load(p, ProfileResult)
+    assert record.verdict == "host-bound"
+    # only the record's own host is known host-bound; the others kept no flag in version 5
+    assert [h.verdict for h in record.hosts] == ["host-bound", "inconclusive", "compute-bound"]
+    table = format_profile(record)
+    assert "host-bound (dispatch)" in next(line for line in table.splitlines()
+                                           if line.startswith(own))
+
+
+def test_a_version_6_files_host_bound_is_read_off_its_verdict(tmp_path):
+    # the verdict is the one answer: a host_bound a file holds is written for readers, not read
+    data = json.loads(store.record_to_json(store.load(V4 / "profile.json")))
+    assert data["format_version"] == 6 and data["verdict"] == "input-bound"
+    data["host_bound"] = True
+    p = tmp_path / "v6.json"
+    p.write_text(json.dumps(data))
+    record = store.load(p, ProfileResult)
+    assert (record.verdict, record.host_bound) == ("input-bound", False)
