@@ -31,17 +31,22 @@ def interruptible(module: str, *args: str) -> list[str]:
     return [sys.executable, "-c", _WITH_CTRL_C, module, *args]
 
 
-def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None,
-            cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m pipecheck ARGS`` in a fresh process (fresh JAX backend)."""
+def cli_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment ``run_cli`` runs ``python -m pipecheck`` in, with ``env`` added."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(REPO) + os.pathsep + full_env.get("PYTHONPATH", "")
     full_env.setdefault("PIPECHECK_DATA_DIR", str(REPO / ".pytest_cache" / "pipecheck_data"))
     if env:
         full_env.update(env)
+    return full_env
+
+
+def run_cli(*args: str, timeout: float = 240, env: dict[str, str] | None = None,
+            cwd: str | os.PathLike[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m pipecheck ARGS`` in a fresh process (fresh JAX backend)."""
     return subprocess.run(
         [sys.executable, "-m", "pipecheck", *args],
-        capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd or REPO,
+        capture_output=True, text=True, timeout=timeout, env=cli_env(env), cwd=cwd or REPO,
     )
 
 

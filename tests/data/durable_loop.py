@@ -5,7 +5,8 @@
 END is how the loop ends at step AT: ``exception`` (raised in the loop body after step AT),
 ``wait`` (after step AT it prints ``ready`` and sleeps: the test sends a signal), ``pause``
 (sleeps SAVE_EVERY_S after step AT so the next step writes the record, then prints
-``ready`` and sleeps), ``none`` (runs to the end). With ``user-handler`` the script installs
+``ready`` and sleeps), ``none`` (runs to the end). A loop that prints ``ready`` and gets no
+signal within HOLD_S fails (exit 1). With ``user-handler`` the script installs
 its own SIGTERM handler first (it prints a line and exits with status 3).
 """
 
@@ -18,6 +19,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from pipecheck import Monitor
+
+HOLD_S = 300.0
+"""How long the loop waits for the test's signal after ``ready``: far past any test's wait
+(a loop never signalled fails, exit 1, rather than going on as if it had been)."""
 
 
 @jax.jit
@@ -56,8 +61,10 @@ def main() -> None:
                 time.sleep(every + 0.05)
             if i == at + (end == "pause") and end in ("wait", "pause"):
                 print("ready", flush=True)
-                for _ in range(600):  # the host's work between steps: back in Python often
+                hold = time.monotonic() + HOLD_S
+                while time.monotonic() < hold:  # the host's work: back in Python often
                     time.sleep(0.1)
+                sys.exit(f"no signal came within {HOLD_S:g} s of 'ready'")
     print("finished", flush=True)
 
 

@@ -100,7 +100,9 @@ class Launch:
             with contextlib.suppress(psutil.NoSuchProcess):
                 c.kill()
 
-    def left_running(self, grace_s: float = 5.0) -> list[psutil.Process]:
+    def left_running(self, grace_s: float = 60.0) -> list[psutil.Process]:
+        """The launch's processes still running after up to ``grace_s`` (returned as soon
+        as none is: a generous grace waits out a loaded machine's slow exits)."""
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             alive = tagged(self.tag)

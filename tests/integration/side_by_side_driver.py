@@ -9,9 +9,9 @@ the pytest process has JAX imported (some test modules import it at collection),
 the other; prints one JSON line per pair: forks made, summaries, diff records, reports
 equal. ``cli``: ``main(["diff", A, B])`` with B read side by side, after planting FAULT in
 the child's ``load_run`` (``none`` plants nothing; ``slow`` slows both reads, for a signal
-to land in), and, for ``none``, then one after the other; prints one JSON line with the
-exit codes, stdout, stderr, any exception that left ``main``, the forks made and the child
-processes left.
+to land in, each process first writing ``slow PID`` to the test's handshake pipe), and,
+for ``none``, then one after the other; prints one JSON line with the exit codes, stdout,
+stderr, any exception that left ``main``, the forks made and the child processes left.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from pipecheck.errors import ResultFormatError
 from pipecheck.logs import side_by_side
 from pipecheck.logs.runs import load_run
 from pipecheck.report.diff import format_diff
+from tests.handshake import tell
 
 NEVER = 1 << 62
 """A ``SIDE_BY_SIDE_MIN_BYTES`` no file reaches: one after the other."""
@@ -87,6 +88,7 @@ def plant(fault: str) -> None:
     ``slow`` makes both processes' reads take ``SLOW_S`` longer."""
     def faulty(path: Any, progress: Any = side_by_side.NO_PROGRESS) -> Any:
         if fault == "slow":
+            tell(f"slow {os.getpid()}")  # the test's handshake: this read is under way
             time.sleep(SLOW_S)
         elif os.getpid() != PARENT:
             _fault(fault)

@@ -36,8 +36,10 @@ def _env(marker: str, **extra: str) -> dict[str, str]:
     return {"PYTHONPATH": PYTHONPATH, MARKER: marker, **extra}
 
 
-def leftover(marker: str, grace_s: float = 10.0) -> list[int]:
-    """Pids of live processes carrying ``marker`` after up to ``grace_s`` seconds."""
+def leftover(marker: str, grace_s: float = 60.0) -> list[int]:
+    """Pids of live processes carrying ``marker`` after up to ``grace_s`` seconds (the
+    answer comes as soon as none is left: a generous grace costs a loaded machine nothing
+    and waits out its slow exits)."""
     deadline = time.monotonic() + grace_s
     while True:
         pids = []

@@ -18,8 +18,10 @@ from typing import Any, Iterator
 import psutil
 import pytest
 
+from pipecheck.host_cpus import usable_cores
 from pipecheck.logs.side_by_side import SIDE_BY_SIDE_MIN_BYTES
 from tests.conftest import REPO, interruptible
+from tests.handshake import HANDSHAKE_FD, close_write_end, handshake_pipe, read_handshakes
 from tests.integration.test_long_runs_cli import run_on_terminal
 from tests.maxtext_log import write_log_pair
 
@@ -27,9 +29,8 @@ REAL = REPO / "tests" / "data" / "real"
 REAL_LOGS = sorted(REAL.glob("*.log"))
 
 BIG_STEPS = 200_000
-"""Steps of the logs a Ctrl-C lands in: ~42 MB each, ~0.5 s of reading each on the shared
-2-core machine (when quiet; longer when busy), so both processes are still reading 0.1 s
-after the fork."""
+"""Steps of the logs a Ctrl-C lands in: ~42 MB each, past HALVES_MIN_BYTES (the reads are
+parked in the middle for the Ctrl-C: tests/integration/parked_reads.py)."""
 
 
 def _env() -> dict[str, str]:
@@ -148,21 +149,31 @@ def test_a_child_killed_before_its_result_is_one_line(generated):
     assert r["children_left"] == [] and r["forked_alive"] == []
 
 
-def _start(module: str, *args: str) -> tuple[subprocess.Popen[str], int]:
+def _start(module: str, *args: str, readers: int = 2) -> tuple[subprocess.Popen[str], set[int]]:
     """``python -m MODULE ARGS`` in a new process group with Python's own Ctrl-C handler
-    (``interruptible``), and its child's pid, once it has one."""
-    proc = subprocess.Popen(interruptible(module, *args), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO,
-                            start_new_session=True)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        kids = psutil.Process(proc.pid).children()
-        if kids:
-            return proc, kids[0].pid
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.005)
-    proc.kill()
-    raise AssertionError("diff started no second process")
+    (``interruptible``), once ``readers`` of its processes said on the handshake pipe that
+    their reads are under way (``MODULE`` writes ``WORD PID`` lines: parked_reads.py, the
+    driver's ``slow``), and the pids of its children among them."""
+    handshakes, env = handshake_pipe()
+    try:
+        proc = subprocess.Popen(interruptible(module, *args), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=dict(_env(), **env),
+                                cwd=REPO, start_new_session=True,
+                                pass_fds=[int(env[HANDSHAKE_FD])])
+        close_write_end(env)
+        try:
+            lines = read_handshakes(handshakes, readers, f"{readers} reads under way")
+        except AssertionError:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+            raise
+    finally:
+        os.close(handshakes)
+    pids = {int(line.split()[1]) for line in lines}
+    assert proc.pid in pids and len(pids) == readers, (lines, proc.pid)
+    children = pids - {proc.pid}
+    assert children <= {c.pid for c in psutil.Process(proc.pid).children()}, lines
+    return proc, children
 
 
 @pytest.fixture
@@ -194,27 +205,28 @@ def _dead(pid: int, within: float) -> bool:
 
 
 def test_ctrl_c_while_both_read_exits_130_and_leaves_no_child(big, group_cleanup):
-    """``python -m pipecheck diff`` on 200k-step logs (~0.5 s of reading each, after
-    the fork): the Ctrl-C lands while both read."""
-    proc, child = _start("pipecheck", "diff", *map(str, big))
+    """``python -m pipecheck diff`` on 200k-step logs, every read parked in the middle
+    (tests/integration/parked_reads.py) until the Ctrl-C: it lands while both read. (A
+    machine of more than 2 CPUs also reads A in halves: a third reader.)"""
+    proc, children = _start("tests.integration.parked_reads", "pipecheck", "diff",
+                            *map(str, big), readers=2 if usable_cores() <= 2 else 3)
     group_cleanup.append(proc.pid)
-    time.sleep(0.1)
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     # click writes a newline first, as it always did on a Ctrl-C
     assert err == "\npipecheck: interrupted\n" and out == ""
-    assert _reaped(child)  # by diff itself, before it exited
+    assert all(_reaped(child) for child in children)  # by diff itself, before it exited
 
 
 def test_ctrl_c_in_a_slow_read_exits_130_and_leaves_no_child(generated, group_cleanup):
-    """Both reads made 30 s long (the driver's ``slow``): the Ctrl-C surely lands in them."""
-    proc, child = _start("tests.integration.side_by_side_driver", "cli", "slow",
-                          *map(str, generated))
+    """Both reads made 30 s long (the driver's ``slow``), the Ctrl-C sent once both said
+    they are in them."""
+    proc, (child,) = _start("tests.integration.side_by_side_driver", "cli", "slow",
+                            *map(str, generated))
     group_cleanup.append(proc.pid)
-    time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     (r,) = [json.loads(line) for line in out.splitlines()]
     assert r["side"]["code"] == 130 and r["side"]["stderr"] == "\npipecheck: interrupted\n"
@@ -222,13 +234,14 @@ def test_ctrl_c_in_a_slow_read_exits_130_and_leaves_no_child(generated, group_cl
 
 
 def test_a_killed_parent_takes_its_child_with_it(generated, group_cleanup):
-    """The child's read made 30 s long: it dies with its parent, not 30 s later."""
-    proc, child = _start("tests.integration.side_by_side_driver", "cli", "slow",
-                          *map(str, generated))
+    """The child's read made 30 s long: it dies with its parent, not 30 s later. The
+    parent is killed once both said they are in their reads (the child's death signal is
+    set by then)."""
+    proc, (child,) = _start("tests.integration.side_by_side_driver", "cli", "slow",
+                            *map(str, generated))
     group_cleanup.append(proc.pid)
-    time.sleep(0.2)
     proc.kill()
-    proc.communicate(timeout=20)
+    proc.communicate(timeout=60)
     assert _dead(child, within=1)
 
 

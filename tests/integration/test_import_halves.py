@@ -1,7 +1,8 @@
 """``pipecheck import`` of a log past ``HALVES_MIN_BYTES`` reads it in two halves at once,
 the second in a forked child (``maxtext.parse_file``), in a fresh process as a user runs
 it: the same record as the one-pass read of the same log gzipped (never cut), a fork
-made, and a Ctrl-C ends it with 130 and no child left."""
+made, and a Ctrl-C while both halves are read (a handshake says they are) ends it with 130
+and no child left."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
 
 from pipecheck.logs.maxtext import HALVES_MIN_BYTES
-from tests.conftest import REPO, interruptible
+from tests.conftest import REPO
+from tests.handshake import HANDSHAKE_FD, close_write_end, handshake_pipe, read_handshakes
 from tests.maxtext_log import write_log
 
 STEPS = 200_000
@@ -76,27 +77,33 @@ def test_a_big_log_read_in_halves_gives_the_record_of_one_pass(big: pathlib.Path
 
 def test_ctrl_c_while_the_halves_are_read_exits_130_and_leaves_no_child(
         big: pathlib.Path) -> None:
-    proc = subprocess.Popen(interruptible("pipecheck", "import", str(big)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_env(), cwd=REPO, start_new_session=True)
+    """Both halves' reads parked in the middle (tests/integration/parked_reads.py) until
+    the Ctrl-C: it lands while both read, whatever the machine's speed."""
+    handshakes, env = handshake_pipe()
     try:
-        deadline = time.monotonic() + 30
-        child = None
-        while child is None and time.monotonic() < deadline:
-            kids = psutil.Process(proc.pid).children()
-            child = kids[0].pid if kids else None
-            assert proc.poll() is None, proc.communicate()
-            time.sleep(0.005)
-        assert child is not None, "import started no second process"
-        time.sleep(0.1)
-        os.killpg(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
-        assert proc.returncode == 130, err
-        assert err == "\npipecheck: interrupted\n" and out == ""
-        assert not psutil.pid_exists(child)  # reaped by import itself before it exited
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.integration.parked_reads", "pipecheck", "import",
+             str(big)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(_env(), **env), cwd=REPO, start_new_session=True,
+            pass_fds=[int(env[HANDSHAKE_FD])])
+        close_write_end(env)
+        try:
+            parked = read_handshakes(handshakes, 2, "both halves' reads under way")
+            pids = {int(line.split()[1]) for line in parked}
+            assert proc.pid in pids and len(pids) == 2, (parked, proc.pid)
+            (child,) = pids - {proc.pid}
+            assert child in {c.pid for c in psutil.Process(proc.pid).children()}
+            os.killpg(proc.pid, signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+            assert err == "\npipecheck: interrupted\n" and out == ""
+            assert not psutil.pid_exists(child)  # reaped by import itself before it exited
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        os.close(handshakes)
 
 
 def test_diff_of_two_big_logs_forks_once(big: pathlib.Path, tmp_path: pathlib.Path) -> None:

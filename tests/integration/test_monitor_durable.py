@@ -18,6 +18,7 @@ from pipecheck.records import store
 from pipecheck.records.base import FORMAT_VERSION
 from pipecheck.records.monitor import MonitorResult
 from tests.conftest import REPO
+from tests.handshake import WAIT_S, deadline, lines_until
 
 from .doc_examples import skeleton_problems
 
@@ -34,14 +35,17 @@ def start(out: pathlib.Path, end: str, at: int, *extra: str,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=out.parent)
 
 
-def wait_ready(proc: subprocess.Popen[str]) -> list[str]:
-    """The loop's lines up to ``ready`` (the loop then sleeps in its body)."""
+def wait_ready(proc: subprocess.Popen[str], timeout: float = WAIT_S) -> list[str]:
+    """The loop's lines up to ``ready`` (the loop then sleeps in its body); a loop that
+    ends first, or prints no ``ready`` within ``timeout`` (it is then aborted: faulthandler
+    prints every thread's stack), fails the test."""
     assert proc.stdout is not None
     lines = []
-    for line in proc.stdout:
-        lines.append(line.strip())
-        if line.strip() == "ready":
-            return lines
+    with deadline(lambda: proc.send_signal(signal.SIGABRT), "the loop's 'ready'", timeout):
+        for line in proc.stdout:
+            lines.append(line.strip())
+            if line.strip() == "ready":
+                return lines
     raise AssertionError(f"the loop ended before 'ready': {lines[-3:]} {proc.stderr.read()}")
 
 
@@ -123,13 +127,16 @@ def test_sigkill_leaves_the_last_periodic_write(tmp_path: pathlib.Path) -> None:
         out = tmp_path / f"kill{at}.json"
         proc = start(out, "pause", at)
         wait_ready(proc)  # step at+1 was due to write steps 0..at
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        end = time.monotonic() + WAIT_S
+        while True:  # the writer thread's write of them landed
             try:
                 if store.load(out, expect=MonitorResult).total_steps == at + 1:
                     break
             except Exception:  # noqa: BLE001 - not written yet
                 pass
+            if time.monotonic() > end:
+                proc.kill()
+                raise AssertionError(f"no write of steps 0..{at} within {WAIT_S:g} s")
             time.sleep(0.02)
         proc.kill()
         proc.communicate(timeout=30)
@@ -140,15 +147,16 @@ def test_sigkill_leaves_the_last_periodic_write(tmp_path: pathlib.Path) -> None:
         out = tmp_path / f"random{i}.json"
         proc = start(out, "none", 0, steps=20_000, every=0.01)
         assert proc.stdout is not None
-        printed = 0
-        for _ in proc.stdout:
-            printed += 1
-            if printed == 200:
-                break
-        deadline = time.monotonic() + 30
-        while not out.exists() and time.monotonic() < deadline:  # the first write landed
+        seen = lines_until(proc, proc.stdout, lambda line: line == "step 199\n",
+                           "the loop's first 200 steps", stop=proc.kill)
+        printed = len(seen)
+        end = time.monotonic() + WAIT_S
+        while not out.exists():  # the first write landed
+            if time.monotonic() > end:
+                proc.kill()
+                raise AssertionError(f"no write of {out} within {WAIT_S:g} s")
             time.sleep(0.01)
-        time.sleep(rng.uniform(0.0, 0.5))
+        time.sleep(rng.uniform(0.0, 0.5))  # a random moment of the running loop
         proc.kill()
         rest, _ = proc.communicate(timeout=30)
         printed += rest.count("step ")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import signal
-import time
 
 import numpy as np
 import pytest
@@ -65,16 +64,21 @@ def test_a_killed_run_keeps_the_scalars_written(tmp_path: pathlib.Path) -> None:
     runs = {sig: (tmp_path / f"{sig.name}.json", tmp_path / f"tb-{sig.name}")
             for sig in (signal.SIGKILL, signal.SIGTERM)}
     procs = {sig: start(run, tb, 60, KILL_AT) for sig, (run, tb) in runs.items()}
-    for proc in procs.values():
-        wait_ready(proc)
-    # the loops sleep in their bodies now (no mark, no fold): the writer threads have time
-    # to write the last fold's steps whatever the machine's load
-    time.sleep(0.5)
-    for sig, proc in procs.items():
-        proc.send_signal(sig)
-    for sig, proc in procs.items():
-        ended(proc)
-        assert proc.returncode == -sig
+    try:
+        for proc in procs.values():
+            # "ready": the loop holds in its body (no mark, no fold) and its event file's
+            # writer has written every step handed to it (a handshake, whatever the load)
+            wait_ready(proc)
+        for sig, proc in procs.items():
+            proc.send_signal(sig)
+        for sig, proc in procs.items():
+            ended(proc)
+            assert proc.returncode == -sig
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
     # steps 0..KILL_AT-1 were closed when the loop stopped at KILL_AT
     killed = read_scalars(runs[signal.SIGKILL][1])["pipecheck/step_time_s"]
     n = len(killed)

@@ -458,8 +458,10 @@ def worker_notes(tmp_path: pathlib.Path) -> tuple[set[int], dict[int, tuple[int,
     return mains, workers  # type: ignore[return-value]
 
 
-def gone(pids: set[int], wait_s: float = 5.0) -> bool:
-    """Every process in ``pids`` has exited (polled: the kernel reaps them shortly after)."""
+def gone(pids: set[int], wait_s: float = 60.0) -> bool:
+    """Every process in ``pids`` has exited (polled: the kernel reaps them shortly after;
+    the answer comes as soon as they are, so a generous wait costs a quiet machine
+    nothing)."""
     import os
     import time
 
