@@ -28,7 +28,10 @@ shows it). The verdict (``loop_verdict``, named thresholds):
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
+
+import numpy as np
 
 from pipecheck.analysis.first_batch import steady_wait
 from pipecheck.records.common import Breakdown, LoaderStart, StepRecord
@@ -50,6 +53,7 @@ from pipecheck.records.kinds import (
     VerdictKind,
 )
 from pipecheck.records.monitor import SyncSiteRecord
+from pipecheck.records.steps import column_of
 
 MIN_VERDICT_STEPS = 10
 """A loop's verdict needs at least this many steady steps (the first, compiling, tagged and
@@ -74,6 +78,15 @@ share of the loop's time or more is compute-bound: the device is the floor."""
 MATERIAL_GAIN_SHARE = 0.01
 """A change is listed among the gains when it may buy at least this share of a step."""
 
+RESTART_TAIL_FACTOR = 4.0
+"""A step right after a loader's restart whose data wait is this many times a steady batch's
+or more still pays for the restart: a new iterator's workers hand over their first batches
+in turn (2 Grain workers on the loaded 2-core machine: the second one's first batch came
+0.8 s after the first one's, on the step after the restart, against a steady 0.8 ms)."""
+
+RESTART_TAIL_STEPS = 16
+"""At most this many steps after a restart pay for it (one first batch per worker)."""
+
 SHARED_CORES_BACKENDS = ("cpu",)
 """Backends whose "device" runs on the host's cores: the host's work cannot overlap it."""
 
@@ -86,7 +99,8 @@ class LoopTimes:
     input_s: float
     """Waiting for batches, the restarts' excess left out (``restart_s``)."""
     restart_s: float
-    """Loader restarts' first batches beyond a steady wait."""
+    """Loader restarts' waits (the previous pass's end, the new pass's first batches) beyond
+    a steady wait (``restart_excess``)."""
     device_s: float
     """Dispatch and the lagged sync: waiting for the device the loop needs."""
     sync_s: float
@@ -156,9 +170,41 @@ def sync_costs(times: LoopTimes, sites: Sequence[SyncSiteRecord], backend: str
 
 def restart_excess(starts: Sequence[LoaderStart], steps: Sequence[StepRecord]) -> float:
     """Seconds the loader's restarts (every pass after the first) waited beyond a steady
-    batch's wait."""
+    batch's wait. At each: the whole data wait of the step that restarted (the previous
+    pass's end, a ``grain.DataLoader`` iterator stopping its workers, and the new pass's
+    first batch; or that first batch alone where the step is not in the record or waited
+    less), and the pass's first steps after it that still wait ``RESTART_TAIL_FACTOR``
+    times a steady batch or more (its other workers' first batches), up to
+    ``RESTART_TAIL_STEPS``: one iterator over every epoch saves all of it."""
     typical = steady_wait(starts, steps)
-    return float(sum(max(0.0, s.wait_s - typical) for s in starts if s.index >= 1))
+    restarts = [s for s in starts if s.index >= 1]
+    if not restarts:
+        return 0.0
+    at = {s.step for s in restarts}
+    waits = step_data_waits(steps, {s.step + j for s in restarts
+                                    for j in range(RESTART_TAIL_STEPS + 1)})
+    lost = 0.0
+    for s in restarts:
+        lost += max(0.0, max(s.wait_s, waits.get(s.step, 0.0)) - typical)
+        for step in range(s.step + 1, s.step + RESTART_TAIL_STEPS + 1):
+            wait = waits.get(step)
+            if step in at or wait is None or wait < RESTART_TAIL_FACTOR * typical:
+                break
+            lost += wait - typical
+    return float(lost)
+
+
+def step_data_waits(steps: Sequence[StepRecord], wanted: set[int]) -> dict[int, float]:
+    """The data wait of each step of ``wanted`` in ``steps`` (rows or a StepTable)."""
+    if not len(steps) or not wanted:
+        return {}
+    numbers = column_of(steps, "step")
+    rows = np.flatnonzero(np.isin(numbers, sorted(wanted))).tolist()
+    out = {}
+    for i in rows:
+        wait = float(steps[i].spans.get("data_wait", 0.0))
+        out[int(numbers[i])] = wait if math.isfinite(wait) else 0.0
+    return out
 
 
 def _pct(x: float) -> str:

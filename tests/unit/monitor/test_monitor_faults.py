@@ -188,7 +188,8 @@ def test_a_failing_build_on_the_writer_thread_never_reaches_the_loop(
     monkeypatch.setattr(loop, "build_result", fails_while_running)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = run_loop(dev, mon, 300)
+        # a handshake: the loop waits at step 250 until the writer thread has met the fault
+        r = run_loop(dev, mon, 300, each=lambda i: failed.wait(120) if i == 250 else None)
     assert failed.is_set()
     assert any("could not build the run's record" in str(w.message) for w in caught)
     assert r.total_steps == 300 and store.load(path, expect=MonitorResult).total_steps == 300
