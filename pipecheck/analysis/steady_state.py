@@ -4,8 +4,9 @@ A step is kept out of the steady state when it is the first (trace and compile),
 carries a tag for work that does not happen every step (compile, checkpoint, eval, gc),
 or it fetched the first batch of a pass over its loader (``loader_start``: the
 workers start again), or it is the loop's last interval (``drain``: no next batch was
-fetched in it), or it was served from the batches Grain workers buffered while starting up (``warmup``: they arrive
-at once and would look faster than the steady state), or it is far from the others
+fetched in it), or it was served from the batches Grain workers buffered while starting
+up (``warmup``: they arrive at once and would look faster than the steady state), or it is
+far from the others
 (an anomaly, ``analysis.anomalies``).
 
 The loader time D follows the same start-up rule: the batches the workers buffered
