@@ -81,10 +81,9 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
         rows += [["wall time per step (compile left out)", ms(per_step)]]
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
-                         "pipecheck monitor: your training loop",
+                         "pipecheck monitor: your training loop", Table(rows), "",
                          f"verdict: {result.verdict}"
-                         + (f" ({result.reason})" if result.reason else ""),
-                         Table(rows), "",
+                         + (f" ({result.reason})" if result.reason else ""), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:
         site_rows = [[short_location(s.location), s.code, f"{s.seconds:.3f} s",
