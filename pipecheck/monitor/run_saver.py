@@ -26,12 +26,12 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import warnings
 from types import FrameType, TracebackType
 from typing import Callable, Generic, TypeVar
 
 from pipecheck.errors import MonitorError, PipecheckError
+from pipecheck.measure.faults import describe
 from pipecheck.monitor.result import RunState
 from pipecheck.records import store
 from pipecheck.records.monitor import MonitorResult, RunEnd
@@ -59,10 +59,8 @@ def check_save_to(path: str, every_s: float, force: bool) -> None:
     store.check_writable(path, force)
 
 
-def one_line(exc: BaseException) -> str:
-    """An exception as one line: ``ValueError: loss is nan`` (its message's first line)."""
-    lines = "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()
-    return (lines[0] if lines else type(exc).__name__)[:300]
+one_line = describe
+"""An exception as one line: ``ValueError: loss is nan`` (its message's first line)."""
 
 
 def remove_stale_temporaries(path: str) -> list[str]:
