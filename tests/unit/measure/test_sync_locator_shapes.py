@@ -17,18 +17,26 @@ from pipecheck.measure.sync_locator import classify, stack_of
 
 def stacks_at(fn: Callable[[], object], opname: str) -> list[tuple[str, object]]:
     """Run ``fn`` and, at each instruction ``opname`` of its own frame, the expression the
-    locator reads there and what ``classify`` makes of the stack."""
+    locator reads there and what ``classify`` makes of the stack (by ``sys.monitoring``'s
+    instruction events where Python has them: 3.12's ``settrace`` gives no opcode events to
+    a frame that asks for them in its call event)."""
     code = fn.__code__
     ops = {i.offset: i.opname for i in dis.get_instructions(code)}
     seen: list[tuple[str, object]] = []
+
+    def look(frame: FrameType) -> None:
+        stack = stack_of(frame)
+        seen.append((stack[0].expression, classify(stack)))
+
+    if hasattr(sys, "monitoring"):
+        return _stacks_by_monitoring(fn, lambda offset: ops.get(offset) == opname, look, seen)
 
     def trace(frame: FrameType, event: str, arg: object):  # noqa: ANN202
         if frame.f_code is not code:
             return None
         frame.f_trace_opcodes = True
         if event == "opcode" and ops.get(frame.f_lasti) == opname:
-            stack = stack_of(frame)
-            seen.append((stack[0].expression, classify(stack)))
+            look(frame)
         return trace
 
     sys.settrace(trace)
@@ -36,6 +44,29 @@ def stacks_at(fn: Callable[[], object], opname: str) -> list[tuple[str, object]]
         fn()
     finally:
         sys.settrace(None)
+    return seen
+
+
+def _stacks_by_monitoring(fn: Callable[[], object], wanted: Callable[[int], bool],
+                          look: Callable[[FrameType], None],
+                          seen: list[tuple[str, object]]) -> list[tuple[str, object]]:
+    monitoring = sys.monitoring  # type: ignore[attr-defined]
+    tool = monitoring.DEBUGGER_ID
+    code = fn.__code__
+
+    def on_instruction(executing: object, offset: int) -> None:
+        if executing is code and wanted(offset):
+            look(sys._getframe(1))
+
+    monitoring.use_tool_id(tool, "pipecheck-test")
+    try:
+        monitoring.register_callback(tool, monitoring.events.INSTRUCTION, on_instruction)
+        monitoring.set_local_events(tool, code, monitoring.events.INSTRUCTION)
+        fn()
+    finally:
+        monitoring.set_local_events(tool, code, 0)
+        monitoring.register_callback(tool, monitoring.events.INSTRUCTION, None)
+        monitoring.free_tool_id(tool)
     return seen
 
 
