@@ -90,7 +90,7 @@ def _load_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotC
         return []
     busier = "A" if la > lb else "B"
     return [NotComparable(
-        "machine-load", "other programs' load (cores of %d)" % cores, f"{la:.1f}", f"{lb:.1f}",
+        "machine-load", f"other programs' load (cores of {cores})", f"{la:.1f}", f"{lb:.1f}",
         f"{busier} ran on a busier machine: rerun {busier} when the machine is quiet, or "
         "pass --allow machine-load")]
 

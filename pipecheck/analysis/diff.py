@@ -21,12 +21,12 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.analysis import anomalies
+from pipecheck.analysis.comparable import not_comparable
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.codec import SERIAL, ArrayEncoder, float_column
 from pipecheck.records.common import Distribution, StepRecord
-from pipecheck.analysis.comparable import not_comparable
 from pipecheck.records.diff import (
     DEFAULT_CONFIDENCE,
     DiffResult,
@@ -152,6 +152,7 @@ def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
     else:
         run_warnings = tuple(stats.quality_warnings(step_time.summary))
     first = _number(compile_info.get("first_step_s"))
+    other_cores, host_cores = _load_of(data, kind)
     return RunSummary(
         source=origin,
         kind=kind,
@@ -170,20 +171,21 @@ def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
         warnings=run_warnings,
         incomplete=_run_end(data, origin),
         total_steps=total if isinstance(total := data.get("total_steps"), int) else None,
-        **_load_of(data, kind),
+        other_cores=other_cores,
+        host_cores=host_cores,
     )
 
 
-def _load_of(data: Mapping[str, object], kind: str) -> dict[str, object]:
+def _load_of(data: Mapping[str, object], kind: str) -> tuple[float | None, int | None]:
     """``other_cores`` and ``host_cores`` of a record's ``machine_load``: the phase its steps
-    were timed in (synthetic: ``target``; compare: ``real``); empty when it has none."""
+    were timed in (synthetic: ``target``; compare: ``real``); None when it has none."""
     load = _section(data, "machine_load")
     phase = _section(load, "real" if kind == "compare" else "target")
     wall, other = _number(phase.get("wall_s")), _number(phase.get("other_cpu_s"))
     cores = load.get("cores")
     if not wall or other is None or not isinstance(cores, int):
-        return {}
-    return {"other_cores": max(0.0, other) / wall, "host_cores": cores}
+        return None, None
+    return max(0.0, other) / wall, cores
 
 
 def _compile_step_s(run: ImportedRun) -> float | None:
