@@ -11,6 +11,7 @@ Resampling recorded step times would miss the run-to-run part (calibration, comp
 part a user's two runs differ by; so real runs are used, side by side in one process.
 
     python benchmarks/diff_power.py [--pairs 15] [--power-pairs 8] [--changes 0.03,0.05,0.1]
+        [--aa-workload calibrated|demo]
 """
 
 from __future__ import annotations
@@ -30,14 +31,17 @@ POWER = 0.8
 """Detected in at least 80% of pairs: the usual power a test is sized for."""
 
 
-def run(compute_ms: float, out: pathlib.Path) -> dict:
-    cmd = [sys.executable, "-m", "pipecheck", "synthetic", "--set", "workload=calibrated",
-           "--set", f"compute_ms={compute_ms}", "--json", str(out), "--quiet", "--force"]
+def run(compute_ms: float | None, out: pathlib.Path) -> dict:
+    """One fresh run: the calibrated workload at ``compute_ms``, or the demo for None."""
+    sets = (["workload=calibrated", f"compute_ms={compute_ms}"] if compute_ms is not None
+            else ["workload=demo"])
+    cmd = [sys.executable, "-m", "pipecheck", "synthetic", "--json", str(out), "--quiet",
+           "--force", *(x for kv in sets for x in ("--set", kv))]
     subprocess.run(cmd, check=True, capture_output=True, env=os.environ)
     return json.loads(out.read_text())
 
 
-def outcome(a_ms: float, b_ms: float, d: pathlib.Path) -> tuple[str, float]:
+def outcome(a_ms: float | None, b_ms: float | None, d: pathlib.Path) -> tuple[str, float]:
     a = summary_from_record(run(a_ms, d / "a.json"), "A")
     b = summary_from_record(run(b_ms, d / "b.json"), "B")
     result = diff_runs(a, b)
@@ -49,17 +53,20 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=15)
     p.add_argument("--power-pairs", type=int, default=8)
     p.add_argument("--changes", default="0.03,0.05,0.1")
+    p.add_argument("--aa-workload", choices=("calibrated", "demo"), default="calibrated",
+                   help="the A/A pairs' workload (demo: fixed compute, no calibration)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp)
-        aa = [outcome(BASE_MS, BASE_MS, d) for _ in range(args.pairs)]
+        base = BASE_MS if args.aa_workload == "calibrated" else None
+        aa = [outcome(base, base, d) for _ in range(args.pairs)]
         false = sum(o == "significant" for o, _ in aa)
         inconclusive = sum(o == "inconclusive" for o, _ in aa)
-        print(f"A/A: {false}/{len(aa)} pairs significant (false verdicts: "
+        print(f"A/A ({args.aa_workload}): {false}/{len(aa)} pairs significant (false verdicts: "
               f"{false / len(aa):.0%}); inconclusive {inconclusive}; |change| median "
               f"{sorted(abs(r) for _, r in aa)[len(aa) // 2]:.1%}")
         smallest = None
-        for change in (float(c) for c in args.changes.split(",")):
+        for change in (float(c) for c in args.changes.split(",") if c):
             got = [outcome(BASE_MS, BASE_MS * (1 + change), d) for _ in range(args.power_pairs)]
             hit = sum(o == "significant" and r > 0 for o, r in got)
             print(f"change +{change:.0%}: detected {hit}/{len(got)} "
