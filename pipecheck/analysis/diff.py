@@ -21,12 +21,20 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.analysis import anomalies
+from pipecheck.analysis.comparable import not_comparable
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.codec import SERIAL, ArrayEncoder, float_column
 from pipecheck.records.common import Distribution, StepRecord
-from pipecheck.records.diff import DEFAULT_CONFIDENCE, DiffResult, DiffRow, RunSummary, VersionRow
+from pipecheck.records.diff import (
+    DEFAULT_CONFIDENCE,
+    DiffResult,
+    DiffRow,
+    NotComparable,
+    RunSummary,
+    VersionRow,
+)
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
@@ -144,6 +152,7 @@ def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
     else:
         run_warnings = tuple(stats.quality_warnings(step_time.summary))
     first = _number(compile_info.get("first_step_s"))
+    other_cores, host_cores = _load_of(data, kind)
     return RunSummary(
         source=origin,
         kind=kind,
@@ -162,7 +171,21 @@ def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
         warnings=run_warnings,
         incomplete=_run_end(data, origin),
         total_steps=total if isinstance(total := data.get("total_steps"), int) else None,
+        other_cores=other_cores,
+        host_cores=host_cores,
     )
+
+
+def _load_of(data: Mapping[str, object], kind: str) -> tuple[float | None, int | None]:
+    """``other_cores`` and ``host_cores`` of a record's ``machine_load``: the phase its steps
+    were timed in (synthetic: ``target``; compare: ``real``); None when it has none."""
+    load = _section(data, "machine_load")
+    phase = _section(load, "real" if kind == "compare" else "target")
+    wall, other = _number(phase.get("wall_s")), _number(phase.get("other_cpu_s"))
+    cores = load.get("cores")
+    if not wall or other is None or not isinstance(cores, int):
+        return None, None
+    return max(0.0, other) / wall, cores
 
 
 def _compile_step_s(run: ImportedRun) -> float | None:
@@ -307,6 +330,21 @@ def comparison_warnings(a: RunSummary, b: RunSummary) -> list[str]:
     return out
 
 
+def inconclusive_verdict(reasons: Sequence[NotComparable]) -> str:
+    """The verdict when B cannot be judged against A: each reason, and what to do."""
+    lines = [f"step time: inconclusive; A and B are not comparable ({len(reasons)} "
+             f"reason{'s' if len(reasons) > 1 else ''}), so no difference is judged:"]
+    lines += [f"  - {r.describe()}" for r in reasons]
+    return "\n".join(lines)
+
+
+def outcome_of(row: DiffRow, reasons: Sequence[NotComparable]) -> str:
+    """The verdict word (``OUTCOMES``)."""
+    if reasons or not row.significance:
+        return "inconclusive"
+    return row.significance
+
+
 def step_time_verdict(row: DiffRow, confidence: float) -> str:
     """One plain sentence on the steady-state median step time."""
     if not row.significance:
@@ -358,12 +396,14 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
 
 
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
-              progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL) -> DiffResult:
+              progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL,
+              allow: Sequence[str] = ()) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
     ``progress`` hears of each bootstrap (seconds each on million-step runs). ``encoder``:
     the one the record will be written with, given the runs' step columns first (a
     ``pipecheck.encoding.ParallelEncoder`` compresses them on another thread while they are
-    compared)."""
+    compared). ``allow``: rules or config keys whose difference is the change under test
+    (``analysis.comparable``)."""
     encoder.compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
@@ -391,6 +431,7 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         _plain_row("memory in use (device)", "bytes", a.memory_in_use_bytes,
                    b.memory_in_use_bytes),
     )
+    reasons = not_comparable(a, b, allow)
     versions = tuple(VersionRow(k, _version(a.env, k), _version(b.env, k)) for k in VERSION_KEYS
                      if a.env.get(k) is not None or b.env.get(k) is not None)
     return DiffResult(
@@ -398,7 +439,10 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         b=b,
         rows=rows,
         versions=versions,
-        verdict=step_time_verdict(median_row, confidence),
+        verdict=(inconclusive_verdict(reasons) if reasons
+                 else step_time_verdict(median_row, confidence)),
         warnings=tuple([n for n in (note_a, note_b) if n] + comparison_warnings(a, b)),
         confidence=confidence,
+        outcome=outcome_of(median_row, reasons),
+        not_comparable=reasons,
     )

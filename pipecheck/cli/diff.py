@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from pipecheck.analysis.comparable import check_allow
 from pipecheck.analysis.diff import diff_runs
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
@@ -23,9 +24,14 @@ from pipecheck.report.diff import format_diff, format_imported
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("a", type=click.Path(exists=True, dir_okay=False))
 @click.argument("b", type=click.Path(exists=True, dir_okay=False))
+@click.option("--allow", "allow", multiple=True, metavar="RULE|KEY",
+              help="a difference that is the change under test: a rule (batch, model, "
+                   "config, devices, versions, loader, machine-load) or a config key; "
+                   "repeatable")
 @output_options
 @quiet_option
-def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> None:
+def diff(a: str, b: str, allow: tuple[str, ...], json_path: str | None, force: bool,
+         quiet: bool) -> None:
     """Compare run B with run A side by side.
 
     A and B are pipecheck result JSON files or MaxText training logs, in any mix, told
@@ -33,13 +39,17 @@ def diff(a: str, b: str, json_path: str | None, force: bool, quiet: bool) -> Non
     step, no anomalies): median, p90 and mean, with B-A, the relative change, and whether
     the median moved significantly (block-bootstrap interval of the median difference
     and Mann-Whitney U must both agree). Anomalous steps are listed with a likely cause.
+    Runs that differ in more than the change under test (batch size, model, devices,
+    versions, loader setting, machine load, two config keys or more), or with too few
+    steady steps, get the verdict "inconclusive" with each reason and what to do (exit 0).
     """
     check_outputs(force, json_path)
     progress = command_progress(quiet)
     encoder = ParallelEncoder()  # with --json, the columns are compressed while diff works
     ahead = encoder if json_path is not None else SERIAL
     run_a, run_b = load_runs(a, b, progress, encoder=ahead)
-    result = diff_runs(run_a, run_b, progress=progress, encoder=ahead)
+    check_allow(allow, run_a, run_b)
+    result = diff_runs(run_a, run_b, progress=progress, encoder=ahead, allow=allow)
     click.echo(format_diff(result))
     save_json(result, json_path, force, encoder)
 

@@ -56,6 +56,11 @@ class RunSummary(Record):
     """A Monitor run that did not finish: how it ended (see ``MonitorResult.incomplete``)."""
     total_steps: int | None = None
     """Steps the run completed (a Monitor record's ``total_steps``), when known."""
+    other_cores: float | None = None
+    """Cores other programs kept busy while the steps ran (a synthetic record's
+    ``machine_load.target``, a compare record's ``machine_load.real``); None when unknown."""
+    host_cores: int | None = None
+    """The host's cores the load is counted on (``machine_load.cores``)."""
     wall_time: WallTime | None = None
     """A MaxText log's wall time by its timestamps (``ImportedRun.wall_time``); None for
     other runs and in records written before it was added."""
@@ -103,6 +108,26 @@ class DiffRow(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class NotComparable(Record):
+    """One reason ``diff`` cannot judge B against A (``analysis.comparable``): the rule,
+    what differs, both values, and what to do."""
+
+    rule: str
+    """One of ``analysis.comparable.RULES`` (what ``--allow`` takes)."""
+    what: str
+    a: str
+    b: str
+    fix: str
+
+    def describe(self) -> str:
+        return f"{self.what} {self.a} vs {self.b}: {self.fix}"
+
+
+OUTCOMES = ("significant", "not significant", "inconclusive")
+"""The diff's verdict words: B's step time differs, does not, or cannot be judged."""
+
+
+@dataclasses.dataclass(frozen=True)
 class VersionRow(Record):
     name: str
     a: str | None
@@ -122,6 +147,10 @@ class DiffResult(TopRecord):
     verdict: str
     warnings: tuple[str, ...] = ()
     confidence: float = DEFAULT_CONFIDENCE
+    outcome: str = ""
+    """One of ``OUTCOMES``; "" in records written before it was added."""
+    not_comparable: tuple[NotComparable, ...] = ()
+    """Why the outcome is ``inconclusive`` (empty otherwise)."""
 
     def row(self, name: str) -> DiffRow:
         for r in self.rows:

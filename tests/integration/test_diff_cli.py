@@ -39,7 +39,9 @@ def calibrated_runs(tmp_path_factory):
         paths.append(out)
     a, b = paths
     out = d / "diff.json"
-    r = run_cli("diff", str(a), str(b), "--json", str(out))
+    # another job's load during one run and not the other makes diff inconclusive
+    # (machine-load); here the 5x change is far beyond it, so that difference is allowed
+    r = run_cli("diff", str(a), str(b), "--allow", "machine-load", "--json", str(out))
     assert r.returncode == 0, r.stderr
     return a, b, r.stdout, json.loads(out.read_text())
 
@@ -56,7 +58,7 @@ def test_diff_of_20_and_100_ms_runs_is_significant_and_slower(calibrated_runs):
     assert data["a"]["kind"] == data["b"]["kind"] == "synthetic"
     assert skeleton_problems("diff-synthetic", stdout) == []  # docs/diff.md
 
-    reverse = run_cli("diff", str(b), str(a))
+    reverse = run_cli("diff", str(b), str(a), "--allow", "machine-load")
     assert reverse.returncode == 0, reverse.stderr
     assert "less time per step than A: significant" in reverse.stdout, reverse.stdout
 
@@ -75,3 +77,22 @@ def test_diff_of_a_non_result_is_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "is not a pipecheck result" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_too_few_steady_steps_is_inconclusive_with_what_to_do(tmp_path, calibrated_runs):
+    """A real 8-step run (6 steady steps) against a 30-step one: the verdict is inconclusive,
+    names both counts and the fix, and diff exits 0 (the comparison ran)."""
+    short = tmp_path / "short.json"
+    r = run_cli("synthetic", "--set", "workload=calibrated", "--set", f"compute_ms={FAST_MS}",
+                "--steps", "8", "--json", str(short))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "diff.json"
+    r = run_cli("diff", str(short), str(calibrated_runs[0]), "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "step time: inconclusive" in r.stdout, r.stdout
+    assert "each run needs at least 10 steady steps: rerun with more steps" in r.stdout
+    data = json.loads(out.read_text())
+    assert data["outcome"] == "inconclusive"
+    assert "steady-steps" in [x["rule"] for x in data["not_comparable"]]
+    bad = run_cli("diff", str(short), str(calibrated_runs[0]), "--allow", "bogus")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr

@@ -1,0 +1,143 @@
+"""Can ``diff`` judge B against A? Pure: named rules over two run summaries.
+
+Each rule compares one thing that, when it differs between the runs (and is not the change
+the user meant to test), makes a step-time difference unattributable: the batch size, the
+model, the devices, the versions of JAX and pipecheck, the loader setting, the machine's
+load from other programs, and enough steady steps. A rule that fires gives a
+``NotComparable``: both values and what to do. ``--allow RULE`` (or ``--allow KEY`` for a
+config key) declares a difference to be the change under test; steady steps cannot be
+allowed.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+from pipecheck.errors import ConfigError
+from pipecheck.records.diff import NotComparable, RunSummary
+
+BATCH_KEYS = ("batch_size", "global_batch_size", "per_device_batch_size")
+"""Config keys holding the batch size (pipecheck's and MaxText's)."""
+
+MODEL_KEYS = ("workload", "model", "model_name")
+"""Config keys naming what is trained."""
+
+LOADER_KEYS = ("num_workers", "per_worker_buffer_size", "num_threads", "prefetch_buffer_size",
+               "grain_worker_count")
+"""Config keys of the loader setting (Grain's knobs)."""
+
+DEVICE_KEYS = ("device_kind", "device_count")
+VERSION_KEYS = ("jax", "jaxlib", "pipecheck")
+
+MIN_STEADY_STEPS = 10
+"""Fewer steady steps than this in either run and the diff cannot judge: the block bootstrap
+of the median needs several blocks, and 10 steps give a median whose interval is ~as wide
+as the changes users ask about (measured: benchmarks/diff_power.py)."""
+
+LOAD_DIFF_MIN_CORES = 0.5
+"""Other programs using at least half a core more during one run than the other: on the
+2-core machines pipecheck is tested on that is a quarter of the CPU, which slows a CPU step
+by more than the smallest change diff reports."""
+
+LOAD_DIFF_SHARE_OF_HOST = 0.10
+"""...and at least 10% of the host's cores (on a 64-core host, half a core explains nothing)."""
+
+RULES = ("batch", "model", "config", "devices", "versions", "loader", "machine-load",
+         "steady-steps")
+"""Every rule's name, in the order reasons are listed (``--allow`` takes these)."""
+
+
+def _show(v: object) -> str:
+    return "absent" if v is None else str(v)
+
+
+def _keyed(rule: str, what: str, keys: Sequence[str], a: Mapping[str, object],
+           b: Mapping[str, object], allow: frozenset[str]) -> list[NotComparable]:
+    out = []
+    for k in keys:
+        va, vb = a.get(k), b.get(k)
+        if va is None or vb is None or va == vb or k in allow:
+            continue
+        out.append(NotComparable(
+            rule, f"{what} {k}", _show(va), _show(vb),
+            f"rerun B with {k}={_show(va)}, or pass --allow {rule} if this is the change "
+            "you are testing"))
+    return out
+
+
+def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    """Other config keys: one may differ (the change under test); two or more, unallowed,
+    leave the difference unattributable."""
+    named = set(BATCH_KEYS + MODEL_KEYS + LOADER_KEYS)
+    keys = sorted(k for k in set(a.config) & set(b.config)
+                  if k not in named and k not in allow and a.config[k] != b.config[k])
+    if len(keys) < 2 or "config" in allow:
+        return []
+    shown = ", ".join(f"{k} {_show(a.config[k])} vs {_show(b.config[k])}" for k in keys)
+    return [NotComparable(
+        "config", "config keys", "; ".join(f"{k}={_show(a.config[k])}" for k in keys),
+        "; ".join(f"{k}={_show(b.config[k])}" for k in keys),
+        f"{len(keys)} config keys differ ({shown}): change one at a time, or pass "
+        f"--allow KEY for each one that is part of the change")]
+
+
+def _load_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    la, lb = a.other_cores, b.other_cores
+    if la is None or lb is None or "machine-load" in allow:
+        return []
+    cores = max(a.host_cores or 1, b.host_cores or 1)
+    if abs(la - lb) < max(LOAD_DIFF_MIN_CORES, LOAD_DIFF_SHARE_OF_HOST * cores):
+        return []
+    busier = "A" if la > lb else "B"
+    return [NotComparable(
+        "machine-load", f"other programs' load (cores of {cores})", f"{la:.1f}", f"{lb:.1f}",
+        f"{busier} ran on a busier machine: rerun {busier} when the machine is quiet, or "
+        "pass --allow machine-load")]
+
+
+def _steps_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    na, nb = a.step_time.summary.n, b.step_time.summary.n
+    if min(na, nb) >= MIN_STEADY_STEPS:
+        return []
+    return [NotComparable(
+        "steady-steps", "steady-state steps", str(na), str(nb),
+        f"each run needs at least {MIN_STEADY_STEPS} steady steps: rerun with more steps "
+        f"(e.g. --steps {2 * MIN_STEADY_STEPS + 10})")]
+
+
+def _env_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    return (_keyed("devices", "device", DEVICE_KEYS, a.env, b.env, allow)
+            + _keyed("versions", "version of", VERSION_KEYS, a.env, b.env, allow))
+
+
+def _config_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    return (_keyed("batch", "batch size", BATCH_KEYS, a.config, b.config, allow)
+            + _keyed("model", "model", MODEL_KEYS, a.config, b.config, allow)
+            + _config_rule(a, b, allow))
+
+
+CHECKS: tuple[Callable[[RunSummary, RunSummary, frozenset[str]], list[NotComparable]], ...] = (
+    _config_rules, _env_rules,
+    lambda a, b, allow: _keyed("loader", "loader setting", LOADER_KEYS, a.config, b.config,
+                               allow),
+    _load_rule, _steps_rule,
+)
+
+
+def not_comparable(a: RunSummary, b: RunSummary,
+                   allow: Sequence[str] = ()) -> tuple[NotComparable, ...]:
+    """Every reason B cannot be judged against A, in ``RULES`` order; empty when it can.
+    ``allow``: rule names or config keys whose difference is the change under test."""
+    allowed = frozenset(allow)
+    found = [r for check in CHECKS for r in check(a, b, allowed)
+             if r.rule not in allowed or r.rule == "steady-steps"]
+    return tuple(sorted(found, key=lambda r: RULES.index(r.rule)))
+
+
+def check_allow(allow: Sequence[str], a: RunSummary, b: RunSummary) -> None:
+    """A ConfigError for an ``--allow`` that is neither a rule nor a config key of A or B."""
+    keys = set(a.config) | set(b.config)
+    for name in allow:
+        if name not in RULES[:-1] and name not in keys:
+            raise ConfigError(f"--allow {name!r} is neither a rule ({', '.join(RULES[:-1])}) "
+                              "nor a config key of A or B")
