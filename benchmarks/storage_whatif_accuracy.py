@@ -3,7 +3,7 @@ loader time D at read latencies the model did not see, on a real slow FUSE mount
 
 An ArrayRecord file (2,000 records of 2 kB, ``group_size:1``: one read per record) is served
 through ``pipecheck.testing.slow_mount`` at a base latency per read; ``pipecheck dataloader``
-(a subprocess, the real command) measures ``benchmarks/storage_pipeline.py``
+(a subprocess, the real command) measures ``pipecheck/testing/storage_pipeline.py``
 (``ArrayRecordDataSource`` -> shuffle -> decode map -> batch of 8) over a grid of workers x
 read threads and writes its record. The same grid is then measured on mounts at the unseen
 latencies, and each setting's D there is predicted from the base record alone, as
@@ -12,7 +12,7 @@ Printed: predicted vs measured per setting and latency, |predicted - measured| /
 its median and largest, against the goal (median <= 10%, none over 25%).
 
     PYTHONPATH=. python benchmarks/storage_whatif_accuracy.py [--base-ms 5]
-        [--unseen-ms 15,40] [--workers 0,1,2] [--threads 1,4] [--batches 20]
+        [--unseen-ms 15,40] [--workers 0,1,2] [--threads 1,4] [--batches 80]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import os
 import pathlib
-import random
 import statistics
 import subprocess
 import sys
@@ -31,30 +30,16 @@ from pipecheck.analysis.whatif import Asked, what_if
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.testing.slow_mount import SlowStorage, mounted
+from pipecheck.testing.storage_pipeline import (
+    RECORD_BYTES,
+    RECORDS,
+    config_text,
+    write_array_record,
+)
 
-HERE = pathlib.Path(__file__).resolve().parent
+BATCH_SIZE = 8
 GOAL_MEDIAN = 0.10
 GOAL_MAX = 0.25
-RECORDS = 2000
-RECORD_BYTES = 2048
-BATCH_SIZE = 8
-
-
-def write_array_record(path: pathlib.Path) -> None:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    rng = random.Random(0)
-    for _ in range(RECORDS):
-        writer.write(rng.randbytes(RECORD_BYTES))
-    writer.close()
-
-
-def config_text(path: pathlib.Path, decode_us: int) -> str:
-    entry = HERE / "storage_pipeline.py"
-    return (f"workload:\n  init: {entry}:init\n  train_step: {entry}:train_step\n"
-            f"  dataset: {entry}:dataset\nbatch_size: {BATCH_SIZE}\n"
-            f"params:\n  path: {path}\n  decode_us: {decode_us}\n")
 
 
 def measure(src: pathlib.Path, work: pathlib.Path, latency_s: float,
@@ -66,7 +51,8 @@ def measure(src: pathlib.Path, work: pathlib.Path, latency_s: float,
     out = work / f"dataloader-{name}.json"
     with mounted(src, mountpoint, SlowStorage(latency_s)) as mount:
         cfg = work / f"cfg-{name}.yml"
-        cfg.write_text(config_text(mountpoint / "data.array_record", args.decode_us))
+        cfg.write_text(config_text(mountpoint / "data.array_record", BATCH_SIZE,
+                                   args.decode_us))
         cmd = [sys.executable, "-m", "pipecheck", "dataloader", "--config", str(cfg),
                "--workers", args.workers, "--threads", args.threads, "--batches",
                str(args.batches), "--no-device-put", "--json", str(out)]
@@ -95,8 +81,8 @@ def compare(base: DataloaderResult, base_s: float, at: DataloaderResult, latency
         measured = s.loader_time.value
         e = abs(p.predicted_loader_s.value - measured) / measured
         errors.append(e)
-        print(f"  {latency_s * 1e3:>6g} ms  {g.short_label():<26} {measured * 1e3:>10.1f} "
-              f"{p.predicted_loader_s.value * 1e3:>10.1f} {100 * e:>7.1f}%  {p.loader_binding}")
+        print(f"  {latency_s * 1e3:>6g} ms  {g.short_label():<26} {measured * 1e3:>11.1f} "
+              f"{p.predicted_loader_s.value * 1e3:>12.1f} {100 * e:>7.1f}%  {p.loader_binding}")
     return errors
 
 
@@ -106,7 +92,7 @@ def main() -> None:
     ap.add_argument("--unseen-ms", default="15,40")
     ap.add_argument("--workers", default="0,1,2")
     ap.add_argument("--threads", default="1,4")
-    ap.add_argument("--batches", type=int, default=20)
+    ap.add_argument("--batches", type=int, default=80)
     ap.add_argument("--decode-us", type=int, default=100)
     args = ap.parse_args()
     unseen = [float(v) * 1e-3 for v in args.unseen_ms.split(",")]
@@ -127,8 +113,8 @@ def main() -> None:
         print(f"base record: D {ds}; the model: {fit.latency_s * 1e3:.1f} ms waiting + "
               f"{fit.worker_cpu_s * 1e3:.1f} ms CPU per batch (fit error "
               f"{100 * fit.fit_error:.0f}%)")
-        print(f"  {'latency':>9}  {'setting':<26} {'measured':>10} {'predicted':>10} "
-              f"{'error':>8}  binds (ms per batch)")
+        print(f"  {'latency':>9}  {'setting':<26} {'measured ms':>11} {'predicted ms':>12} "
+              f"{'error':>8}  binds")
         errors = [e for lat in unseen for e in compare(base, base_s,
                                                        measure(src, work, lat, args), lat)]
     med, top = statistics.median(errors), max(errors)
