@@ -477,3 +477,19 @@ def without_stage(model: LoaderModelFit, stage_s: float) -> LoaderModelFit:
                                worker_cpu_s=model.worker_cpu_s - cpu,
                                main_alone_s=model.main_alone_s - cpu,
                                main_alone_cpu_s=model.main_alone_cpu_s - cpu, stage=TRANSFORMS)
+
+
+def reads_per_batch(settings: Sequence[LoaderSetting]) -> int | None:
+    """Reads of the source a batch makes: one per example (a random-access source such as
+    ``ArrayRecordDataSource`` reads each record by itself), the examples per batch the
+    settings recorded (None: none recorded)."""
+    counts = [s.examples_per_batch for s in settings if s.examples_per_batch > 0]
+    return max(counts) if counts else None
+
+
+def with_read_latency(model: LoaderModelFit, added_s: float, reads: int) -> LoaderModelFit:
+    """The model were each of a batch's ``reads`` reads ``added_s`` seconds slower: the
+    waiting per batch grows by ``reads x added_s``. Waiting is not CPU: in ``per_process``
+    it overlaps across a process's reads in flight (min(threads, prefetch)) and across the
+    workers, and no core floor moves."""
+    return dataclasses.replace(model, latency_s=model.latency_s + reads * max(0.0, added_s))

@@ -16,6 +16,7 @@ from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.whatif import Interval, LoaderModelFit, WhatIfResult, WhatIfSetting
+from pipecheck.units import ms
 
 OWN_WORKERS = "the pipeline runs its own worker processes"
 """How a setting's warning begins when the pipeline fixes its own workers
@@ -39,6 +40,9 @@ class Asked:
     threads: int | None = None
     prefetch: int | None = None
     cores: int | None = None
+    read_latency_s: float | None = None
+    """Seconds every read of the source would take beyond those measured (None: as
+    measured)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,10 +121,13 @@ def what_if(record: CompareResult | DataloaderResult, source: str, asked: Asked
             ) -> WhatIfResult:
     """The prediction for the asked setting; NotPredictable says why there is none."""
     m = measured_of(record)
-    model = lm.fit_loader_model(m.settings, m.cores, m.ram_budget_mb)
+    fitted = lm.fit_loader_model(m.settings, m.cores, m.ram_budget_mb)
+    reads = read_latency_reads(m.settings, asked.read_latency_s)
+    model = fitted if reads is None else \
+        lm.with_read_latency(fitted, asked.read_latency_s or 0.0, reads)
     setting = setting_of(asked, m.base, m.cores)
     loader = lm.predict_loader(model, setting.grain(), setting.cores)
-    notes = _notes(loader, model, setting)
+    notes = [*_notes(loader, model, setting), *_latency_notes(asked, reads)]
     interference = interference_of(m)
     step: Interval | None = None
     binding = loader.binding
@@ -136,16 +143,43 @@ def what_if(record: CompareResult | DataloaderResult, source: str, asked: Asked
         goal = m.target.value * LOADER_HEADROOM
         cores_needed, keeps_up, host_setting = host_sizing(model, setting.grain(), goal,
                                                            m.cores)
-    stage_s, precomputed = stage_what_if(m.settings, model, setting)
+    stage_s, precomputed = stage_what_if(m.settings, model, setting) if reads is None \
+        else (None, None)
     return WhatIfResult(
         source=source, source_kind=m.kind, setting=setting, predicted_loader_s=loader.interval,
-        predicted_step_s=step, binding=binding, loader_binding=loader.binding, model=model,
+        predicted_step_s=step, binding=binding, loader_binding=loader.binding, model=fitted,
         target_s=_interval(m.target) if m.target is not None else None,
         interference=interference, cores_needed=cores_needed, host_keeps_up=keeps_up,
         host_setting=host_setting, stage_s=stage_s,
         precomputed_loader_s=precomputed.interval if precomputed else None,
         precomputed_binding=precomputed.binding if precomputed else None,
-        notes=tuple(notes), env=dict(record.env))
+        notes=tuple(notes), env=dict(record.env),
+        read_latency_s=asked.read_latency_s, reads_per_batch=reads)
+
+
+def read_latency_reads(settings: Sequence[LoaderSetting], added_s: float | None
+                       ) -> int | None:
+    """Reads per batch the added latency applies to (None: no latency asked);
+    MissingNumbers when the record holds no examples per batch to count them by."""
+    if added_s is None:
+        return None
+    reads = lm.reads_per_batch(settings)
+    if reads is None:
+        raise lm.MissingNumbers(
+            "its settings hold no examples per batch (examples_per_batch), so the reads a "
+            "batch makes are unknown: written by an older pipecheck; measure again with "
+            "this one")
+    return reads
+
+
+def _latency_notes(asked: Asked, reads: int | None) -> list[str]:
+    if reads is None or asked.read_latency_s is None:
+        return []
+    return [f"every read {ms(asked.read_latency_s)} slower: {reads} reads a batch (one per "
+            f"example) add {ms(reads * asked.read_latency_s)} of waiting per batch, "
+            "overlapped by each process's reads in flight (min(threads, prefetch)) and by "
+            "the workers, using no CPU; the measured reads' own latency, bandwidth, a slow "
+            "tail and caches are taken as measured (docs/whatif.md)"]
 
 
 def stage_what_if(settings: Sequence[LoaderSetting], model: LoaderModelFit,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from typing import Callable, Mapping, Sequence, TypeVar
 
 import click
@@ -179,6 +181,41 @@ def int_list(ctx: click.Context, param: click.Parameter, value: str) -> list[int
         if int(item) not in out:
             out.append(int(item))
     return out
+
+
+DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+"""The units a duration on the command line may carry (``500us``, ``30ms``, ``0.03s``)."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of a duration written as a number of 0 or more and its unit (``30ms``,
+    ``0.03s``, ``2.5ms``, ``500us``; a space between them allowed); ValueError saying how
+    to write it otherwise."""
+    found = re.fullmatch(r"\s*([^\s]+?)\s*(us|ms|s)\s*", text.lower())
+    try:
+        value = float(found.group(1)) if found else math.nan
+    except ValueError:
+        value = math.nan
+    if found is None or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{text!r} is not a duration: write a number of 0 or more and its "
+                         "unit, e.g. 30ms, 0.03s, 2.5ms or 500us")
+    return value * DURATION_UNITS[found.group(2)]
+
+
+class Duration(click.ParamType):
+    """A duration with its unit (``30ms``, ``0.03s``), in seconds; BadParameter (exit 2)
+    saying how to write it otherwise."""
+
+    name = "DURATION"
+
+    def convert(self, value: object, param: click.Parameter | None,
+                ctx: click.Context | None) -> float:
+        if isinstance(value, float):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
 
 
 def optional_int_list(ctx: click.Context, param: click.Parameter,

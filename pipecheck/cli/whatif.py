@@ -9,6 +9,7 @@ from pipecheck.analysis.loader_model import MissingNumbers, NotPredictable
 from pipecheck.analysis.whatif import MAX_KNOB, Asked, what_if
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.option_specs import OptionSpec, declare
+from pipecheck.cli.options import Duration
 from pipecheck.errors import PipecheckError, ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.compare import CompareResult
@@ -63,19 +64,23 @@ def load_measured(path: str) -> CompareResult | DataloaderResult:
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
 @declare(WHATIF_OPTIONS)
+@click.option("--read-latency", "read_latency_s", type=Duration(), default=None,
+              help="Predict were every read of the source this much slower (30ms, 0.03s): "
+                   "data moved to slower storage. [default: as measured]")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Write the versioned whatif record to this JSON file (atomically).")
 @click.option("--force", is_flag=True, help="Overwrite the --json file if it exists.")
-def whatif(run_json: str, json_path: str | None, force: bool, **knobs: int | None) -> None:
+def whatif(run_json: str, read_latency_s: float | None, json_path: str | None, force: bool,
+           **knobs: int | None) -> None:
     """Predict the loader time D and the step time for a setting of Grain's knobs and a
     host's cores, from the settings a compare or dataloader run measured (RUN.json), with
     an interval, what binds (compute, a pipeline stage, the main process, the CPU cores,
     memory) and the fewest cores that keep up. Knobs not given keep the run's chosen
-    setting. See docs/whatif.md."""
+    setting; --read-latency adds latency to every read. See docs/whatif.md."""
     store.check_writable(json_path, force)
     record = load_measured(run_json)
     try:
-        result = what_if(record, run_json, Asked(**knobs))
+        result = what_if(record, run_json, Asked(**knobs, read_latency_s=read_latency_s))
     except MissingNumbers as e:
         raise ResultFormatError(f"{run_json}: {e}") from None
     except NotPredictable as e:

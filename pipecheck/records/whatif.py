@@ -133,6 +133,12 @@ class WhatIfResult(TopRecord):
     precomputed_binding: str | None = None
     notes: tuple[str, ...] = ()
     env: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    read_latency_s: float | None = None
+    """Seconds every read of the source was taken to be slower than measured
+    (``--read-latency``; None: as measured). ``model`` is the fit to the measured
+    settings; the prediction adds ``reads_per_batch x read_latency_s`` to its waiting."""
+    reads_per_batch: int | None = None
+    """Reads of the source a batch makes (one per example), with ``read_latency_s``."""
 
     @property
     def predicted_batches_per_s(self) -> float:

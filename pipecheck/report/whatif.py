@@ -39,7 +39,9 @@ def _host_lines(r: WhatIfResult) -> list[str]:
 def format_whatif(r: WhatIfResult) -> str:
     """The report of one prediction."""
     m = r.model
-    lines = [f"pipecheck whatif: {r.setting.label()} "
+    slower = f", every read {ms(r.read_latency_s)} slower" \
+        if r.read_latency_s is not None else ""
+    lines = [f"pipecheck whatif: {r.setting.label()}{slower} "
              f"(model fitted to {m.settings_fitted} settings of {short_path(r.source)}, "
              f"a {r.source_kind} record)", ""]
     lines.append(f"predicted loader time D: {_interval(r.predicted_loader_s)} per batch, "

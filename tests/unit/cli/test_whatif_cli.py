@@ -118,3 +118,38 @@ def test_prediction_from_a_real_compare_record_gives_the_step_and_the_host(capsy
     assert "binds: compute (T = 13.4 ms" in chosen
     assert "keeps up with T (13.4 ms) from 1 core" in chosen
     assert "the cheapest setting predicted to keep up: workers=0, buffer=2, threads=4" in chosen
+
+
+def test_read_latency_predicts_a_slower_loader_and_records_what_was_asked(capsys, tmp_path):
+    assert main(["whatif", str(DATALOADER), "--workers", "1", "--threads", "4"]) == 0
+    base = capsys.readouterr().out
+    out = tmp_path / "slow.json"
+    assert main(["whatif", str(DATALOADER), "--workers", "1", "--threads", "4",
+                 "--read-latency", "2.5ms", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("pipecheck whatif: workers=1, buffer=2, threads=4, prefetch=8, "
+                           "cores=2, every read 2.50 ms slower (model fitted to")
+    assert "note: every read 2.50 ms slower: 32 reads a batch (one per example) add " \
+           "80.0 ms of waiting per batch" in text
+    assert "if MapMapDataset" in base and "were precomputed" not in text
+    data = json.loads(out.read_text())
+    assert data["read_latency_s"] == 0.0025 and data["reads_per_batch"] == 32
+    slower = store.load(out, expect=WhatIfResult)
+    assert slower.predicted_loader_s.value > 0.0
+
+
+@pytest.mark.parametrize("value", ["30", "fast", "-3ms", "30 minutes", "nanms"])
+def test_a_read_latency_that_does_not_parse_is_one_line_with_the_fix(capsys, value):
+    err = one_line_error(capsys, ["whatif", str(DATALOADER), "--read-latency", value], 2)
+    assert "--read-latency" in err and f"{value!r} is not a duration" in err
+    assert "e.g. 30ms, 0.03s, 2.5ms or 500us" in err
+
+
+def test_read_latency_on_a_record_without_examples_per_batch_is_one_line(capsys, tmp_path):
+    data = json.loads(DATALOADER.read_text())
+    for s in data["results"]:
+        s["examples_per_batch"] = 0
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    err = one_line_error(capsys, ["whatif", str(path), "--read-latency", "30ms"], 2)
+    assert str(path) in err and "examples per batch" in err
