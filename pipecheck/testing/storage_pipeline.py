@@ -12,6 +12,7 @@ import random
 import time
 
 import grain
+from array_record.python.array_record_module import ArrayRecordWriter
 import jax.numpy as jnp
 import numpy as np
 
@@ -26,8 +27,6 @@ def write_array_record(path: str | os.PathLike[str], records: int = RECORDS,
                        record_bytes: int = RECORD_BYTES) -> None:
     """``records`` seeded random records of ``record_bytes`` each, one per ArrayRecord
     group (``group_size:1``: a random read reads one record)."""
-    from array_record.python.array_record_module import ArrayRecordWriter  # only to write
-
     writer = ArrayRecordWriter(str(path), "group_size:1")
     rng = random.Random(0)
     for _ in range(records):
