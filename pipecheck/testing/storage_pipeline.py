@@ -12,9 +12,9 @@ import random
 import time
 
 import grain
-from array_record.python.array_record_module import ArrayRecordWriter
 import jax.numpy as jnp
 import numpy as np
+from array_record.python.array_record_module import ArrayRecordWriter
 
 RECORDS = 2000
 """Records in the file: a pass over them is longer than any run the tests time."""
