@@ -251,6 +251,18 @@ def loop_verdict(times: LoopTimes, costs: Sequence[SyncCost]) -> tuple[VerdictKi
                           f"{_pct(waiting / total)}, host work {_pct(host / total)}")
 
 
+def loop_headspace(times: LoopTimes) -> StepInterval:
+    """Pure: R less T per step, what any input, sync or host-work fix can buy at most. R is
+    the wall time per step (compile left out); the device computes at least while the loop
+    waited for it, so T is at least that wait (the high end) and at most R itself, since the
+    device may have computed through all of the host's other time (the low end, 0: a loop's
+    record cannot say how much of the host's time overlapped the device's); ``value`` is the
+    range's middle, as the gains' predicted step times are."""
+    n = max(times.steps, 1)
+    high = max(times.total_s - times.device_s, 0.0) / n
+    return StepInterval(value=high / 2, low=0.0, high=high)
+
+
 def loop_gains(times: LoopTimes, costs: Sequence[SyncCost]) -> tuple[Gain, ...]:
     """Pure: the changes the record supports, each with its gain per step as a range and the
     step time it predicts (wall time per step, compile left out), ranked by the high end."""

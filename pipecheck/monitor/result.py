@@ -18,6 +18,7 @@ from pipecheck.analysis.loop_verdict import (
     LoopTimes,
     SyncCost,
     loop_gains,
+    loop_headspace,
     loop_verdict,
     restart_excess,
     sync_costs,
@@ -126,6 +127,7 @@ def build_result(
         startup=startup,
         verdict=verdict,
         reason=reason,
+        headspace_s=loop_headspace(times),
         gains=loop_gains(times, costs),
         loader_starts=state.loader_starts,
     )

@@ -20,7 +20,8 @@ by what the record holds (the range's ends are the bounds)."""
 
 @dataclasses.dataclass(frozen=True)
 class StepInterval(Record):
-    """A predicted step time: its middle and its range, in seconds."""
+    """A time per step (a predicted step time, a headspace): its middle and its range, in
+    seconds."""
 
     value: float
     low: float

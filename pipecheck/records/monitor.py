@@ -18,7 +18,7 @@ from pipecheck.records.common import (
     StepRecord,
     SyncSite,
 )
-from pipecheck.records.gains import Gain
+from pipecheck.records.gains import Gain, StepInterval
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import INCONCLUSIVE, VerdictKind
 
@@ -102,6 +102,9 @@ class MonitorResult(TopRecord):
     """What holds the loop back, from what it shows (``analysis.loop_verdict``): the same
     vocabulary as compare's (a record written before verdicts were: inconclusive, no reason)."""
     reason: str = ""
+    headspace_s: StepInterval | None = None
+    """R less T per step: what any input, sync or host-work fix can buy at most, as a range
+    (``analysis.loop_verdict.loop_headspace``; None: a record written before it was)."""
     gains: tuple[Gain, ...] = ()
     """The changes the loop's record supports, each with its gain per step as a range,
     ranked by gain (``analysis.loop_verdict.loop_gains``)."""

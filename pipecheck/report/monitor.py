@@ -91,6 +91,11 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",
                   Table(site_rows, ["location", "code", "seconds", "share", ""])]
+    if result.headspace_s is not None:
+        h = result.headspace_s
+        parts += ["", f"headspace (R less T: what any input, sync or host-work fix can buy at "
+                  f"most): {ms(h.low)} to {ms(h.high)} per step (low 0: a loop's record cannot "
+                  "say how much of the host's time the device computed through)"]
     if result.gains:
         parts += ["", "what each change buys (per step; low: what overlap may already hide):",
                   Table([[g.kind, g.change, f"{ms(g.gain_s.low)} to {ms(g.gain_s.high)}",

@@ -13,6 +13,7 @@ from pipecheck.analysis.loop_verdict import (
     MIN_VERDICT_STEPS,
     LoopTimes,
     loop_gains,
+    loop_headspace,
     loop_verdict,
     sync_costs,
 )
@@ -102,3 +103,11 @@ def test_times_of_a_breakdown_leave_compile_out_and_take_the_restarts_from_data_
     t = LoopTimes.of(Breakdown(14.0, 100, rows), 80, restart_s=2.0)
     assert (t.input_s, t.restart_s, t.device_s, t.sync_s, t.own_s) == (1.0, 2.0, 4.0, 1.0, 0.5)
     assert t.total_s == pytest.approx(9.0) and t.host_work_s == pytest.approx(4.0)
+
+
+def test_headspace_is_the_hosts_time_beside_the_device_wait_with_a_low_end_of_zero() -> None:
+    h = loop_headspace(times(input_s=3.0, device_s=5.0, sync_s=1.0, steps=100))
+    assert h.low == 0.0
+    assert h.high == pytest.approx(0.04)
+    assert h.value == pytest.approx(0.02)
+    assert loop_headspace(times(device_s=5.0, steps=100)).high == 0.0
