@@ -70,14 +70,19 @@ _PATTERNS = {
     CHECKPOINT: re.compile(r"checkpoint|orbax", re.IGNORECASE),
     COMPILE: re.compile(r"backend_compile|compile_or_get_cached|lower_sharding_computation|"
                         r"\scache_miss$|_pjit_lower|trace_to_jaxpr|^Compile"),
-    SYNC: re.compile(r"\s(__float__|__int__|__bool__|__index__|item|tolist|__array__|"
-                     r"block_until_ready|device_get)$|^np\.asarray\(jax\.Array\)$|"
-                     r"Await$|TransferFromDevice|^BlockHostUntilReady"),
+    SYNC: re.compile(r"TransferFromDevice|^BlockHostUntilReady|CopyToHost"),
     DISPATCH: re.compile(r"^PjitFunction\(|ExecuteHelper|^PJRT_LoadedExecutable_Execute|"
                          r"LoadedExecutable::Execute"),
 }
 """Event names (Python frames as the tracer writes them, ``$file.py:LINE function``, and
 JAX/XLA's own events) that say what the training thread is doing."""
+
+_DEVICE_WAIT = re.compile(r"PjRtBuffer::Await$|^BlockHostUntilReady|TransferFromDevice|"
+                          r"CopyToHost|^np\.asarray\(jax\.Array\)$")
+"""Events of the runtime in which the host waits for a device buffer (to be computed, or
+copied to the host): the mark of a host read, whatever Python call made it. Outside a
+dispatch or a compilation (where the runtime waits on its own inputs), such a wait is a
+sync; the Python tracer's frames around it say which call it was."""
 
 _BLOCKING = re.compile(r"^\$threading\.py:\d+ wait$|^\$queue\.py:\d+ get$|"
                        r"^\$<unknown> acquire$|^\$connection\.py:\d+ (wait|recv|poll)|"
@@ -110,6 +115,11 @@ the steps, and the device's executions of the train step are the steps."""
 NO_INPUT_S = 1e-6
 """A step whose thread did nothing for input loaded in no measurable time: 1 us, so D is a
 number the verdict can compare, not a missing sample."""
+
+WAKE_S = 200e-6
+"""A library frame returning within 200 us of the device finishing its work woke because
+the device was done: far less than any host work that merely overlaps a step's end lasts
+past it by chance, and more than a thread takes to wake on a loaded host."""
 
 IDLE_COMPUTE_SHARE = 0.10
 """A device idle less than 10% of a step is kept busy: compute-bound whatever else."""
@@ -181,6 +191,79 @@ class StepSplit:
     @property
     def idle(self) -> np.ndarray:
         return self.times - self.busy
+
+
+def host_reads(t: CaptureTimeline) -> np.ndarray:
+    """Mask over the thread's events: its host reads of device values, found by what they
+    do, whatever the JAX version calls them (``__float__``, ``_item``, ``print``,
+    ``device_get``). A read is the outermost frame of JAX's or NumPy's own code (below the
+    user's frame) that either holds a wait for a device buffer (``_DEVICE_WAIT``) outside a
+    dispatch or a compilation, or holds the moment the device finished its work and returns
+    within ``WAKE_S`` of it (the thread slept until the device was done: a wait the runtime
+    did not annotate). Without Python frames, the annotated wait itself is the read."""
+    mark = np.zeros(len(t.starts), dtype=bool)
+    inside_runtime = {i for i, n in enumerate(t.name_table) if classify(n) in (DISPATCH, COMPILE)}
+    _, done = merge(t.busy)
+    stack: list[int] = []
+    for i in np.lexsort((-(t.ends - t.starts), t.starts)).tolist():
+        while stack and t.ends[stack[-1]] <= t.starts[i]:
+            stack.pop()
+        if _woken(t, stack, i, done):
+            mark[i] = True
+        if _DEVICE_WAIT.search(t.name_table[t.names[i]]):
+            # an annotation opened inside a frame can outlive it: only events holding the
+            # whole wait enclose it
+            around = [j for j in stack if t.ends[j] >= t.ends[i]]
+            if not any(t.names[j] in inside_runtime for j in around):
+                mark[_read_frame(t, around, i)] = True
+        stack.append(i)
+    return mark
+
+
+def _woken(t: CaptureTimeline, stack: Sequence[int], i: int, done: np.ndarray) -> bool:
+    """Whether event ``i`` is an outermost library frame that returned within ``WAKE_S``
+    of the device finishing its work, having started before."""
+    name = t.name_table[t.names[i]]
+    if not name.startswith("$") or not _library_frame(name):
+        return False
+    k = np.searchsorted(done, t.ends[i], side="right") - 1
+    if k < 0 or done[k] <= t.starts[i] or t.ends[i] - done[k] > WAKE_S:
+        return False
+    around = [j for j in stack if t.ends[j] >= t.ends[i]
+              and t.name_table[t.names[j]].startswith("$")]
+    return not around or not _library_frame(t.name_table[t.names[around[-1]]])
+
+
+def _read_frame(t: CaptureTimeline, stack: Sequence[int], wait: int) -> int:
+    """The outermost library frame enclosing ``wait`` (below pipecheck's own lagged read
+    when that holds it), else ``wait``."""
+    frames = [j for j in stack if t.name_table[t.names[j]].startswith("$")]
+    for k, j in enumerate(frames):
+        m = _FRAME.match(t.name_table[t.names[j]])
+        if m and (m["file"], m["function"]) in INTERNAL_SYNCS and k + 1 < len(frames):
+            return frames[k + 1]
+    for j in frames:
+        if _library_frame(t.name_table[t.names[j]]):
+            return j
+    return wait
+
+
+def _library_frame(name: str) -> bool:
+    """A frame of JAX's, NumPy's or Python's own code: a built-in (``$builtins print``,
+    ``$numpy asarray``) or a file of ``_LIBRARY_FILES``."""
+    m = _FRAME.match(name)
+    return m is None or m["file"] in _LIBRARY_FILES
+
+
+def event_kinds(t: CaptureTimeline) -> np.ndarray:
+    """The kind of each of the thread's events, as an index into ``THREAD_KINDS``
+    (``len(THREAD_KINDS)`` for host work): by name, and host reads (``host_reads``) as syncs."""
+    codes = np.asarray([THREAD_KINDS.index(c) if (c := classify(n)) != HOST
+                        else len(THREAD_KINDS)
+                        for n in t.name_table], dtype=int)
+    kinds = codes[t.names] if len(t.names) else np.zeros(0, dtype=int)
+    kinds[host_reads(t)] = THREAD_KINDS.index(SYNC)
+    return kinds
 
 
 @functools.lru_cache(maxsize=65536)
@@ -305,10 +388,7 @@ def _labelled_segments(t: CaptureTimeline, steps: Steps
     """Disjoint segments (start, end, kind code) covering the steps: cut at every
     boundary of a classified event and of a step, each labelled with the first kind
     (``THREAD_KINDS`` order) whose events cover it; ``len(THREAD_KINDS)`` means host work."""
-    codes = np.asarray([THREAD_KINDS.index(c) if (c := classify(n)) != HOST
-                        else len(THREAD_KINDS)
-                        for n in t.name_table], dtype=int)
-    event_cat = codes[t.names] if len(t.names) else np.zeros(0, dtype=int)
+    event_cat = event_kinds(t)
     unions = []
     bounds = [steps.starts, steps.ends]
     for k in range(len(THREAD_KINDS)):
@@ -409,6 +489,7 @@ def sync_calls(t: CaptureTimeline, steps: Steps, steady: np.ndarray) -> list[Syn
     outside JAX and NumPy (``file.py:?? <loop>`` when the loop itself holds it: the
     tracer records only functions entered after the capture started)."""
     order = np.lexsort((-(t.ends - t.starts), t.starts))
+    is_sync = event_kinds(t) == THREAD_KINDS.index(SYNC)
     lo, hi = steps.starts[steady], steps.ends[steady]
     stack: list[tuple[float, int]] = []
     found: dict[tuple[str, int, str, str], list[float]] = {}
@@ -416,8 +497,7 @@ def sync_calls(t: CaptureTimeline, steps: Steps, steady: np.ndarray) -> list[Syn
         s, e, name = t.starts[i], t.ends[i], t.name_table[t.names[i]]
         while stack and stack[-1][0] <= s:
             stack.pop()
-        if classify(name) == SYNC and not any(classify(t.name_table[t.names[j]]) == SYNC
-                                              for _, j in stack):
+        if is_sync[i] and not any(is_sync[j] for _, j in stack):
             k = np.searchsorted(lo, s, side="right") - 1
             if k >= 0 and s < hi[k]:
                 # an annotation opened inside a frame can outlive it: only frames still

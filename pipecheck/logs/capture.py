@@ -343,8 +343,10 @@ SYNC_CALLS = {
     "__index__": ("int", "range"), "item": ("item",), "tolist": ("tolist",),
     "__array__": ("asarray", "array"), "np.asarray(jax.Array)": ("asarray", "array"),
     "block_until_ready": ("block_until_ready",), "device_get": ("device_get",),
+    "_item": ("item",), "_tolist": ("tolist",), "_value": ("asarray", "array"),
 }
-"""The calls in the user's source that make each sync event."""
+"""The calls in the user's source that make each sync event, where the event's name is not
+the call's (any other event, ``print`` or ``asarray``, is made by the call of its name)."""
 
 MAX_SOURCE_FILES = 5000
 """Files looked at when searching a folder tree for the user's source (a home directory
@@ -373,7 +375,7 @@ def sync_line(source: pathlib.Path, def_line: int, sync: str) -> int | None:
         tree = ast.parse(source.read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):
         return None
-    names = SYNC_CALLS.get(sync, ())
+    names = SYNC_CALLS.get(sync, (sync,))
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 node.lineno == def_line or any(d.lineno == def_line
