@@ -88,14 +88,11 @@ def build_result(
     step_time, warnings = steady_distribution(steps, "Monitor's run")
     wall = snap.totals.wall_s
     sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)
-    compile_info = None
-    compile_s = None
     first_step_s = float(steps[0].time_s)
-    if state.watched is not None:
-        compile_s = state.compile_s
-        compile_info = CompileInfo(first_step_s=first_step_s, compile_s=compile_s,
-                                   train_step_compiles=state.train_step_compiles,
-                                   findings=state.compile_findings)
+    compile_s = state.compile_s if state.watched is not None else None
+    compile_info = None if state.watched is None else CompileInfo(
+        first_step_s=first_step_s, compile_s=state.compile_s,
+        train_step_compiles=state.train_step_compiles, findings=state.compile_findings)
     table = breakdown(snap.totals, compile_s, state.outside_spans_s)
     startup = monitor_startup(steps, compile_s)
     first_batch = first_batch_finding(startup) if startup is not None else None
