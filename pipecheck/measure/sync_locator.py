@@ -132,7 +132,7 @@ def classify(stack: Sequence[FrameInfo]) -> tuple[FrameInfo, bool] | None:
         return None
     site = stack[i]
     if not waiting:
-        if i != 0 or not BLOCKING_CALL_RE.search(site.expression) or site.operand == HOST:
+        if i != 0 or not executing_blocking_call(site.expression) or site.operand == HOST:
             return None
     return site, is_internal(site.filename)
 
@@ -149,6 +149,20 @@ WAITING_METHODS = frozenset({"item", "tolist", "block_until_ready"})
 
 CONTAINER_LEAVES = 64
 """The most elements of a list, tuple or dict looked at for a device value."""
+
+
+@functools.lru_cache(maxsize=1024)
+def executing_blocking_call(expression: str) -> bool:
+    """Pure: whether the executing ``expression`` is itself a blocking call (its callee is
+    one of ``BLOCKING_CALL_RE``). An expression that only contains one (``np.array(img) /
+    255.0`` at its division) is past that call, which has returned; one that does not parse
+    (a fragment) is judged by the text alone."""
+    try:
+        node = ast.parse(expression.strip(), mode="eval").body
+    except SyntaxError:
+        return bool(BLOCKING_CALL_RE.search(expression))
+    return isinstance(node, ast.Call) and bool(
+        BLOCKING_CALL_RE.search(ast.unparse(node.func) + "("))
 
 
 @functools.lru_cache(maxsize=1024)

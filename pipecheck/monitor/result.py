@@ -124,8 +124,7 @@ def build_result(
         startup=startup,
         verdict=verdict,
         reason=reason,
-        headspace_s=loop_headspace(times),
-        gains=loop_gains(times, costs),
+        headspace_s=loop_headspace(times), gains=loop_gains(times, costs),
         loader_starts=state.loader_starts,
     )
 

@@ -16,6 +16,7 @@ from pipecheck.report.format import (
     format_breakdown,
     warnings_text,
 )
+from pipecheck.report.gains import gains_parts
 from pipecheck.units import ms, short_location
 
 
@@ -91,17 +92,8 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",
                   Table(site_rows, ["location", "code", "seconds", "share", ""])]
-    if result.headspace_s is not None:
-        h = result.headspace_s
-        parts += ["", f"headspace (R less T: what any input, sync or host-work fix can buy at "
-                  f"most): {ms(h.low)} to {ms(h.high)} per step (low 0: a loop's record cannot "
-                  "say how much of the host's time the device computed through)"]
-    if result.gains:
-        parts += ["", "what each change buys (per step; low: what overlap may already hide):",
-                  Table([[g.kind, g.change, f"{ms(g.gain_s.low)} to {ms(g.gain_s.high)}",
-                          f"{ms(g.predicted_step_s.low)} to {ms(g.predicted_step_s.high)}",
-                          g.how] for g in result.gains],
-                        ["kind", "change", "gain", "predicted step", "how"])]
+    if result.headspace_s is not None or result.gains:
+        parts += ["", *gains_parts(result.headspace_s, result.gains)]
     if result.anomalies:
         parts += ["", *anomalies_parts(result.anomalies)]
     if result.findings:

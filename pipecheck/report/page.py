@@ -37,6 +37,7 @@ from pipecheck.report.charts import Chart, ForcedSync, SeriesRun
 from pipecheck.report.compare import compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
+from pipecheck.report.gains import gains_parts
 from pipecheck.report.monitor import monitor_parts
 from pipecheck.report.plot import sync_label_of
 from pipecheck.report.profile import profile_parts
@@ -54,6 +55,9 @@ class RunPage:
     parts: Sequence[Part]
     charts: Sequence[tuple[str, Chart | None]] = ()
     headline: Sequence[str] = ()
+    gains: Sequence[Part] = ()
+    """The "what each change buys" section: the headspace and the ranked gains
+    (``report.gains``; empty where the record holds none)."""
 
 
 PAGES: dict[str, Callable[[Record], RunPage]] = {}
@@ -141,7 +145,9 @@ def synthetic_page(r: SyntheticResult) -> RunPage:
 
 @page_for(MonitorResult)
 def monitor_page(r: MonitorResult) -> RunPage:
-    return RunPage(monitor_parts(r), _run_charts(r, r.step_time))
+    return RunPage(monitor_parts(r), _run_charts(r, r.step_time),
+                   [f"verdict: {r.verdict}" + (f" ({r.reason})" if r.reason else "")],
+                   gains_parts(r.headspace_s, r.gains))
 
 
 @page_for(ProfileResult)
@@ -284,6 +290,9 @@ def run_html(name: str, r: Record, anchor: str) -> str:
     lead, rest = split_lead(page.parts)
     headline = "".join(f'<p class="headline">{esc(h)}</p>' for h in page.headline)
     drawn = "".join(chart_html(t, c) for t, c in page.charts if c is not None)
+    if page.gains:
+        drawn += ('<div class="panel gains"><h3>what each change buys</h3>'
+                  f"{parts_html(page.gains)}</div>")
     return (f'<section class="run" id="{anchor}"><h1>{esc(name)} <small>({esc(kind)})</small>'
             f'</h1><div class="lead">{parts_html(lead)}{headline}</div>{drawn}'
             f'<div class="panel words-rest"><h3>the report</h3>{parts_html(rest)}</div>'

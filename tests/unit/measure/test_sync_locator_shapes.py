@@ -10,9 +10,8 @@ from types import FrameType
 from typing import Callable
 
 import numpy as np
-import pytest
 
-from pipecheck.measure.sync_locator import classify, stack_of
+from pipecheck.measure.sync_locator import classify, executing_blocking_call, stack_of
 
 
 def stacks_at(fn: Callable[[], object], opname: str) -> list[tuple[str, object]]:
@@ -80,13 +79,6 @@ def test_the_conversion_call_of_a_host_image_is_not_a_sync() -> None:
     assert seen and all(c is None for _, c in seen), seen
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pipecheck/measure/sync_locator.py: at the division of `np.array(img, dtype=np.float32) "
-    "/ 255.0` the executing expression is the whole BinOp, which contains the text "
-    "`np.array(` (BLOCKING_CALL_RE) but is no call: blocking_operand() gives None, the "
-    "operand stays unknown and classify() counts the host's division as a device wait (a "
-    "PIL generator's line named as a 3% host-sync in tests/data/own_loops/pil_generator.py "
-    "written that way). Remove this mark when fixed."))
 def test_arithmetic_on_a_host_conversion_is_not_a_sync() -> None:
     img = np.zeros((8, 8, 3), np.uint8)
 
@@ -96,3 +88,12 @@ def test_arithmetic_on_a_host_conversion_is_not_a_sync() -> None:
     seen = stacks_at(convert_and_scale, "BINARY_OP")
     assert seen and seen[0][0] == "np.array(img, dtype=np.float32) / 255.0"
     assert all(c is None for _, c in seen), seen
+
+
+def test_executing_blocking_call_is_the_call_itself_not_an_expression_holding_one() -> None:
+    assert executing_blocking_call("np.asarray(x)")
+    assert executing_blocking_call("loss.item()")
+    assert executing_blocking_call("jax.block_until_ready(state)")
+    assert not executing_blocking_call("np.array(img, dtype=np.float32) / 255.0")
+    assert not executing_blocking_call("print(np.asarray(x))")
+    assert executing_blocking_call("np.asarray(x")  # a fragment: by its text
