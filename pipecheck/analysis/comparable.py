@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Sequence
 
 from pipecheck.errors import ConfigError
 from pipecheck.records.diff import NotComparable, RunSummary
+from pipecheck.records.env import differences
 
 BATCH_KEYS = ("batch_size", "global_batch_size", "per_device_batch_size")
 """Config keys holding the batch size (pipecheck's and MaxText's)."""
@@ -27,7 +28,11 @@ LOADER_KEYS = ("num_workers", "per_worker_buffer_size", "num_threads", "prefetch
 """Config keys of the loader setting (Grain's knobs)."""
 
 DEVICE_KEYS = ("device_kind", "device_count")
-VERSION_KEYS = ("jax", "jaxlib", "pipecheck")
+"""Environment keys of the devices the steps ran on."""
+
+SOFTWARE_KEYS = ("jax", "jaxlib", "pipecheck")
+"""Environment keys of the versions the ``versions`` rule compares (``analysis.diff``'s
+``VERSION_KEYS`` are the rows its versions table shows, devices included)."""
 
 MIN_STEADY_STEPS = 10
 """Fewer steady steps than this in either run and the diff cannot judge: the block bootstrap
@@ -44,7 +49,10 @@ LOAD_DIFF_SHARE_OF_HOST = 0.10
 
 RULES = ("batch", "model", "config", "devices", "versions", "loader", "machine-load",
          "steady-steps")
-"""Every rule's name, in the order reasons are listed (``--allow`` takes these)."""
+"""Every rule's name, in the order reasons are listed."""
+
+ALLOWABLE_RULES = tuple(r for r in RULES if r != "steady-steps")
+"""The rules ``--allow`` takes: too few steady steps is never the change under test."""
 
 
 def _show(v: object) -> str:
@@ -53,16 +61,12 @@ def _show(v: object) -> str:
 
 def _keyed(rule: str, what: str, keys: Sequence[str], a: Mapping[str, object],
            b: Mapping[str, object], allow: frozenset[str]) -> list[NotComparable]:
-    out = []
-    for k in keys:
-        va, vb = a.get(k), b.get(k)
-        if va is None or vb is None or va == vb or k in allow:
-            continue
-        out.append(NotComparable(
-            rule, f"{what} {k}", _show(va), _show(vb),
-            f"rerun B with {k}={_show(va)}, or pass --allow {rule} if this is the change "
-            "you are testing"))
-    return out
+    """A reason for each of ``keys`` (not allowed) whose values both runs hold and differ."""
+    held = [k for k in keys if k not in allow and a.get(k) is not None and b.get(k) is not None]
+    return [NotComparable(
+        rule, f"{what} {k}", _show(va), _show(vb),
+        f"rerun B with {k}={_show(va)}, or pass --allow {rule} if this is the change you "
+        "are testing") for k, va, vb in differences(a, b, held)]
 
 
 def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
@@ -71,7 +75,7 @@ def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[No
     named = set(BATCH_KEYS + MODEL_KEYS + LOADER_KEYS)
     keys = sorted(k for k in set(a.config) & set(b.config)
                   if k not in named and k not in allow and a.config[k] != b.config[k])
-    if len(keys) < 2 or "config" in allow:
+    if len(keys) < 2:
         return []
     shown = ", ".join(f"{k} {_show(a.config[k])} vs {_show(b.config[k])}" for k in keys)
     return [NotComparable(
@@ -83,7 +87,7 @@ def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[No
 
 def _load_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
     la, lb = a.other_cores, b.other_cores
-    if la is None or lb is None or "machine-load" in allow:
+    if la is None or lb is None:
         return []
     cores = max(a.host_cores or 1, b.host_cores or 1)
     if abs(la - lb) < max(LOAD_DIFF_MIN_CORES, LOAD_DIFF_SHARE_OF_HOST * cores):
@@ -107,7 +111,7 @@ def _steps_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[Not
 
 def _env_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
     return (_keyed("devices", "device", DEVICE_KEYS, a.env, b.env, allow)
-            + _keyed("versions", "version of", VERSION_KEYS, a.env, b.env, allow))
+            + _keyed("versions", "version of", SOFTWARE_KEYS, a.env, b.env, allow))
 
 
 def _config_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
@@ -127,10 +131,11 @@ CHECKS: tuple[Callable[[RunSummary, RunSummary, frozenset[str]], list[NotCompara
 def not_comparable(a: RunSummary, b: RunSummary,
                    allow: Sequence[str] = ()) -> tuple[NotComparable, ...]:
     """Every reason B cannot be judged against A, in ``RULES`` order; empty when it can.
-    ``allow``: rule names or config keys whose difference is the change under test."""
+    ``allow``: rule names (``ALLOWABLE_RULES``) or config keys whose difference is the
+    change under test."""
     allowed = frozenset(allow)
     found = [r for check in CHECKS for r in check(a, b, allowed)
-             if r.rule not in allowed or r.rule == "steady-steps"]
+             if r.rule not in allowed or r.rule not in ALLOWABLE_RULES]
     return tuple(sorted(found, key=lambda r: RULES.index(r.rule)))
 
 
@@ -138,6 +143,6 @@ def check_allow(allow: Sequence[str], a: RunSummary, b: RunSummary) -> None:
     """A ConfigError for an ``--allow`` that is neither a rule nor a config key of A or B."""
     keys = set(a.config) | set(b.config)
     for name in allow:
-        if name not in RULES[:-1] and name not in keys:
-            raise ConfigError(f"--allow {name!r} is neither a rule ({', '.join(RULES[:-1])}) "
+        if name not in ALLOWABLE_RULES and name not in keys:
+            raise ConfigError(f"--allow {name!r} is neither a rule ({', '.join(ALLOWABLE_RULES)}) "
                               "nor a config key of A or B")

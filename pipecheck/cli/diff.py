@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pipecheck.analysis.comparable import check_allow
+from pipecheck.analysis.comparable import ALLOWABLE_RULES, check_allow
 from pipecheck.analysis.diff import diff_runs
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
@@ -25,9 +25,8 @@ from pipecheck.report.diff import format_diff, format_imported
 @click.argument("a", type=click.Path(exists=True, dir_okay=False))
 @click.argument("b", type=click.Path(exists=True, dir_okay=False))
 @click.option("--allow", "allow", multiple=True, metavar="RULE|KEY",
-              help="a difference that is the change under test: a rule (batch, model, "
-                   "config, devices, versions, loader, machine-load) or a config key; "
-                   "repeatable")
+              help=f"a difference that is the change under test: a rule "
+                   f"({', '.join(ALLOWABLE_RULES)}) or a config key; repeatable")
 @output_options
 @quiet_option
 def diff(a: str, b: str, allow: tuple[str, ...], json_path: str | None, force: bool,
