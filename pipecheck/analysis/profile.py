@@ -150,6 +150,14 @@ class CaptureTimeline:
     """Executions of each XLA module on the device (``jit_NAME`` -> (n, 2) start, end),
     where the capture tells them apart."""
 
+    @functools.cached_property
+    def event_kinds(self) -> np.ndarray:
+        """``event_kinds`` of this timeline, read-only, found once: finding the host reads
+        walks every event in Python, and both the step split and the sync sites need them."""
+        kinds = event_kinds(self)
+        kinds.setflags(write=False)
+        return kinds
+
     @property
     def python_frames(self) -> bool:
         """Whether the capture has the Python tracer's frames (``python_tracer_level``)."""
@@ -388,7 +396,7 @@ def _labelled_segments(t: CaptureTimeline, steps: Steps
     """Disjoint segments (start, end, kind code) covering the steps: cut at every
     boundary of a classified event and of a step, each labelled with the first kind
     (``THREAD_KINDS`` order) whose events cover it; ``len(THREAD_KINDS)`` means host work."""
-    event_cat = event_kinds(t)
+    event_cat = t.event_kinds
     unions = []
     bounds = [steps.starts, steps.ends]
     for k in range(len(THREAD_KINDS)):
@@ -489,7 +497,7 @@ def sync_calls(t: CaptureTimeline, steps: Steps, steady: np.ndarray) -> list[Syn
     outside JAX and NumPy (``file.py:?? <loop>`` when the loop itself holds it: the
     tracer records only functions entered after the capture started)."""
     order = np.lexsort((-(t.ends - t.starts), t.starts))
-    is_sync = event_kinds(t) == THREAD_KINDS.index(SYNC)
+    is_sync = t.event_kinds == THREAD_KINDS.index(SYNC)
     lo, hi = steps.starts[steady], steps.ends[steady]
     stack: list[tuple[float, int]] = []
     found: dict[tuple[str, int, str, str], list[float]] = {}
