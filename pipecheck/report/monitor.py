@@ -68,8 +68,15 @@ def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
     return render_text(monitor_parts(result, max_sites))
 
 
-def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
-    """The Monitor report as parts (``report.blocks``)."""
+def verdict_line(result: MonitorResult) -> str:
+    """The loop's verdict and its reason, as the report and the page show it."""
+    return f"verdict: {result.verdict}" + (f" ({result.reason})" if result.reason else "")
+
+
+def monitor_parts(result: MonitorResult, max_sites: int = 5, gains: bool = True
+                  ) -> list[Part]:
+    """The Monitor report as parts (``report.blocks``); ``gains`` False leaves out the
+    headspace and gains (a page shows them in a section of their own)."""
     rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
     rows += startup_rows(result.startup)
@@ -83,8 +90,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
                          "pipecheck monitor: your training loop", Table(rows), "",
-                         f"verdict: {result.verdict}"
-                         + (f" ({result.reason})" if result.reason else ""), "",
+                         verdict_line(result), "",
              format_breakdown(result.breakdown)]
     if result.sync_sites:
         site_rows = [[short_location(s.location), s.code, f"{s.seconds:.3f} s",
@@ -92,7 +98,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5) -> list[Part]:
                      for s in result.sync_sites[:max_sites]]
         parts += ["", "where the loop waited for the device:",
                   Table(site_rows, ["location", "code", "seconds", "share", ""])]
-    if result.headspace_s is not None or result.gains:
+    if gains and (result.headspace_s is not None or result.gains):
         parts += ["", *gains_parts(result.headspace_s, result.gains)]
     if result.anomalies:
         parts += ["", *anomalies_parts(result.anomalies)]

@@ -38,7 +38,7 @@ from pipecheck.report.compare import compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
 from pipecheck.report.gains import gains_parts
-from pipecheck.report.monitor import monitor_parts
+from pipecheck.report.monitor import monitor_parts, verdict_line
 from pipecheck.report.plot import sync_label_of
 from pipecheck.report.profile import profile_parts
 from pipecheck.report.synthetic import synthetic_parts
@@ -145,9 +145,8 @@ def synthetic_page(r: SyntheticResult) -> RunPage:
 
 @page_for(MonitorResult)
 def monitor_page(r: MonitorResult) -> RunPage:
-    return RunPage(monitor_parts(r), _run_charts(r, r.step_time),
-                   [f"verdict: {r.verdict}" + (f" ({r.reason})" if r.reason else "")],
-                   gains_parts(r.headspace_s, r.gains))
+    return RunPage(monitor_parts(r, gains=False), _run_charts(r, r.step_time),
+                   [verdict_line(r)], gains_parts(r.headspace_s, r.gains))
 
 
 @page_for(ProfileResult)
@@ -204,11 +203,21 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+WRAP_CHARS = 40
+"""A table cell longer than this (a change in words, a line of code) may wrap on the page;
+shorter ones (numbers, names) stay on one line."""
+
+
+def _cell_html(c: object) -> str:
+    text = str(c)
+    return f'<td class="wrap">{esc(text)}</td>' if len(text) > WRAP_CHARS \
+        else f"<td>{esc(text)}</td>"
+
+
 def table_html(t: Table) -> str:
     head = ("<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in t.headers)
             + "</tr></thead>") if t.headers else ""
-    rows = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>"
-                   for row in t.rows)
+    rows = "".join("<tr>" + "".join(_cell_html(c) for c in row) + "</tr>" for row in t.rows)
     return f'<table class="words">{head}<tbody>{rows}</tbody></table>'
 
 
@@ -353,7 +362,8 @@ svg .step-edge{stroke:#999}svg .hover{fill:transparent}svg .hover:hover{fill:rgb
 .zoom-controls{font-size:12px}.zoom-controls input{width:35%;vertical-align:middle}
 table.words{border-collapse:collapse;margin:6px 0;font-size:13px}
 table.words th,table.words td{border-bottom:1px solid #ddd;padding:2px 8px;text-align:left}
-table.words td:not(:last-child){white-space:nowrap}
+table.words td:not(:last-child):not(.wrap){white-space:nowrap}
+table.words td.wrap{min-width:16em}
 pre{background:#f7f7f7;padding:6px;overflow-x:auto;font-size:12px}
 .lines{background:#f7f7f7;padding:4px 8px;font-size:13px}
 .lines p{margin:2px 0;overflow-wrap:anywhere}

@@ -47,6 +47,7 @@ def test_the_monitor_page_has_a_section_for_the_gains_and_its_verdict_on_top() -
     section = section[:section.index("</div>")]
     page = parse(section)
     assert "what each change buys" in page.text
+    assert html.count(SYNC.change) == 1  # in its section, not again in the report beside it
     assert ["1", "sync", SYNC.change, "0.00 ms to 1.00 ms", "9.00 ms to 10.0 ms",
             "bound"] in page.rows
     assert "verdict: forced-sync (its syncs took 30%)" in "".join(parse(html).lead)
