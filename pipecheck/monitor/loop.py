@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Iterator, Mapping, ParamSpec, TypeVar, ca
 
 from pipecheck.errors import MonitorError
 from pipecheck.measure.compile_watch import CompileWatcher
+from pipecheck.measure.faults import describe
 from pipecheck.measure.loop import read_scalar
 from pipecheck.measure.profile_window import DEFAULT_PROFILE_DIR, ProfileWindow
 from pipecheck.measure.spans import STEP_WINDOW, SpanRecorder, capturing, profiler
@@ -39,7 +40,6 @@ from pipecheck.monitor.run_saver import (
     RunKeeper,
     StateAndEnd,
     check_save_to,
-    one_line,
 )
 from pipecheck.monitor.tensorboard import TENSORBOARD_EVERY_S, ScalarWriter, wall_start_of
 from pipecheck.monitor.user_spans import MonitorSpans
@@ -450,7 +450,7 @@ class Monitor:
         try:
             self._drain()
         except BaseException as e:
-            self._end_early(RunEnd("exception", one_line(e), self._at))
+            self._end_early(RunEnd("exception", describe(e), self._at))
             self._stop_saving()
             raise
         finally:
@@ -530,7 +530,7 @@ class Monitor:
         # the user's exception goes on unchanged (this returns None); the record first
         try:
             if exc is not None:
-                self._end_early(RunEnd("exception", one_line(exc), self._at))
+                self._end_early(RunEnd("exception", describe(exc), self._at))
         finally:
             self._watchers.close()
             self._stop_saving()

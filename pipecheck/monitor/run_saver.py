@@ -59,10 +59,6 @@ def check_save_to(path: str, every_s: float, force: bool) -> None:
     store.check_writable(path, force)
 
 
-one_line = describe
-"""An exception as one line: ``ValueError: loss is nan`` (its message's first line)."""
-
-
 def remove_stale_temporaries(path: str) -> list[str]:
     """Delete the temporary files an earlier process left next to ``path`` when it was
     killed (SIGKILL) in the middle of a write; return their names."""
@@ -269,7 +265,7 @@ class RunKeeper:
     def excepthook(self, exc_type: type[BaseException], exc: BaseException,
                    tb: TracebackType | None) -> None:
         """The record first, then the hook that was there (which prints the traceback)."""
-        self._ended("exception", one_line(exc))
+        self._ended("exception", describe(exc))
         previous = self._previous_excepthook or sys.__excepthook__
         previous(exc_type, exc, tb)
 
