@@ -20,6 +20,7 @@ import pytest
 from pipecheck.errors import ConfigError
 from pipecheck.testing.slow_mount import SlowStorage, fuse_mounts_under, mounted
 from pipecheck.testing.slow_storage import SERVER_MODULE
+from pipecheck.testing.storage_pipeline import write_array_record
 from tests.storage_fixtures import require_fuse, slow_mount  # noqa: F401
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -234,16 +235,6 @@ def test_ctrl_c_in_the_process_that_made_it_unmounts(source, tmp_path):
     assert fuse_mounts_under(tmp_path) == [] and _server_pids(mountpoint) == []
 
 
-def _write_array_record(path: pathlib.Path, records: int) -> None:
-    from array_record.python.array_record_module import ArrayRecordWriter
-
-    writer = ArrayRecordWriter(str(path), "group_size:1")
-    rng = random.Random(0)
-    for _ in range(records):
-        writer.write(rng.randbytes(512))
-    writer.close()
-
-
 def _seconds_for_batches(source: object, threads: int, batches: int) -> float:
     import grain
 
@@ -262,7 +253,7 @@ def test_grain_reads_an_array_record_file_faster_with_more_threads(tmp_path, slo
 
     data = tmp_path / "records"
     data.mkdir()
-    _write_array_record(data / "data.array_record", 300)
+    write_array_record(data / "data.array_record", 300, record_bytes=512)
     mount = slow_mount(data, latency_s=0.01)
     src = grain.sources.ArrayRecordDataSource(str(mount.path / "data.array_record"))
     assert len(src) == 300
