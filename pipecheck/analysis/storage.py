@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence
 
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import LoaderSetting, Reads, Stage
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.units import ms
 
-STORAGE_BOUND = "storage-bound"
+STORAGE_BOUND: Literal["storage-bound"] = "storage-bound"
 
 READ_STAGE_PREFIX = "Source"
 """Grain names the stage that reads a data source ``SourceMapDataset(source=...)``
@@ -143,12 +143,13 @@ def storage_bound(setting: LoaderSetting) -> bool:
 def read_threads_for(e: StorageEvidence, goal_s: float | None = None) -> int:
     """Read threads per process that bring the reads below ``goal_s`` per batch (without a
     goal: below the processes' CPU per batch, where reading stops being the floor): the
-    reads' wall time per batch over the time each process may spend, at least 2 and at most
-    ``MAX_READ_THREADS``."""
+    reads' wall time per batch over the time each process may spend, rounded up to a power
+    of two (the tuner's thread ladder; the rounding is the headroom for the CPU each read
+    still costs), at least 2 and at most ``MAX_READ_THREADS``."""
     floor = goal_s if goal_s is not None and goal_s > 0 else \
         max(e.cpu_s_per_batch / e.processes, MIN_FLOOR_S)
-    needed = math.ceil(e.reads.read_s_per_batch / (floor * e.processes))
-    return max(2, min(MAX_READ_THREADS, needed))
+    needed = max(2, math.ceil(e.reads.read_s_per_batch / (floor * e.processes)))
+    return min(MAX_READ_THREADS, 1 << (needed - 1).bit_length())
 
 
 def evidence_text(e: StorageEvidence) -> str:

@@ -117,8 +117,10 @@ class Trial(SettingsKnobs):
     on its first setting tries read threads before worker processes."""
 
     @classmethod
-    def of(cls, settings: GrainSettings, batch_s: float, **extra: float) -> Trial:
-        return cls(settings, batch_s, **extra)
+    def of(cls, settings: GrainSettings, batch_s: float, *, first_batch_s: float = 0.0,
+           worker_rss_mb: float = math.nan, main_rss_mb: float = math.nan,
+           storage: str = "") -> Trial:
+        return cls(settings, batch_s, first_batch_s, worker_rss_mb, main_rss_mb, storage)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,13 +16,15 @@ of ``WINDOW_BYTES`` so the page vector stays small. A file that cannot be mapped
 file served with ``direct_io``, which has no page cache) leaves the residency unknown (None).
 Read before a setting starts and after it ends, outside every timed interval.
 
-**Eviction.** ``posix_fadvise(POSIX_FADV_DONTNEED)`` on each file. It cannot work where the
-kernel's page cache is not what serves repeated reads, so ``cold_problem`` refuses those
-file systems up front, from the mount table (``CANNOT_EVICT``): FUSE (its server, gcsfuse's
-file cache among them, keeps its own), network file systems (the server and the client keep
-their own caches), tmpfs and ramfs (the file is memory). Everywhere else eviction is
-verified: a file still more than ``COLD_RESIDENCY_MAX`` resident afterwards (pages another
-process maps or locks) is refused too, rather than measured warm under the name cold.
+**Eviction.** ``posix_fadvise(POSIX_FADV_DONTNEED)`` on each file, after ``fdatasync`` (the
+kernel drops only pages already written back: a file just written keeps its dirty pages
+otherwise). It cannot work where the kernel's page cache is not what serves repeated reads,
+so ``cold_problem`` refuses those file systems up front, from the mount table
+(``CANNOT_EVICT``): FUSE (its server, gcsfuse's file cache among them, keeps its own),
+network file systems (the server and the client keep their own caches), tmpfs and ramfs
+(the file is memory). Everywhere else eviction is verified: a file still more than
+``COLD_RESIDENCY_MAX`` resident afterwards (pages another process maps or locks) is
+refused too, rather than measured warm under the name cold.
 """
 
 from __future__ import annotations
@@ -284,6 +286,7 @@ def evict(files: DataFiles) -> float | None:
     for p in files.paths:
         fd = os.open(p, os.O_RDONLY)
         try:
+            os.fdatasync(fd)  # pages not yet written back (a file just written) stay cached
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
