@@ -11,7 +11,6 @@ run."""
 from __future__ import annotations
 
 import re
-
 import subprocess
 import sys
 
