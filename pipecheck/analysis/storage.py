@@ -63,6 +63,10 @@ MAX_READ_THREADS = 16
 ``grain_num_threads``; past it prefetch buffers grow and the GIL-holding part of each read
 queues."""
 
+READS_SHARE_OF_GOAL = 0.75
+"""A fix's read threads bring the reads to three quarters of the batch time aimed at: the
+rest is for the CPU each batch still costs and for reads that queue behind a slow one."""
+
 MIN_FLOOR_S = 1e-4
 """The least batch time a fix aims at when the processes' CPU per batch reads near zero:
 0.1 ms, below any pipeline's per-batch overhead."""
@@ -141,15 +145,15 @@ def storage_bound(setting: LoaderSetting) -> bool:
 
 
 def read_threads_for(e: StorageEvidence, goal_s: float | None = None) -> int:
-    """Read threads per process that bring the reads below ``goal_s`` per batch (without a
-    goal: below the processes' CPU per batch, where reading stops being the floor): the
-    reads' wall time per batch over the time each process may spend, rounded up to a power
-    of two (the tuner's thread ladder; the rounding is the headroom for the CPU each read
-    still costs), at least 2 and at most ``MAX_READ_THREADS``."""
+    """Read threads per process that bring the reads to ``READS_SHARE_OF_GOAL`` of ``goal_s``
+    per batch (without a goal: of the processes' CPU per batch, where reading stops being
+    the floor): the reads' wall time per batch over the time each process may spend on
+    them, rounded up to a power of two (the tuner's thread ladder), at least 2 and at most
+    ``MAX_READ_THREADS``."""
     floor = goal_s if goal_s is not None and goal_s > 0 else \
         max(e.cpu_s_per_batch / e.processes, MIN_FLOOR_S)
-    needed = max(2, math.ceil(e.reads.read_s_per_batch / (floor * e.processes)))
-    return min(MAX_READ_THREADS, 1 << (needed - 1).bit_length())
+    needed = math.ceil(e.reads.read_s_per_batch / (READS_SHARE_OF_GOAL * floor * e.processes))
+    return min(MAX_READ_THREADS, 1 << (max(2, needed) - 1).bit_length())
 
 
 def evidence_text(e: StorageEvidence) -> str:

@@ -120,8 +120,9 @@ def test_the_reading_stage_is_read_off_grains_stage_timing():
 def test_read_threads_enough_to_hide_the_reads_rounded_up_to_the_ladder():
     e = st.evidence_of(SLOW_MOUNT_1_THREAD)
     assert e is not None
-    assert st.read_threads_for(e, goal_s=0.027) == 8  # 164 ms / 27 ms: 7 -> 8
-    assert st.read_threads_for(e, goal_s=0.100) == 2
+    assert st.read_threads_for(e, goal_s=0.045) == 8  # 164 ms / (0.75 x 45 ms): 5 -> 8
+    assert st.read_threads_for(e, goal_s=0.027) == 16  # 164 ms / (0.75 x 27 ms): 9 -> 16
+    assert st.read_threads_for(e, goal_s=0.200) == 2
     assert st.read_threads_for(e, goal_s=0.001) == st.MAX_READ_THREADS
     assert st.read_threads_for(e) == st.MAX_READ_THREADS  # below its 5 ms of CPU: 33 -> 16
 
@@ -140,10 +141,10 @@ def test_the_finding_names_latency_reads_per_batch_and_the_cpu_share_with_a_grai
 
 def test_the_fix_is_the_searchs_choice_where_it_reads_with_more_threads():
     chosen = GrainSettings(0, threads=8, prefetch=8)
-    f = st.storage_finding([SLOW_MOUNT_1_THREAD], chosen=chosen, goal_s=0.027)
+    f = st.storage_finding([SLOW_MOUNT_1_THREAD], chosen=chosen, goal_s=0.045)
     assert f is not None and f.fix is not None
     assert "grain.ReadOptions(num_threads=8, prefetch_buffer_size=8)" in f.fix
-    fewer = st.storage_finding([SLOW_MOUNT_1_THREAD], chosen=GrainSettings(2), goal_s=0.1)
+    fewer = st.storage_finding([SLOW_MOUNT_1_THREAD], chosen=GrainSettings(2), goal_s=0.2)
     assert fewer is not None and fewer.fix is not None
     assert "grain.ReadOptions(num_threads=2, prefetch_buffer_size=4)" in fewer.fix
 
