@@ -136,5 +136,4 @@ def tune_by_model(measure: Callable[[GrainSettings], LoaderSetting], target_s: f
     trials = [trial_of(s) for s in measured.values()]
     result = outcome(trials, target_s, cores, "met" if any(
         t.batch_s <= goal for t in trials) else "no-gain", reason, run_steps)
-    return dataclasses.replace(result, order=order,
-                               reason=f"{order}; {result.reason}" if order else result.reason)
+    return dataclasses.replace(result, order=order)

@@ -648,12 +648,10 @@ def _explained(result: TuningOutcome) -> TuningOutcome:
 
 
 def choice_note(result: TuningOutcome) -> str:
-    """The rule behind the choice, in words (and, where the search tried read threads
-    first, why)."""
+    """The rule behind the choice, in words."""
     label = result.chosen.settings.label()
-    first = f"{result.order}; " if result.order else ""
     if result.meets_target:
-        return (f"{first}chose the cheapest setting that meets the target (fewest workers, "
-                f"then the smallest buffers): {label}")
-    return (f"{first}no setting meets the target; chose the cheapest within "
+        return (f"chose the cheapest setting that meets the target (fewest workers, then the "
+                f"smallest buffers): {label}")
+    return (f"no setting meets the target; chose the cheapest within "
             f"{100 * MIN_GAIN:.0f}% of the fastest: {label}")

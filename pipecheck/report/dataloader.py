@@ -106,7 +106,7 @@ def stage_table(setting: LoaderSetting) -> str:
 
 
 def _resident(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    return "unknown" if x is None else f"{100 * x:.0f}%"
 
 
 def storage_rows(results: Sequence[LoaderSetting]) -> list[Sequence[object]]:
@@ -143,7 +143,8 @@ def storage_parts(result: DataloaderResult) -> list[Part]:
         return []
     files = next((r.page_cache for r in result.results if r.page_cache is not None), None)
     data = "" if files is None else (f"; page cache = share of the {files.files} data "
-                                     f"file(s) in memory before -> after the setting")
+                                     "file(s) in memory before -> after the setting, unknown "
+                                     "where they cannot be mapped: FUSE with direct_io")
     parts: list[Part] = [
         "", "Reading, per setting (per read = the reading stage's wall time per element; "
             "read wait = its share of the pipeline's wait; CPU share = CPU the processes "

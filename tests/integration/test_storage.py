@@ -21,8 +21,11 @@ from pipecheck.measure.dataloader import LoaderParts, loader_parts, measure_data
 from pipecheck.measure.loader_search import SearchOptions, search_loader
 from pipecheck.measure.page_cache import COLD_RESIDENCY_MAX
 from pipecheck.progress import NO_PROGRESS
+from pipecheck.report.dataloader import format_dataloader
 from pipecheck.workloads import resolve
 from tests.storage_fixtures import slow_mount  # noqa: F401
+
+from .doc_examples import skeleton_problems
 
 LATENCY_S = 0.020
 """Per read on the slow mount: the issue's 20 ms (1 thread ~170 ms a batch of 8)."""
@@ -69,6 +72,7 @@ def test_reads_from_the_slow_mount_are_storage_bound_and_read_threads_fix_them(
     assert finding.numbers["cpu_share"] < 0.5
     assert finding.fix is not None and "grain.ReadOptions(num_threads=16" in finding.fix
     assert one.page_cache is not None and one.page_cache.resident_before is None  # direct_io
+    assert skeleton_problems("storage-slow-mount", format_dataloader(result)) == []
 
     choice = search_loader(parts, 0.050, SearchOptions(batches=6, threads=1, max_workers=4),
                            progress=NO_PROGRESS)

@@ -39,7 +39,7 @@ def test_reads_waiting_on_storage_send_the_joint_search_to_read_threads_first():
     assert all(g.threads > 1 for g in asked[1:first_workers])
     assert out.meets_target and out.chosen.settings == GrainSettings(0, threads=4, prefetch=4)
     assert out.order == NOTE
-    assert NOTE in out.reason and "read threads without workers meet the target" in out.reason
+    assert "read threads without workers meet the target" in out.reason
 
 
 def test_without_storage_the_joint_search_tries_a_worker_second():
@@ -66,7 +66,6 @@ def test_the_model_search_measures_enough_read_threads_second_and_stops_there():
     assert asked == [GrainSettings(0), GrainSettings(0, threads=8)]  # 160 / (0.75 x 45): 8
     assert out.meets_target and out.chosen.settings == GrainSettings(0, threads=8)
     assert out.order.startswith("reads wait on storage (20.0 ms a read, 8 reads a batch")
-    assert out.reason.startswith(out.order)
 
 
 def test_the_model_search_without_storage_measures_a_worker_second():
