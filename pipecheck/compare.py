@@ -233,6 +233,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               cold=o.cold)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
         ls.refuse_ignored(parts(), search)
+    elif o.cold:  # only R reads the data: refused before T too
+        ls.refuse_cold_for_real(parts, real_from_file=bool(o.real_file))
     loads = ml.PhaseLoads(stages.cpu, clock)
     with loads.phase("target", measured=not o.synthetic_file):
         target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress,

@@ -185,6 +185,16 @@ def refuse_ignored(parts: LoaderParts, opts: SearchOptions) -> None:
         parts.refuse_cold()
 
 
+def refuse_cold_for_real(parts: Callable[[], LoaderParts], real_from_file: bool) -> None:
+    """--cold with the loader settings read from a file evicts before the real-data run
+    alone: a ConfigError when that run is read from a file too (nothing reads the data), or
+    when the data files cannot be evicted."""
+    if real_from_file:
+        raise ConfigError("--cold has nothing to evict for: the loader settings and the "
+                          "real-data run are both read from files; drop --cold")
+    parts().refuse_cold()
+
+
 def _tuning(own: OwnSettings, read: GrainSettings,
             opts: SearchOptions, measure_settings: Callable[[GrainSettings], Trial],
             target_s: float, cores: int, max_workers: int, ram_budget: float,
