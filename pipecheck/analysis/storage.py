@@ -82,9 +82,12 @@ def read_stage(stages: Sequence[Stage]) -> Stage | None:
 
 def reads_of(stages: Sequence[Stage]) -> Reads | None:
     """The reading stage's latency per read and reads per batch: its elements per element of
-    the pipeline's output stage (the first stage timed, output first)."""
+    the output stage on its side (the first stage timed, output first, in the same process
+    or processes: the workers' stages are counted together, by other reports than the
+    training process's, which lag behind them)."""
     stage = read_stage(stages)
-    output = next((s for s in stages if s.n > 0), None)
+    output = next((s for s in stages if s.n > 0 and s.where == stage.where), None) \
+        if stage is not None else None
     if stage is None or output is None:
         return None
     return Reads(stage=stage.name, where=stage.where, read_s=stage.avg_s,

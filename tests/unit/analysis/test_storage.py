@@ -115,6 +115,13 @@ def test_the_reading_stage_is_read_off_grains_stage_timing():
                           162 / 21, 0.985)
     assert st.reads_of(stages[:2]) is None  # no source stage: a generator, a DataLoader
     assert st.reads_of(()) is None
+    in_workers = (  # as Grain reported a run with 2 workers: the main side's count lags
+        Stage("InterleaveDatasetIterator([2 datasets])", "main", 0.011, 0.016, 1.2e-3, 14),
+        Stage("BatchDatasetIterator(batch_size=8)", "workers", 0.003, 0.002, 9e-5, 20),
+        Stage("RepeatMapDataset(num_epochs=None)", "workers", 0.0, 0.0, float("nan"), 0),
+        Stage("SourceMapDataset(source=IndexedSource)", "workers", 0.984, 3.49, 0.0218, 160))
+    reads = st.reads_of(in_workers)
+    assert reads is not None and reads.where == "workers" and reads.reads_per_batch == 8.0
 
 
 def test_read_threads_enough_to_hide_the_reads_rounded_up_to_the_ladder():
