@@ -12,9 +12,11 @@ that does not say which files it reads (a user's own class) has no residency mea
 ``--cold`` refuses it in one line.
 
 **Residency.** ``mincore(2)`` on a read-only shared mapping of each file, mapped in windows
-of ``WINDOW_BYTES`` so the page vector stays small. A file that cannot be mapped (a FUSE
-file served with ``direct_io``, which has no page cache) leaves the residency unknown (None).
-Read before a setting starts and after it ends, outside every timed interval.
+of ``WINDOW_BYTES`` so the page vector stays small. A file that cannot be mapped leaves the
+residency unknown (None), and so does a file on FUSE, which is not even opened: the kernel
+drops a FUSE file's cached pages whenever it is opened (unless its server keeps them), so
+looking would change what is measured. Read before a setting starts and after it ends,
+outside every timed interval.
 
 **Eviction.** ``posix_fadvise(POSIX_FADV_DONTNEED)`` on each file, after ``fdatasync`` (the
 kernel drops only pages already written back: a file just written keeps its dirty pages
@@ -89,6 +91,10 @@ class DataFiles:
 
 NO_FILES = DataFiles((), 0)
 
+NOT_OPENED = "fuse"
+"""File systems whose files residency does not open (a prefix of the mount table's type):
+FUSE drops a file's cached pages on every open unless its server says to keep them."""
+
 _WRAPS = ("_source", "data_source", "_data_source")
 """Attributes under which a source (or a ``grain.DataLoader``) holds the source it wraps."""
 
@@ -159,6 +165,36 @@ def data_files(dataset: InputPipeline | None) -> DataFiles:
     return DataFiles(tuple(paths), records)
 
 
+# --- the mount table ----------------------------------------------------------------------
+def _unescape(field: str) -> str:
+    """A mount table field with its octal escapes (``\\040`` for a space) undone."""
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def filesystem_of(path: str, mountinfo: str) -> str:
+    """The file system type of the mount holding ``path`` (an absolute, resolved path), from
+    the text of ``/proc/self/mountinfo``: the longest mount point above it ("" if none)."""
+    best, fstype = "", ""
+    for line in mountinfo.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields = head.split()
+        if not sep or len(fields) < 5 or not tail.split():
+            continue
+        point = _unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, fstype = point, tail.split()[0]
+    return fstype
+
+
+def _mountinfo() -> str:
+    try:
+        with open("/proc/self/mountinfo") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 # --- residency: mincore on a mapping -------------------------------------------------------
 def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -210,9 +246,14 @@ def file_residency(path: str, libc: ctypes.CDLL | None = None) -> tuple[int, int
         os.close(fd)
 
 
-def residency(paths: Sequence[str]) -> float | None:
-    """Share of the files' bytes in the page cache (None: some file cannot be mapped, or
-    the files hold no bytes)."""
+def residency(paths: Sequence[str], mountinfo: str | None = None) -> float | None:
+    """Share of the files' bytes in the page cache (None: some file is on FUSE, cannot be
+    mapped, or the files hold no bytes). A FUSE file is not opened to read it: the kernel
+    drops a FUSE file's cached pages on every open unless its server keeps them, so reading
+    residency there would change what is measured."""
+    table = _mountinfo() if mountinfo is None else mountinfo
+    if any(filesystem_of(p, table).startswith(NOT_OPENED) for p in paths):
+        return None
     libc = _libc()
     resident = total = 0
     for p in paths:
@@ -224,27 +265,6 @@ def residency(paths: Sequence[str]) -> float | None:
 
 
 # --- eviction --------------------------------------------------------------------------------
-def _unescape(field: str) -> str:
-    """A mount table field with its octal escapes (``\\040`` for a space) undone."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
-
-
-def filesystem_of(path: str, mountinfo: str) -> str:
-    """The file system type of the mount holding ``path`` (an absolute, resolved path), from
-    the text of ``/proc/self/mountinfo``: the longest mount point above it ("" if none)."""
-    best, fstype = "", ""
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if not sep or len(fields) < 5 or not tail.split():
-            continue
-        point = _unescape(fields[4])
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, fstype = point, tail.split()[0]
-    return fstype
-
-
 def cannot_evict(fstype: str) -> str | None:
     """Why eviction cannot make reads of a file on ``fstype`` come from storage (None: it
     can, subject to the check afterwards)."""
@@ -252,14 +272,6 @@ def cannot_evict(fstype: str) -> str | None:
         if fstype == prefix or fstype.startswith(prefix):
             return why
     return None
-
-
-def _mountinfo() -> str:
-    try:
-        with open("/proc/self/mountinfo") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def cold_problem(files: DataFiles, mountinfo: str | None = None) -> str | None:

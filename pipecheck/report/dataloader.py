@@ -143,8 +143,9 @@ def storage_parts(result: DataloaderResult) -> list[Part]:
         return []
     files = next((r.page_cache for r in result.results if r.page_cache is not None), None)
     data = "" if files is None else (f"; page cache = share of the {files.files} data "
-                                     "file(s) in memory before -> after the setting, unknown "
-                                     "where they cannot be mapped: FUSE with direct_io")
+                                     "file(s) in memory before -> after the setting; unknown "
+                                     "on FUSE, whose files are not opened for it, and where "
+                                     "they cannot be mapped")
     parts: list[Part] = [
         "", "Reading, per setting (per read = the reading stage's wall time per element; "
             "read wait = its share of the pipeline's wait; CPU share = CPU the processes "

@@ -66,6 +66,12 @@ def test_cold_is_refused_in_one_line_naming_the_file_and_the_fix():
         "--cold cannot tell which files this pipeline reads")
 
 
+def test_residency_does_not_open_a_file_on_fuse():
+    """The kernel drops a FUSE file's cached pages when it is opened: residency says unknown
+    instead (the path need not exist: it is never opened)."""
+    assert pc.residency(("/data/bucket/missing.array_record",), MOUNTINFO) is None
+
+
 def _evictable_dir(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
     """``tmp_path``, or a directory in the checkout where ``tmp_path`` is in memory (tmpfs):
     eviction needs a file on a disk."""
