@@ -23,7 +23,7 @@ from pipecheck.measure.page_cache import COLD_RESIDENCY_MAX
 from pipecheck.progress import NO_PROGRESS
 from pipecheck.report.dataloader import format_dataloader
 from pipecheck.workloads import resolve
-from tests.storage_fixtures import slow_mount  # noqa: F401
+from tests.storage_fixtures import disk_dir, slow_mount  # noqa: F401
 
 from .doc_examples import skeleton_problems
 
@@ -123,8 +123,8 @@ def test_a_cpu_bound_pipeline_from_the_local_disk_is_never_storage_bound(tmp_pat
 
 
 def test_the_page_cache_of_a_local_file_reads_warm_after_reading_it_and_cold_with_cold(
-        tmp_path, capsys):
-    data = write_text_records(tmp_path / "data", records=400)
+        tmp_path, disk_dir, capsys):  # noqa: F811
+    data = write_text_records(disk_dir / "data", records=400)
     data.read_bytes()
     config, parts = demo_parts(data)
     (warm,) = measure_dataloader(config, batches=3, parts=parts, time_elements=False).results

@@ -9,7 +9,6 @@ import os
 import pathlib
 import random
 import tempfile
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,8 +16,7 @@ from pipecheck.data.grain_pipeline import BatchedExamples, MainProcessMap
 from pipecheck.data.sources import IndexedSource
 from pipecheck.errors import ConfigError
 from pipecheck.measure import page_cache as pc
-
-REPO = pathlib.Path(__file__).resolve().parents[3]
+from tests.storage_fixtures import disk_dir  # noqa: F401
 
 MOUNTINFO = "\n".join([
     "22 27 0:21 / /proc rw,relatime - proc proc rw",
@@ -72,31 +70,18 @@ def test_residency_does_not_open_a_file_on_fuse():
     assert pc.residency(("/data/bucket/missing.array_record",), MOUNTINFO) is None
 
 
-def _evictable_dir(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
-    """``tmp_path``, or a directory in the checkout where ``tmp_path`` is in memory (tmpfs):
-    eviction needs a file on a disk."""
-    with open("/proc/self/mountinfo") as f:
-        table = f.read()
-    if pc.cannot_evict(pc.filesystem_of(str(tmp_path.resolve()), table)) is None:
-        yield tmp_path
-        return
-    with tempfile.TemporaryDirectory(dir=REPO) as d:
-        yield pathlib.Path(d)
-
-
 @pytest.fixture
-def array_record(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+def array_record(disk_dir: pathlib.Path) -> pathlib.Path:  # noqa: F811
     """A 1 MB ArrayRecord file of 256 records of 4 kB, on a disk."""
     from array_record.python.array_record_module import ArrayRecordWriter
 
-    for directory in _evictable_dir(tmp_path):
-        path = directory / "data.array_record"
-        writer = ArrayRecordWriter(str(path), "group_size:1,uncompressed")
-        rng = random.Random(0)
-        for _ in range(256):
-            writer.write(rng.randbytes(4096))
-        writer.close()
-        yield path
+    path = disk_dir / "data.array_record"
+    writer = ArrayRecordWriter(str(path), "group_size:1,uncompressed")
+    rng = random.Random(0)
+    for _ in range(256):
+        writer.write(rng.randbytes(4096))
+    writer.close()
+    return path
 
 
 def test_the_files_are_found_through_the_sources_that_wrap_them(array_record):
