@@ -24,6 +24,7 @@ from pipecheck.analysis.breakdown import host_span_means
 from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state
+from pipecheck.analysis.storage import storage_finding
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
 from pipecheck.host_cpus import usable_cores
@@ -35,6 +36,7 @@ from pipecheck.measure.dataloader import (
     LoaderParts,
     loader_parts,
 )
+from pipecheck.measure.page_cache import evict
 from pipecheck.measure.real_run import (
     DEFAULT_STEPS,
     RealRun,
@@ -88,6 +90,9 @@ class CompareOptions:
     """--max-workers was given (refused for a pipeline that runs its own workers)."""
     search: str = ls.SEARCHES[0]
     """How the loader settings are searched (``measure.loader_search.SEARCHES``)."""
+    cold: bool = False
+    """--cold: the data files are evicted from the page cache before each loader setting
+    and before the real-data run."""
 
 
 class AcrossHosts(Protocol):
@@ -224,9 +229,12 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                               o.hosts.agree if o.hosts else None,
                               search_threads=o.search_threads, fixed=fixed,
                               ram_budget_mb=ram_budget, run_steps=run_steps,
-                              max_workers_given=o.max_workers_given, search=o.search)
+                              max_workers_given=o.max_workers_given, search=o.search,
+                              cold=o.cold)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
         ls.refuse_ignored(parts(), search)
+    elif o.cold:  # only R reads the data: refused before T too
+        ls.refuse_cold_for_real(parts, real_from_file=bool(o.real_file))
     loads = ml.PhaseLoads(stages.cpu, clock)
     with loads.phase("target", measured=not o.synthetic_file):
         target = stages.target(config, o.synthetic_file, o.target_steps, workload, progress,
@@ -242,6 +250,8 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         real = stages.real_of(o.real_file, monitor, config.to_dict())
     else:
         assert workload is not None
+        if o.cold:  # R reads cold too, as the loader settings did
+            evict(parts().files)
         with loads.phase("real"):
             real = stages.real(_with_own_hooks(kind, config, workload, o.steps), parts,
                                loader.chosen, o.steps, o.timeout_s, progress, clock,
@@ -304,6 +314,10 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                                               target.result.compile.compile_s, real.init_s)
     first_batch = first_batch_finding(startup)
     findings += [first_batch] if first_batch else []
+    storage = storage_finding(loader.settings, kind_of(config.workload).read_options_text,
+                              chosen=loader.chosen.settings,
+                              goal_s=est.target.value * LOADER_HEADROOM)
+    findings += [storage] if storage else []
     t = loader.tuning
     return CompareResult(
         env=dict(stages.env()), config=config.to_dict(), target=target_dist,
@@ -314,7 +328,7 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
                                               fixed_by_pipeline=t.stop == "pipeline"),
         tuning=Tuning(t.meets_target, t.scaling, target.result.step_time.summary.median, t.reason,
                       LOADER_HEADROOM, len(t.trials), t.stop, loader.chosen.settings,
-                      run_steps, ram_budget),
+                      run_steps, ram_budget, t.order),
         host_spans=spans, compile=target.result.compile,
         sources={"target": o.synthetic_file or "measured",
                  "loader": o.dataloader_file or "measured", "real": o.real_file or "measured"},

@@ -1,6 +1,8 @@
 """Slow storage for tests: the ``slow_mount`` fixture (a factory of slow FUSE mounts, all
 unmounted at teardown) and ``require_fuse()``.
 
+``disk_dir`` is a directory on a disk (files there can be evicted from the page cache).
+
 Where FUSE is missing, a test that needs it fails with the reason when the environment
 variable ``CI`` is set (CI installs fuse3 and mfusepy: a skip there would hide a broken
 set-up) and is skipped elsewhere. Use it with::
@@ -15,11 +17,13 @@ import itertools
 import os
 import pathlib
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
 
+from pipecheck.measure.page_cache import cannot_evict, filesystem_of
 from pipecheck.testing.slow_mount import (
     FUSERMOUNT,
     FuseUnavailable,
@@ -29,6 +33,8 @@ from pipecheck.testing.slow_mount import (
     fuse_problem,
     mounted,
 )
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
 
 SlowMountFactory = Callable[..., Mount]
 """``slow_mount(source_dir, latency_s=..., bandwidth_bps=..., tail_every=..., ...)``: the
@@ -73,3 +79,16 @@ def slow_mount(tmp_path: pathlib.Path) -> Iterator[SlowMountFactory]:
     for path in left:
         subprocess.run([FUSERMOUNT, "-uz", str(path)], capture_output=True, check=False)
     assert left == [], f"slow mounts left mounted after the test: {left}"
+
+
+@pytest.fixture
+def disk_dir(tmp_path: pathlib.Path) -> Iterator[pathlib.Path]:
+    """A directory on a disk, where files can be evicted from the page cache: ``tmp_path``,
+    or (where that is in memory: a tmpfs /tmp) a temporary directory in the checkout."""
+    with open("/proc/self/mountinfo") as f:
+        table = f.read()
+    if cannot_evict(filesystem_of(str(tmp_path.resolve()), table)) is None:
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(dir=REPO) as d:
+        yield pathlib.Path(d)

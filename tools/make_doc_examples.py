@@ -131,6 +131,8 @@ EXAMPLES = {
         "monitor.md", ("examples/monitor_loader_dynamics.py",), script=True),
     "monitor-watch": Example(
         "monitor.md", ("examples/monitor_tensorboard.py",), script=True, show_command=False),
+    "storage-slow-mount": Example(
+        "storage.md", ("examples/storage_slow_mount.py",), script=True),
     "monitor-nnx-generation": Example(
         "monitor.md", ("examples/nnx_generation_loop.py", "nnx_run.json"), script=True,
         show_command=False),

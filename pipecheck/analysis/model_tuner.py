@@ -20,6 +20,13 @@ import math
 from typing import Callable, Sequence
 
 from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.storage import (
+    evidence_of,
+    is_storage_bound,
+    read_threads_for,
+    storage_note,
+    threads_first_reason,
+)
 from pipecheck.analysis.tuner import (
     BUFFER_LADDER,
     MIN_GAIN,
@@ -38,11 +45,13 @@ MAX_TRIALS = 4
 
 
 def trial_of(s: LoaderSetting) -> Trial:
-    """A measured setting as the tuner's Trial (D, start-up, memory)."""
+    """A measured setting as the tuner's Trial (D, start-up, memory, its reads waiting on
+    storage)."""
     r = s.resources
-    return Trial.of(s.settings, s.loader_time.value, first_batch_s=s.first_batch_s,
-                    worker_rss_mb=r.worker_rss_mb if r is not None else math.nan,
-                    main_rss_mb=r.main_rss_mb if r is not None else math.nan)
+    return Trial(s.settings, s.loader_time.value, first_batch_s=s.first_batch_s,
+                 worker_rss_mb=r.worker_rss_mb if r is not None else math.nan,
+                 main_rss_mb=r.main_rss_mb if r is not None else math.nan,
+                 storage=storage_note(s))
 
 
 def key(g: GrainSettings) -> GrainSettings:
@@ -103,7 +112,13 @@ def tune_by_model(measure: Callable[[GrainSettings], LoaderSetting], target_s: f
 
     reason = "measured the settings the loader model picked"
     first = run(GrainSettings(0))
-    if first.loader_time.value > goal and max_workers >= 1:
+    e = evidence_of(first)
+    order = ""
+    if e is not None and is_storage_bound(e) and first.loader_time.value > goal:
+        # reads wait on storage: enough read threads to hide them, before any worker
+        order = threads_first_reason(e)
+        run(GrainSettings(0, threads=read_threads_for(e, goal)))
+    if min(s.loader_time.value for s in measured.values()) > goal and max_workers >= 1:
         run(GrainSettings(1))
     while len(measured) < MAX_TRIALS and not any(
             s.loader_time.value <= goal for s in measured.values()):
@@ -119,5 +134,6 @@ def tune_by_model(measure: Callable[[GrainSettings], LoaderSetting], target_s: f
             break
         run(pick[0])
     trials = [trial_of(s) for s in measured.values()]
-    return outcome(trials, target_s, cores, "met" if any(
+    result = outcome(trials, target_s, cores, "met" if any(
         t.batch_s <= goal for t in trials) else "no-gain", reason, run_steps)
+    return dataclasses.replace(result, order=order)

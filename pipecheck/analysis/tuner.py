@@ -111,10 +111,16 @@ class Trial(SettingsKnobs):
     """Peak resident memory of one worker process (the largest), MB."""
     main_rss_mb: float = math.nan
     """Peak resident memory of the training process, MB."""
+    storage: str = ""
+    """Why this setting's reads wait on storage (``analysis.storage.storage_note``: latency
+    per read, reads per batch, the CPU share), "" when they do not: a search that reads it
+    on its first setting tries read threads before worker processes."""
 
     @classmethod
-    def of(cls, settings: GrainSettings, batch_s: float, **extra: float) -> Trial:
-        return cls(settings, batch_s, **extra)
+    def of(cls, settings: GrainSettings, batch_s: float, *, first_batch_s: float = 0.0,
+           worker_rss_mb: float = math.nan, main_rss_mb: float = math.nan,
+           storage: str = "") -> Trial:
+        return cls(settings, batch_s, first_batch_s, worker_rss_mb, main_rss_mb, storage)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,6 +136,9 @@ class TuningOutcome:
     remeasured: tuple[Trial, ...] = ()
     """The readings set aside: for each setting measured more than once, its slower
     readings (the fastest is in ``trials``)."""
+    order: str = ""
+    """Why the search tried read threads before worker processes (the reads of its first
+    setting wait on storage), "" when it searched the workers first."""
 
 
 def _scaling(trials: Sequence[Trial], cores: int) -> Scaling:
@@ -347,6 +356,13 @@ class _Search:
         self.trials[self.trials.index(first)] = kept
         self.set_aside.append(slower)
         return kept.batch_s
+
+    def storage_first(self, s: GrainSettings) -> str:
+        """Why read threads go first (the reason the setting's reads wait on storage), once
+        ``s`` is measured and misses the goal; "" when workers go first."""
+        if self.d(s) <= self.goal:
+            return ""
+        return self.cache[self._key(s)].storage
 
     def confirmed(self, s: GrainSettings) -> float:
         """D at ``s``, measured a second time first when re-measuring is on (unless it was
@@ -598,22 +614,33 @@ def tune_grain(
     base = base or GrainSettings()
     search = _Search(measure, target_s * LOADER_HEADROOM, max_workers, ram_budget_mb,
                      remeasure)
-
-    # 1. workers at the base read settings
-    w, met, stop, why = search.workers(base, [0, 1] if max_workers >= 1 else [0])
-    reasons = [why]
-    best = _Best(dataclasses.replace(base, workers=w), met, stop)
     no_workers = dataclasses.replace(base, workers=0)
-    # 2. read threads, unless no workers at the base read settings met the goal already
-    if not (met and w == 0):
+    reasons: list[str] = []
+    order = search.storage_first(no_workers)
+    best = _Best(no_workers, False, "no-gain")
+    if order:  # 1'. reads wait on storage: read threads first, the workers with them
         best = _search_threads(search, base, best, thread_ladder, reasons)
+    if best.settings == no_workers:
+        best = _workers_then_threads(search, base, thread_ladder, reasons)
     # 3. buffers: smaller when as good, larger when the goal is not met (nothing cheaper
     # to look for when the base read settings without workers met it)
     if not (best.met and best.settings == no_workers):
         _try_buffers(search, best.settings, best.met, prefetch_factors, buffer_ladder)
-    return _explained(remeasured_outcome(outcome(search.trials, target_s, cores, best.stop,
-                                                 "; ".join(reasons), run_steps),
-                                         search.set_aside))
+    result = remeasured_outcome(outcome(search.trials, target_s, cores, best.stop,
+                                        "; ".join(reasons), run_steps), search.set_aside)
+    return _explained(dataclasses.replace(result, order=order))
+
+
+def _workers_then_threads(search: _Search, base: GrainSettings, thread_ladder: Sequence[int],
+                          reasons: list[str]) -> _Best:
+    """1. The workers at the base read settings; 2. read threads, unless no workers at the
+    base read settings met the goal already."""
+    w, met, stop, why = search.workers(base, [0, 1] if search.max_workers >= 1 else [0])
+    reasons.append(why)
+    best = _Best(dataclasses.replace(base, workers=w), met, stop)
+    if not (met and w == 0):
+        best = _search_threads(search, base, best, thread_ladder, reasons)
+    return best
 
 
 def _explained(result: TuningOutcome) -> TuningOutcome:

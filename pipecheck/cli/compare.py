@@ -85,6 +85,12 @@ COMPARE_OPTIONS = (
         help="How the loader settings are searched: the loader model picking each next "
              "setting, at most 4 (docs/whatif.md), or the joint search over the four knobs "
              "(docs/tuning.md)."), replaced_by="dataloader_file", agreed=True),
+    OptionSpec("--cold", "cold", dict(
+        is_flag=True,
+        help="Evict the data files from the page cache (posix_fadvise DONTNEED) before each "
+             "loader setting and the real-data run, so every read comes from storage; "
+             "refused on FUSE and network file systems, where it cannot work (see "
+             "docs/storage.md)."), agreed=True),
     OptionSpec("--save-config", "save_config_path", dict(
         type=click.Path(dir_okay=False), metavar="FILE",
         help="Write the config with the chosen Grain settings as YAML, for --config or "

@@ -86,6 +86,10 @@ def _own_knobs(own: GrainSettings | None) -> dict[str, int]:
               help="Length of your training run, in steps, for --save-config: a setting whose "
                    "start-up costs more than it saves over the run is not chosen.",
               show_default="the config's run_steps; 0: start-up not weighed")
+@click.option("--cold", is_flag=True,
+              help="Evict the data files from the page cache (posix_fadvise DONTNEED) before "
+                   "each setting, so every read comes from storage; refused on FUSE and "
+                   "network file systems, where it cannot work (see docs/storage.md).")
 @click.option("--save-config", "save_config_path", type=click.Path(dir_okay=False),
               metavar="FILE",
               help="Write the config with the best setting measured (the cheapest within 10% "
@@ -96,7 +100,7 @@ def _own_knobs(own: GrainSettings | None) -> dict[str, int]:
 def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: list[int] | None,
                threads: list[int] | None, buffers: list[int] | None, prefetch: list[int] | None,
                batches: int, no_device_put: bool, timeout_s: float, trace_path: str | None,
-               ram_budget_mb: float | None, run_steps: int | None,
+               ram_budget_mb: float | None, run_steps: int | None, cold: bool,
                save_config_path: str | None, json_path: str | None, force: bool,
                quiet: bool, dist: DistributedOptions) -> None:
     """Time the Grain input pipeline alone, per worker count (and read-thread count).
@@ -126,7 +130,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
                              "per_worker_buffer_size", own["per_worker_buffer"]),
              "prefetch": knob(prefetch, "prefetch", "--prefetch-buffer-size",
                               "prefetch_buffer_size", own["prefetch"])}
-    options = {**knobs, "batches": batches, "no_device_put": no_device_put}
+    options = {**knobs, "batches": batches, "no_device_put": no_device_put, "cold": cold}
     try:
         with joined(dist, "dataloader", cfg, options) as session:
             result = measure_dataloader(
@@ -134,7 +138,7 @@ def dataloader(config_path: str | None, overrides: tuple[str, ...], workers: lis
                 prefetch=knobs["prefetch"],
                 ram_budget_mb=ram_budget_mb or default_ram_budget_mb(),
                 device_put=not no_device_put, timeout_s=timeout_s or None,
-                progress=command_progress(quiet), asked_by=asked_by,
+                progress=command_progress(quiet), asked_by=asked_by, cold=cold,
             )
     except KeyboardInterrupt:
         raise click.exceptions.Abort() from None  # main() prints the one-line message

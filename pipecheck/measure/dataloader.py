@@ -40,6 +40,8 @@ from pipecheck.analysis.steady_state import (
     steady_batch_samples,
     steady_batch_start,
 )
+from pipecheck.analysis.storage import reads_of, storage_finding
+from pipecheck.analysis.warm_cache import cache_warnings
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (
@@ -57,6 +59,14 @@ from pipecheck.data.per_setting import PerSetting, at_setting
 from pipecheck.errors import ConfigError, PipelineError
 from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.element_cost import timed_stage
+from pipecheck.measure.page_cache import (
+    NO_CACHE_WATCH,
+    CacheSeen,
+    CacheWatch,
+    DataFiles,
+    cold_problem,
+    data_files,
+)
 from pipecheck.measure.pipeline import (
     PipelineStalled,
     StallTimer,
@@ -294,6 +304,19 @@ class LoaderParts:
         setting measured on it, and every option refused, takes them from here."""
         return own_settings(self.dataset) if self.dataset is not None else OwnSettings()
 
+    @functools.cached_property
+    def files(self) -> DataFiles:
+        """The data files the pipeline's sources read (``page_cache.data_files``), found
+        once: every setting's page-cache residency reads them, and ``--cold`` evicts them."""
+        return data_files(self.dataset)
+
+    def refuse_cold(self) -> None:
+        """A ConfigError when ``--cold`` cannot evict this pipeline's data files (run before
+        anything is measured)."""
+        problem = cold_problem(self.files)
+        if problem is not None:
+            raise ConfigError(problem)
+
 
 def loader_parts(config: RunConfig, workload: Workload | None = None) -> LoaderParts:
     """The workload's dataset and device_put: from ``workload`` when it is built already,
@@ -372,9 +395,11 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
              stages: tuple[Stage, ...], complete: bool, stage_wait_s: float,
              tokens_key: str | None, data_loader: bool,
              usage: Resources | None = None,
-             own_note: str | None = None, per_batch: int = 1) -> LoaderSetting:
-    """The record of a timed setting: throughput, D, quality warnings, stages (``per_batch``:
-    the read elements a batch takes at least, ``read_elements_per_batch``)."""
+             own_note: str | None = None, per_batch: int = 1,
+             cache: CacheSeen | None = None) -> LoaderSetting:
+    """The record of a timed setting: throughput, D, quality warnings, stages, the reading
+    stage and the page cache (``per_batch``: the read elements a batch takes at least,
+    ``read_elements_per_batch``)."""
     examples, tokens = batch_sizes(timing.first_batch, tokens_key)
     bps, eps, tps = throughput(timing.samples, examples, tokens)
     batch_time = Distribution.of(timing.samples)
@@ -394,6 +419,11 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
                         f"{stage_wait_s:g} s; the stage breakdown is partial")
     if own_note is not None:
         warnings.append(own_note)
+    reads = reads_of(stages)
+    page = None if cache is None else dataclasses.replace(cache.page_cache, warnings=tuple(
+        cache_warnings(timing.samples, reads, cache.page_cache, cache.records,
+                       cache.available_bytes,
+                       ahead_reads=settings.prefetch + buffered * per_batch)))
     return LoaderSetting(
         settings=settings,
         first_batch_s=timing.first_batch_s,
@@ -410,6 +440,8 @@ def _setting(timing: BatchTiming, settings: GrainSettings, n_batches: int,
                                     read_prefetch=settings.prefetch,
                                     elements_per_batch=per_batch),
         resources=usage,
+        reads=reads,
+        page_cache=page,
     )
 
 
@@ -458,6 +490,16 @@ def collect_earlier_garbage() -> None:
     gc.collect()
 
 
+def _first_reporter(progress: Progress, label: str, n_batches: int
+                    ) -> Callable[[float], None]:
+    """What a setting says on progress once its first batch came."""
+
+    def report_first(seconds: float) -> None:
+        progress.say(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
+
+    return report_first
+
+
 def measure_setting(
     dataset: InputPipeline,
     settings: GrainSettings,
@@ -471,15 +513,17 @@ def measure_setting(
     progress: Progress = NO_PROGRESS,
     resources: bool = True,
     own: OwnSettings | None = None,
+    cache: CacheWatch = NO_CACHE_WATCH,
 ) -> LoaderSetting:
     """Measure one setting; the iterator and its workers are gone when this returns.
 
-    A pipeline that sets its own read options or runs its own workers is measured and
-    recorded with them (``own``: what it fixes, as ``LoaderParts.own`` read it; read here
-    when not given), with a warning saying so. With ``resources``, the CPU time and peak
-    memory of the training process and of the workers over the steady batches are read too
-    (``ResourceProbe``, in a window opened past the batches buffered at start-up, outside
-    every timed interval). A pipeline built per setting (MaxText's) is built at ``settings``."""
+    A pipeline that sets its own read options or runs its own workers is measured with them
+    (``own``: what it fixes, as ``LoaderParts.own`` read it; read here when not given), with a
+    warning saying so; one built per setting (MaxText's) is built at ``settings``. With
+    ``resources``, the CPU time and peak memory of the training process and the workers over
+    the steady batches are read too (``ResourceProbe``, in a window opened past the batches
+    buffered at start-up). ``cache`` reads the data files' page cache before the setting
+    (evicting them for --cold) and after it. Both outside every timed interval."""
     per_setting = isinstance(dataset, PerSetting)
     dataset = at_setting(dataset, settings)
     own = own_settings(dataset) if own is None or per_setting else own  # per setting: as built
@@ -488,14 +532,11 @@ def measure_setting(
     label = settings.short_label()
     before, shm_tag = worker_pids(), new_shm_tag()
     collect_earlier_garbage()
+    cache.start()
     pipeline = OpenedPipeline(build_iter_dataset(dataset, settings, stage_timing=True,
                                                  shm_tag=shm_tag, own=own))
     per_batch = read_elements_per_batch(dataset)
     window = _resource_window(settings, n_batches, before, clock, per_batch) if resources else None
-
-    def report_first(seconds: float) -> None:
-        progress.say(f"{label}: first batch after {seconds:.2f} s; timing {n_batches} batches")
-
     # Errors are turned into messages inside the except clause but raised only after the
     # clean-up: the original exception's traceback holds batches in shared memory, which
     # must be released before the workers are gone (or they are reported as leaked).
@@ -503,8 +544,8 @@ def measure_setting(
     stalled = False
     timed: _Timed | None = None
     try:
-        timed = _run(pipeline, data_loader, n_batches, put, clock, timeout_s, report_first,
-                     window, stage_wait_s)
+        timed = _run(pipeline, data_loader, n_batches, put, clock, timeout_s,
+                     _first_reporter(progress, label, n_batches), window, stage_wait_s)
     except (PipelineStalled, KeyboardInterrupt, Exception) as e:  # noqa: BLE001 - any failure
         stalled = isinstance(e, PipelineStalled)
         error = _failure(e, label, pipeline.asked, timeout_s)  # text only: no frame outlives it
@@ -517,7 +558,7 @@ def measure_setting(
     assert timed is not None
     return _setting(timed.timing, settings, n_batches, timed.stages, timed.complete,
                     stage_wait_s, tokens_key, data_loader, timed.usage,
-                    None if per_setting else own.note(), per_batch)
+                    None if per_setting else own.note(), per_batch, cache.seen())
 
 
 def settings_grid(workers: Sequence[int], threads: Sequence[int],
@@ -552,6 +593,7 @@ def measure_dataloader(
     ram_budget_mb: float | None = None,
     asked_by: Mapping[str, str] | None = None,
     time_elements: bool = True,
+    cold: bool = False,
 ) -> DataloaderResult:
     """Measure the workload's input pipeline for every combination of the knobs given.
 
@@ -560,23 +602,20 @@ def measure_dataloader(
     pipeline would not run with (it fixes that knob itself) is refused with a ConfigError
     before anything is measured. Knobs left out hold pipecheck's defaults, which yield to
     what the pipeline fixes (a warning says so). With ``time_elements``, the expensive
-    stage's elements are timed afterwards (``element_costs``)."""
+    stage's elements are timed afterwards (``element_costs``). With ``cold``, the data files
+    are evicted from the page cache before each setting (refused with a ConfigError before
+    anything is measured where they cannot be)."""
 
     ensure_absl_flags_parsed()
     parts = parts or loader_parts(config)
-    lists = {"workers": workers, "per_worker_buffer": buffers, "threads": threads,
-             "prefetch": prefetch}
-    parts.own.refuse(
-        [Asked(option, knob, tuple(lists[knob])) for knob, option in (asked_by or {}).items()])
+    grid = _grid(parts, {"workers": workers, "per_worker_buffer": buffers, "threads": threads,
+                         "prefetch": prefetch}, asked_by or {}, cold)
     env = collect_env()
-    grid: list[GrainSettings] = []
-    for s in settings_grid(workers, threads, buffers, prefetch):
-        if parts.own.applied(s) not in grid:  # what the pipeline fixes: measured once
-            grid.append(parts.own.applied(s))
     results = [
         measure_setting(parts.dataset, s, batches,
                         put=parts.put if device_put else None, tokens_key=parts.tokens_key,
-                        timeout_s=timeout_s, clock=clock, progress=progress, own=parts.own)
+                        timeout_s=timeout_s, clock=clock, progress=progress, own=parts.own,
+                        cache=CacheWatch(parts.files, cold))
         for s in grid
     ]
     costs, sample_findings = element_costs(parts.dataset, results) if time_elements \
@@ -592,7 +631,33 @@ def measure_dataloader(
         limit_findings=tuple(limit_findings(results, usable_cores(), ram_budget_mb)),
         element_costs=costs,
         sample_findings=sample_findings,
+        storage_findings=_storage_findings(config, results),
+        cold=cold,
     )
+
+
+def _grid(parts: LoaderParts, lists: Mapping[str, Sequence[int]], asked_by: Mapping[str, str],
+          cold: bool) -> list[GrainSettings]:
+    """The settings to measure as they run on the pipeline (what it fixes itself measured
+    once), after refusing what it would not run with: a value asked for a knob it fixes,
+    --cold on files that cannot be evicted."""
+    parts.own.refuse([Asked(option, knob, tuple(lists[knob])) for knob, option in
+                      asked_by.items()])
+    if cold:
+        parts.refuse_cold()
+    grid: list[GrainSettings] = []
+    for s in settings_grid(lists["workers"], lists["threads"], lists["per_worker_buffer"],
+                           lists["prefetch"]):
+        if parts.own.applied(s) not in grid:
+            grid.append(parts.own.applied(s))
+    return grid
+
+
+def _storage_findings(config: RunConfig, results: Sequence[LoaderSetting]
+                      ) -> tuple[Finding, ...]:
+    """The storage-bound finding, its fix written the workload's way."""
+    finding = storage_finding(results, kind_of(config.workload).read_options_text)
+    return (finding,) if finding is not None else ()
 
 
 def element_costs(dataset: InputPipeline | None, results: Sequence[LoaderSetting]

@@ -13,7 +13,7 @@ import os
 import time
 from typing import Callable, Mapping, Sequence
 
-from pipecheck.analysis.model_tuner import tune_by_model
+from pipecheck.analysis.model_tuner import trial_of, tune_by_model
 from pipecheck.analysis.steady_state import buffered_at_start
 from pipecheck.analysis.tuner import (
     MIN_GAIN,
@@ -41,6 +41,7 @@ from pipecheck.measure.dataloader import (
     LoaderParts,
     measure_setting,
 )
+from pipecheck.measure.page_cache import CacheWatch
 from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.progress import Progress
 from pipecheck.records import store
@@ -90,13 +91,9 @@ def batches_for(workers: int, batches: int,
 
 
 def loader_trial(setting: LoaderSetting) -> Trial:
-    """A measured setting as the tuner's Trial: D (as the verdict counts it), start-up and
-    measured memory."""
-    r = setting.resources
-    est = setting.loader_time
-    return Trial.of(setting.settings, est.value, first_batch_s=setting.first_batch_s,
-                    worker_rss_mb=r.worker_rss_mb if r is not None else float("nan"),
-                    main_rss_mb=r.main_rss_mb if r is not None else float("nan"))
+    """A measured setting as the tuner's Trial (``model_tuner.trial_of``: D as the verdict
+    counts it, start-up, measured memory, why its reads wait on storage where they do)."""
+    return trial_of(setting)
 
 
 def best_setting(settings: Sequence[LoaderSetting], run_steps: int = 0,
@@ -161,6 +158,8 @@ class SearchOptions:
     search: str = SEARCHES[0]
     """One of ``SEARCHES`` (``model`` runs in one process only: across hosts the joint
     search follows the slowest host)."""
+    cold: bool = False
+    """--cold: the data files are evicted from the page cache before each setting."""
 
     def asked(self) -> list[Asked]:
         """The Grain knobs the user set, and where: what a pipeline that fixes a knob
@@ -182,6 +181,18 @@ def refuse_ignored(parts: LoaderParts, opts: SearchOptions) -> None:
     (``OwnSettings.refuse``): run before any measurement."""
     if parts.dataset is not None:
         parts.own.refuse(opts.asked())
+    if opts.cold:
+        parts.refuse_cold()
+
+
+def refuse_cold_for_real(parts: Callable[[], LoaderParts], real_from_file: bool) -> None:
+    """--cold with the loader settings read from a file evicts before the real-data run
+    alone: a ConfigError when that run is read from a file too (nothing reads the data), or
+    when the data files cannot be evicted."""
+    if real_from_file:
+        raise ConfigError("--cold has nothing to evict for: the loader settings and the "
+                          "real-data run are both read from files; drop --cold")
+    parts().refuse_cold()
 
 
 def _tuning(own: OwnSettings, read: GrainSettings,
@@ -246,7 +257,8 @@ def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
         progress.say(f"[2/4] loader: {g.label()}, {n} batches")
         s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,
                             timeout_s=opts.timeout_s, clock=clock,
-                            stage_wait_s=TUNING_STAGE_WAIT_S, own=own)
+                            stage_wait_s=TUNING_STAGE_WAIT_S, own=own,
+                            cache=CacheWatch(parts.files, opts.cold))
         here = loader_trial(s)
         # every host decides on the same numbers: the slowest host's (and its memory)
         t = dataclasses.replace(
@@ -271,8 +283,16 @@ def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
     tuning = _tuning(own, read, opts, measure_settings, target_s, cores, max_workers,
                      ram_budget, measure_loader)
     note = own.note()
-    warnings = (note,) if note is not None else ()
-    return _choice([measured[t.settings][1] for t in tuning.trials], tuning, warnings)
+    settings = [measured[t.settings][1] for t in tuning.trials]
+    warnings = [*((note,) if note is not None else ()), *cache_warnings_of(settings)]
+    return _choice(settings, tuning, warnings)
+
+
+def cache_warnings_of(settings: Sequence[LoaderSetting]) -> list[str]:
+    """The settings' page-cache warnings (``analysis.warm_cache``), each naming its
+    setting: what compare's report lists of the loader."""
+    return [f"{s.settings.short_label()}: {w}" for s in settings
+            for w in (s.page_cache.warnings if s.page_cache is not None else ())]
 
 
 def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], LoaderParts],

@@ -36,6 +36,12 @@ RAM_BUDGET_FRACTION = 0.5
 other half stays for the training process's growth, the model and the rest of the machine)."""
 
 
+def available_bytes() -> int:
+    """Memory available now (free plus reclaimable page cache), bytes: the most the page
+    cache can hold of the data files."""
+    return int(psutil.virtual_memory().available)
+
+
 def default_ram_budget_mb() -> float:
     return psutil.virtual_memory().available / MB * RAM_BUDGET_FRACTION
 

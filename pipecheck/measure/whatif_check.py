@@ -19,6 +19,7 @@ from pipecheck.measure.loader_search import (
     SearchOptions,
     batches_for,
 )
+from pipecheck.measure.page_cache import CacheWatch
 from pipecheck.progress import Progress
 from pipecheck.records.whatif import Interval, WhatIfCheck, WhatIfSetting
 from pipecheck.units import ms
@@ -84,7 +85,8 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
                  f"{ms(predicted.interval.value)}; measuring {n} batches")
     s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,
                         timeout_s=opts.timeout_s, clock=clock,
-                        stage_wait_s=TUNING_STAGE_WAIT_S, own=parts.own)
+                        stage_wait_s=TUNING_STAGE_WAIT_S, own=parts.own,
+                        cache=CacheWatch(parts.files, opts.cold))
     d = s.loader_time
     progress.say(f"      measured {ms(d.value)}")
     return WhatIfCheck(WhatIfSetting.of(g, cores), predicted.interval,

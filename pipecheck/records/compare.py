@@ -43,6 +43,10 @@ class Tuning(Record):
     """The run length start-up was weighed against (0: not weighed)."""
     ram_budget_mb: float | None = None
     """The RAM budget the search stopped before."""
+    order: str = ""
+    """Why the search tried read threads before worker processes (the first setting's reads
+    waited on storage: latency per read, reads per batch, the CPU share), "" when it searched
+    the workers first."""
 
 
 @dataclasses.dataclass(frozen=True)

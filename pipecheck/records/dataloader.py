@@ -92,6 +92,55 @@ class Resources(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class Reads(Record):
+    """The pipeline's reading stage at one setting, from Grain's stage timing: the stage that
+    reads records from the data source (``analysis.storage.read_stage``)."""
+
+    stage: str
+    """The reading stage's name (Grain's ``SourceMapDataset(source=...)``)."""
+    where: str
+    """``main`` (the training process) or ``workers``."""
+    read_s: float
+    """Wall seconds per read: the stage's time per element it produced (the latency of one
+    read, waiting included; concurrent reads each count their own)."""
+    reads_per_batch: float
+    """Reads one batch takes: elements the reading stage produced per element the pipeline's
+    output stage produced."""
+    wait_ratio: float
+    """The reading stage's share of the time the pipeline waits (Grain's wait ratio, 0..1)."""
+
+    @property
+    def read_s_per_batch(self) -> float:
+        """Seconds of reading per batch, summed over its reads (reads running at once each
+        count their own wall time)."""
+        return self.read_s * self.reads_per_batch
+
+
+@dataclasses.dataclass(frozen=True)
+class PageCache(Record):
+    """How much of the data files the pipeline reads sat in the page cache around one setting
+    (``measure.page_cache``: mincore on a read-only mapping of each file), read before the
+    setting started and after it ended, outside every timed interval."""
+
+    files: int
+    """Data files measured."""
+    data_bytes: int
+    """Their size together, bytes."""
+    resident_before: float | None
+    """Share of their bytes in the page cache before the setting (0..1); None where the
+    files cannot be mapped (FUSE with direct_io)."""
+    resident_after: float | None
+    """The same after the setting."""
+    evicted: bool = False
+    """``--cold``: the files were evicted from the page cache just before (then
+    ``resident_before`` is what eviction left)."""
+    warnings: tuple[str, ...] = ()
+    """What the cache did to this setting's D (``analysis.warm_cache``): measured warm on
+    data larger than the cache can hold; a level change where the pass over the data turned
+    warm."""
+
+
+@dataclasses.dataclass(frozen=True)
 class LoaderSetting(SettingsKnobs, Record):
     """The pipeline measured at one setting of Grain's four knobs (workers, threads,
     per-worker buffer, read prefetch)."""
@@ -112,6 +161,12 @@ class LoaderSetting(SettingsKnobs, Record):
     """D: mean seconds per steady batch (the batches workers buffered at start-up left out),
     with its interval: the loader time the verdict uses."""
     resources: Resources | None = None
+    reads: Reads | None = None
+    """The reading stage's latency per read and reads per batch (None: no stage timing, or
+    no stage reading a data source)."""
+    page_cache: PageCache | None = None
+    """The data files' page-cache residency before and after the setting (None: the files
+    the source reads are not known)."""
 
     @property
     def cpu_per_batch_s(self) -> float | None:
@@ -162,3 +217,8 @@ class DataloaderResult(TopRecord):
     sample_findings: tuple[Finding, ...] = ()
     """A ``slow-samples`` finding when a few elements cost many times the rest
     (``analysis.slow_samples``)."""
+    storage_findings: tuple[Finding, ...] = ()
+    """A ``storage-bound`` finding when loading waits on storage rather than computing
+    (``analysis.storage``)."""
+    cold: bool = False
+    """``--cold``: the data files were evicted from the page cache before each setting."""

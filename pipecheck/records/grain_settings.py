@@ -92,6 +92,13 @@ class GrainSettings(Record):
                 f"grain.ReadOptions(num_threads={self.threads}, "
                 f"prefetch_buffer_size={self.prefetch}))")
 
+    def read_options_text(self) -> str:
+        """The read knobs as Grain code: ``grain.ReadOptions(num_threads=T,
+        prefetch_buffer_size=P)``, with the workers that each read so when there are any."""
+        read = (f"grain.ReadOptions(num_threads={self.threads}, "
+                f"prefetch_buffer_size={self.prefetch})")
+        return read if self.workers == 0 else f"{read} in each of {self.workers} Grain workers"
+
     def options(self) -> tuple[grain.MultiprocessingOptions, grain.ReadOptions]:
         """``(grain.MultiprocessingOptions, grain.ReadOptions)`` for this setting."""
         # lazy: Grain imported where used, so `import pipecheck` stays light

@@ -128,7 +128,7 @@ FindingKind = Literal["recompile", "input-bound", "slow-stage", "forced-sync",
                       "synchronized-stall", "one-host-stall", "hosts-equal",
                       "main-process-bound", "cpu-bound", "latency-bound", "limit-unclear",
                       "memory-bound", "host-bound", "periodic-stall", "slow-samples",
-                      "first-batch", "loader-restart"]
+                      "first-batch", "loader-restart", "storage-bound"]
 """What a finding is about: a recompilation; a loader slower than compute (and what tuning
 did); the pipeline stage it waits on; a host sync that holds the run back, or one that is
 harmless here; real-data steps slower than both parts with no sync to explain it
@@ -139,5 +139,6 @@ last two, or memory); a device waiting for the host to dispatch its work (profil
 steps recurring with a period (``analysis.periodic_stall``); a few elements of the
 pipeline's expensive stage costing many times the rest (``analysis.slow_samples``); a
 first batch that could have been prepared during start-up (``analysis.first_batch``); a loader
-started again each pass (epoch) at a material cost (``analysis.first_batch``)."""
+started again each pass (epoch) at a material cost (``analysis.first_batch``); loading that
+waits on storage (latency per read), not CPU work (``analysis.storage``)."""
 FINDING_KINDS: tuple[FindingKind, ...] = typing.get_args(FindingKind)

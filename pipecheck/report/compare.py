@@ -124,6 +124,7 @@ def compare_parts(r: CompareResult) -> list[Part]:
         f"loader settings tried (goal: D <= {ms(goal)}, {100 * r.tuning.headroom:.0f}% of T "
         "as measured before the search)",
         f"search: {r.tuning.stop_reason}",
+        *([f"search order: {r.tuning.order}"] if r.tuning.order else []),
         tried_table(r),
     ]
     if r.tuning.scaling != "unknown":

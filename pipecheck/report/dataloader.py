@@ -8,6 +8,7 @@ from typing import Sequence
 from tabulate import tabulate
 
 from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
+from pipecheck.analysis.storage import evidence_of, is_storage_bound
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.report.blocks import Part, Table, render_text
@@ -104,6 +105,58 @@ def stage_table(setting: LoaderSetting) -> str:
     return stage_parts(setting).text()
 
 
+def _resident(x: float | None) -> str:
+    return "unknown" if x is None else f"{100 * x:.0f}%"
+
+
+def storage_rows(results: Sequence[LoaderSetting]) -> list[Sequence[object]]:
+    """Per setting: the reading stage (latency per read, reads per batch, its wait share),
+    the processes' CPU share, whether it is storage-bound, and the page cache around it."""
+    rows: list[Sequence[object]] = []
+    for r in results:
+        if r.reads is None and r.page_cache is None:
+            continue
+        e = evidence_of(r)
+        c = r.page_cache
+        rows.append([
+            r.workers, r.threads,
+            ms(r.reads.read_s) if r.reads else "-",
+            f"{r.reads.reads_per_batch:.1f}" if r.reads else "-",
+            _share(r.reads.wait_ratio) if r.reads else "-",
+            _share(e.cpu_share) if e else "-",
+            ("yes" if is_storage_bound(e) else "no") if e else "-",
+            "-" if c is None else f"{_resident(c.resident_before)} -> "
+                                  f"{_resident(c.resident_after)}",
+            "-" if c is None else ("yes" if c.evicted else "no"),
+        ])
+    return rows
+
+
+STORAGE_HEADERS = ["workers", "threads", "per read", "reads/batch", "read wait", "CPU share",
+                   "storage-bound", "page cache", "evicted"]
+
+
+def storage_parts(result: DataloaderResult) -> list[Part]:
+    """The reading stage and the page cache per setting, and the storage-bound finding."""
+    rows = storage_rows(result.results)
+    if not rows:
+        return []
+    files = next((r.page_cache for r in result.results if r.page_cache is not None), None)
+    data = "" if files is None else (f"; page cache = share of the {files.files} data "
+                                     "file(s) in memory before -> after the setting; unknown "
+                                     "on FUSE, whose files are not opened for it, and where "
+                                     "they cannot be mapped")
+    parts: list[Part] = [
+        "", "Reading, per setting (per read = the reading stage's wall time per element; "
+            "read wait = its share of the pipeline's wait; CPU share = CPU the processes "
+            f"spent, and waited for, per batch against the wall time they had{data}):",
+        "", Table(rows, STORAGE_HEADERS)]
+    if result.storage_findings:
+        parts += ["", "Storage (loading that waits on reads, not on CPU work):",
+                  findings_text(result.storage_findings)]
+    return parts
+
+
 def format_dataloader(result: DataloaderResult) -> str:
     """The table of settings, then each setting's stage breakdown, then warnings."""
     return render_text(dataloader_parts(result))
@@ -135,6 +188,8 @@ def dataloader_parts(result: DataloaderResult) -> list[Part]:
     workload = workload_name(cfg.get("workload"))
     source = f", source {cfg['source']}" if "source" in cfg else ""
     put = "with device_put" if result.device_put else "without device_put"
+    put += ", the data files evicted from the page cache before each (--cold)" \
+        if result.cold else ""
     lines: list[Part] = [
         f"pipecheck dataloader: the input pipeline alone (workload {workload}{source}; "
         f"{result.batches} batches timed after the first, {put})",
@@ -165,9 +220,10 @@ def dataloader_parts(result: DataloaderResult) -> list[Part]:
         partial = "" if r.stages_complete else " (partial)"
         lines += ["", f"workers={r.workers} threads={r.threads}: slowest stage "
                       f"{_slowest(r)}{partial}", stage_parts(r)]
+    lines += storage_parts(result)
     lines += element_cost_parts(result)
-    warnings = [f"workers={r.workers} threads={r.threads}: {w}"
-                for r in result.results for w in r.warnings]
+    warnings = [f"workers={r.workers} threads={r.threads}: {w}" for r in result.results
+                for w in (*r.warnings, *(r.page_cache.warnings if r.page_cache else ()))]
     if warnings:
         lines += ["", warnings_text(warnings)]
     return lines

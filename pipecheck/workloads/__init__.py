@@ -74,6 +74,10 @@ class WorkloadKind:
     pipecheck's own YAML, ``tuned_config.config_text``)."""
     recommendation: Callable[[str, GrainSettings | None], str] = as_written
     """compare's recommendation with the chosen setting written the workload's way."""
+    read_options_text: Callable[[GrainSettings], str] = GrainSettings.read_options_text
+    """A setting's read threads and read prefetch as the user sets them (a storage-bound
+    finding's fix): Grain's ReadOptions; MaxText: ``grain_num_threads=...
+    grain_prefetch_buffer_size=...``."""
     own_config: Callable[[str, Sequence[str]], Mapping[str, str]] | None = None
     """A framework configured by its own config file and ``key=value`` overrides, as its
     command line takes them (``--maxtext CONFIG.yml key=value ...``): the file and the
@@ -90,6 +94,7 @@ REGISTRY: Mapping[str, WorkloadKind] = {
                                setting_text=maxtext.overrides_text,
                                saved_config_text=maxtext.saved_config_text,
                                recommendation=maxtext.recommendation,
+                               read_options_text=maxtext.read_overrides_text,
                                own_config=maxtext.config_of),
 }
 BUILTIN = ("demo", "calibrated")

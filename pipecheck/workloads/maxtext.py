@@ -87,6 +87,14 @@ def overrides_text(settings: GrainSettings) -> str:
     return " ".join(f"{k}={v}" for k, v in settings_overrides(settings).items())
 
 
+def read_overrides_text(settings: GrainSettings) -> str:
+    """``grain_num_threads=16 grain_prefetch_buffer_size=32``: the read knobs of ``settings``
+    as MaxText's overrides (a storage fix names only these)."""
+    overrides = settings_overrides(settings)
+    return " ".join(f"{GRAIN_KEY_OF[f]}={overrides[GRAIN_KEY_OF[f]]}"
+                    for f in ("threads", "prefetch"))
+
+
 # --- errors -------------------------------------------------------------------------------
 _MODEL_ERROR = "Value error, "
 """How pydantic starts the line of an error raised by a rule over several keys (MaxText's

@@ -354,3 +354,32 @@ def test_the_first_batch_beside_the_compile_is_in_the_record_and_a_finding():
     assert "start-up: first batch 3.00 s; beside it compile 0.50 s" in format_compare(result)
     quick = run(50.0, loader(setting(4, 10.0)), real(around(50.0)))  # 0.5 s: nothing to hide
     assert [f for f in quick.findings if f.kind == "first-batch"] == []
+
+
+def test_cold_is_refused_before_anything_is_measured_where_nothing_can_be_evicted(tmp_path):
+    """--cold on a pipeline whose files pipecheck cannot see (a MapDataset of numbers here),
+    whether compare searches the loader or reads its settings from a file, and with both
+    the loader settings and R read from files: one ConfigError, before T."""
+    import grain
+
+    measured: list[str] = []
+
+    def measure_t(*args: object) -> Target:
+        measured.append("T")
+        return target(50.0)
+
+    s = dataclasses.replace(
+        stages(50.0, loader(setting(0, 10.0)), real([0.05] * 10)),
+        loader_parts=lambda config, workload: LoaderParts(
+            grain.MapDataset.range(64).map(lambda i: {"x": i}), lambda b: b, None),
+        target=measure_t)
+    run_file = monitor_run(tmp_path, CONFIG.to_dict())
+    for opts, start in ((dict(cold=True), "--cold cannot tell which files"),
+                        (dict(cold=True, dataloader_file="dl.json"),
+                         "--cold cannot tell which files"),
+                        (dict(cold=True, dataloader_file="dl.json", real_file=run_file),
+                         "--cold has nothing to evict for")):
+        with pytest.raises(ConfigError) as e:
+            compare.compare_run(CONFIG, compare.CompareOptions(**opts), stages=s)
+        assert str(e.value).startswith(start), str(e.value)
+    assert measured == []

@@ -58,10 +58,11 @@ def test_the_processes_agree_on_the_options_given_and_the_files():
     agreed = cli_compare.agreed_values(cli_compare.COMPARE_OPTIONS, given, values)
     assert agreed == {"steps": 12, "target_steps": None, "batches": None, "workers": (2, 4),
                       "threads": None, "max_workers": None, "ram_budget_mb": None,
-                      "search": None, "synthetic": None, "dataloader": None, "real": None}
+                      "search": None, "cold": None, "synthetic": None, "dataloader": None,
+                      "real": None}
     assert [k for k in fingerprint("compare", {}, agreed) if k != "command"] == [
         "--steps", "--target-steps", "--batches", "--workers", "--threads", "--max-workers",
-        "--ram-budget-mb", "--search", "--synthetic", "--dataloader", "--real"]
+        "--ram-budget-mb", "--search", "--cold", "--synthetic", "--dataloader", "--real"]
 
 
 def test_the_defaults_are_compares_and_each_option_sets_its_field():

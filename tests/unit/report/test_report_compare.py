@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from pipecheck.analysis.steady_state import loader_estimate
@@ -98,3 +99,13 @@ def test_every_column_of_the_settings_table_has_a_header():
                                 "p90", "meets", "goal", "chosen"]
     assert len(lines[1].split()) == len(table.headers) == len(table.rows[0])
     assert all(table.headers) and [row[-1] for row in table.rows] == ["", "", "yes", ""]
+
+
+def test_a_search_that_tried_read_threads_first_says_why_under_its_stop_reason():
+    r = make_compare()
+    order = "reads wait on storage (20.4 ms a read, 8 reads a batch, the processes computing 4%)"
+    r = dataclasses.replace(r, tuning=dataclasses.replace(r.tuning, order=order))
+    lines = format_compare(r).splitlines()
+    at = lines.index("search: 4 workers meet the target with headroom")
+    assert lines[at + 1] == f"search order: {order}"
+    assert CompareResult.from_dict(json.loads(store.record_to_json(r))).tuning.order == order
