@@ -480,11 +480,22 @@ def without_stage(model: LoaderModelFit, stage_s: float) -> LoaderModelFit:
 
 
 def reads_per_batch(settings: Sequence[LoaderSetting]) -> int | None:
-    """Reads of the source a batch makes: one per example (a random-access source such as
+    """Reads of the source a batch makes: as counted at the reading stage where the settings
+    recorded it (``LoaderSetting.reads``: its elements per output element, the median over
+    the settings), else one per example (a random-access source such as
     ``ArrayRecordDataSource`` reads each record by itself), the examples per batch the
-    settings recorded (None: none recorded)."""
+    settings recorded (None: neither recorded)."""
+    counted = reads_counted(settings)
+    if counted:
+        return max(1, round(statistics.median(counted)))
     counts = [s.examples_per_batch for s in settings if s.examples_per_batch > 0]
     return max(counts) if counts else None
+
+
+def reads_counted(settings: Sequence[LoaderSetting]) -> list[float]:
+    """Reads per batch each setting counted at its reading stage (empty: none did)."""
+    return [s.reads.reads_per_batch for s in settings
+            if s.reads is not None and s.reads.reads_per_batch > 0]
 
 
 def with_read_latency(model: LoaderModelFit, added_s: float, reads: int) -> LoaderModelFit:

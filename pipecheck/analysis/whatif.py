@@ -127,7 +127,8 @@ def what_if(record: CompareResult | DataloaderResult, source: str, asked: Asked
         lm.with_read_latency(fitted, asked.read_latency_s or 0.0, reads)
     setting = setting_of(asked, m.base, m.cores)
     loader = lm.predict_loader(model, setting.grain(), setting.cores)
-    notes = [*_notes(loader, model, setting), *_latency_notes(asked, reads)]
+    counted = bool(lm.reads_counted(m.settings))
+    notes = [*_notes(loader, model, setting), *_latency_notes(asked, reads, counted)]
     interference = interference_of(m)
     step: Interval | None = None
     binding = loader.binding
@@ -172,11 +173,12 @@ def read_latency_reads(settings: Sequence[LoaderSetting], added_s: float | None
     return reads
 
 
-def _latency_notes(asked: Asked, reads: int | None) -> list[str]:
+def _latency_notes(asked: Asked, reads: int | None, counted: bool) -> list[str]:
     if reads is None or asked.read_latency_s is None:
         return []
-    return [f"every read {ms(asked.read_latency_s)} slower: {reads} reads a batch (one per "
-            f"example) add {ms(reads * asked.read_latency_s)} of waiting per batch, "
+    how = "counted at the reading stage" if counted else "one per example"
+    return [f"every read {ms(asked.read_latency_s)} slower: {reads} reads a batch ({how}) "
+            f"add {ms(reads * asked.read_latency_s)} of waiting per batch, "
             "overlapped by each process's reads in flight (min(threads, prefetch)) and by "
             "the workers, using no CPU; the measured reads' own latency, bandwidth, a slow "
             "tail and caches are taken as measured (docs/whatif.md)"]

@@ -12,6 +12,7 @@ import pytest
 from pipecheck.analysis import loader_model as lm
 from pipecheck.analysis.whatif import Asked, what_if
 from pipecheck.records import store
+from pipecheck.records.dataloader import Reads
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.whatif import LoaderModelFit
 
@@ -94,3 +95,19 @@ def test_a_record_without_examples_per_batch_cannot_count_its_reads():
     assert what_if(bare, "dl.json", Asked()).reads_per_batch is None
     with pytest.raises(lm.MissingNumbers, match="examples per batch"):
         what_if(bare, "dl.json", Asked(read_latency_s=0.03))
+
+
+def test_reads_counted_at_the_reading_stage_win_over_one_per_example():
+    """A source that reads two records an example (or packs several examples a read) makes
+    a count at the reading stage differ from the examples per batch: the count is used."""
+    record = store.load(DATALOADER)
+    examples = record.results[0].examples_per_batch
+    counted = dataclasses.replace(record, results=tuple(
+        dataclasses.replace(s, reads=Reads(stage="SourceMapDataset", where="main",
+                                           read_s=0.001, reads_per_batch=2.0 * examples,
+                                           wait_ratio=0.5))
+        for s in record.results))
+    slower = what_if(counted, "dl.json", Asked(read_latency_s=0.002))
+    assert slower.reads_per_batch == 2 * examples
+    assert any("counted at the reading stage" in n for n in slower.notes)
+    assert lm.reads_per_batch(record.results) == examples
