@@ -27,6 +27,14 @@ LOADER_KEYS = ("num_workers", "per_worker_buffer_size", "num_threads", "prefetch
                "grain_worker_count")
 """Config keys of the loader setting (Grain's knobs)."""
 
+RUN_NAME_KEYS = ("run_name", "metrics_file")
+"""Config keys naming the run or where it writes, not what it computes: two runs of the same
+config differ in them (MaxText derives its ``*_dir`` keys from ``run_name``)."""
+
+PATH_KEY_SUFFIXES = ("_dir", "_directory")
+"""Config keys ending so name a folder a run writes to (``checkpoint_dir``,
+``base_output_directory``, ``tensorboard_dir``): never a reason two runs differ in speed."""
+
 DEVICE_KEYS = ("device_kind", "device_count")
 """Environment keys of the devices the steps ran on."""
 
@@ -46,6 +54,10 @@ by more than the smallest change diff reports."""
 
 LOAD_DIFF_SHARE_OF_HOST = 0.10
 """...and at least 10% of the host's cores (on a 64-core host, half a core explains nothing)."""
+
+STEPS_OPTION_KINDS = ("synthetic", "compare")
+"""Record kinds whose command takes ``--steps`` (a Monitor run's steps are the user's loop;
+a MaxText log's are its ``steps=`` key)."""
 
 RULES = ("batch", "model", "config", "devices", "versions", "loader", "machine-load",
          "steady-steps")
@@ -72,9 +84,10 @@ def _keyed(rule: str, what: str, keys: Sequence[str], a: Mapping[str, object],
 def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
     """Other config keys: one may differ (the change under test); two or more, unallowed,
     leave the difference unattributable."""
-    named = set(BATCH_KEYS + MODEL_KEYS + LOADER_KEYS)
+    named = set(BATCH_KEYS + MODEL_KEYS + LOADER_KEYS + RUN_NAME_KEYS)
     keys = sorted(k for k in set(a.config) & set(b.config)
-                  if k not in named and k not in allow and a.config[k] != b.config[k])
+                  if k not in named and not k.endswith(PATH_KEY_SUFFIXES)
+                  and k not in allow and a.config[k] != b.config[k])
     if len(keys) < 2:
         return []
     shown = ", ".join(f"{k} {_show(a.config[k])} vs {_show(b.config[k])}" for k in keys)
@@ -103,10 +116,16 @@ def _steps_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[Not
     na, nb = a.step_time.summary.n, b.step_time.summary.n
     if min(na, nb) >= MIN_STEADY_STEPS:
         return []
+    short = a if na <= nb else b
+    more = 2 * MIN_STEADY_STEPS + 10
+    who = "A and B have" if na == nb else f"{'A' if short is a else 'B'} has"
+    how = (f"train it with steps={more} or more (MaxText's key)" if short.kind == "imported"
+           else f"rerun it with --steps {more}" if short.kind in STEPS_OPTION_KINDS
+           else f"let it run {more} steps or more")
     return [NotComparable(
         "steady-steps", "steady-state steps", str(na), str(nb),
-        f"each run needs at least {MIN_STEADY_STEPS} steady steps: rerun with more steps "
-        f"(e.g. --steps {2 * MIN_STEADY_STEPS + 10})")]
+        f"each run needs at least {MIN_STEADY_STEPS} steady steps; "
+        f"{who} {min(na, nb)}: {how}")]
 
 
 def _env_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
@@ -137,6 +156,44 @@ def not_comparable(a: RunSummary, b: RunSummary,
     found = [r for check in CHECKS for r in check(a, b, allowed)
              if r.rule not in allowed or r.rule not in ALLOWABLE_RULES]
     return tuple(sorted(found, key=lambda r: RULES.index(r.rule)))
+
+
+KEYED_RULES: tuple[tuple[str, str, str, Sequence[str]], ...] = (
+    ("batch", "config", "batch size", BATCH_KEYS), ("model", "config", "model", MODEL_KEYS),
+    ("devices", "env", "device kind or count", DEVICE_KEYS),
+    ("versions", "env", "JAX or pipecheck version", SOFTWARE_KEYS))
+"""The rules that compare named keys of the runs' config or environment (rule, where,
+what, keys): a rule whose keys the two runs do not both hold cannot be checked."""
+
+
+def unchecked(a: RunSummary, b: RunSummary, allow: Sequence[str] = ()) -> tuple[str, ...]:
+    """Each keyed rule (not allowed) that could not be checked, with the run(s) lacking its
+    keys: ``"batch (A holds no batch size)"``. A log excerpt without MaxText's config lines,
+    or a Monitor record, holds no config: whether the runs differ only by the change under
+    test is then unknown, and the diff says so beside its verdict."""
+    out = []
+    for rule, where, what, keys in KEYED_RULES:
+        ha, hb = (a.config, b.config) if where == "config" else (a.env, b.env)
+        if rule in allow or any(ha.get(k) is not None and hb.get(k) is not None
+                                for k in keys):
+            continue
+        missing = [side for side, held in (("A", ha), ("B", hb))
+                   if all(held.get(k) is None for k in keys)]
+        if missing:
+            verb = "holds" if len(missing) == 1 else "hold"
+            out.append(f"{rule} ({' and '.join(missing)} {verb} no {what})")
+        else:
+            out.append(f"{rule} (A and B name their {what} by different keys)")
+    return tuple(out)
+
+
+def unchecked_line(items: Sequence[str]) -> str:
+    """The line beside the verdict naming what could not be checked ("" when all was)."""
+    if not items:
+        return ""
+    return ("comparability not checked for " + "; ".join(items) + ": diff cannot tell "
+            "whether the runs differ there; a pipecheck record or a whole MaxText log (its "
+            "config lines) holds them, or pass --allow RULE if you know they match")
 
 
 def check_allow(allow: Sequence[str], a: RunSummary, b: RunSummary) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from pipecheck import stats
 from pipecheck.analysis import anomalies
-from pipecheck.analysis.comparable import not_comparable
+from pipecheck.analysis.comparable import not_comparable, unchecked, unchecked_line
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -432,6 +432,7 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
                    b.memory_in_use_bytes),
     )
     reasons = not_comparable(a, b, allow)
+    blind = unchecked(a, b, allow)
     versions = tuple(VersionRow(k, _version(a.env, k), _version(b.env, k)) for k in VERSION_KEYS
                      if a.env.get(k) is not None or b.env.get(k) is not None)
     return DiffResult(
@@ -440,9 +441,11 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         rows=rows,
         versions=versions,
         verdict=(inconclusive_verdict(reasons) if reasons
-                 else step_time_verdict(median_row, confidence)),
+                 else "\n".join(filter(None, (step_time_verdict(median_row, confidence),
+                                               unchecked_line(blind))))),
         warnings=tuple([n for n in (note_a, note_b) if n] + comparison_warnings(a, b)),
         confidence=confidence,
         outcome=outcome_of(median_row, reasons),
         not_comparable=reasons,
+        unchecked=blind,
     )

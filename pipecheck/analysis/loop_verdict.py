@@ -254,12 +254,13 @@ def loop_verdict(times: LoopTimes, costs: Sequence[SyncCost]) -> tuple[VerdictKi
 def loop_headspace(times: LoopTimes) -> StepInterval:
     """Pure: R less T per step, what any input, sync or host-work fix can buy at most. R is
     the wall time per step (compile left out); the device computes at least while the loop
-    waited for it, so T is at least that wait (the high end) and at most R itself, since the
-    device may have computed through all of the host's other time (the low end, 0: a loop's
-    record cannot say how much of the host's time overlapped the device's); ``value`` is the
-    range's middle, as the gains' predicted step times are."""
+    waited for it, in dispatch and the lagged sync and in the user's own forced syncs alike,
+    so T is at least those waits (the high end: the host's own work, ``host_work_s``) and at
+    most R itself, since the device may have computed through all of the host's other time
+    (the low end, 0: a loop's record cannot say how much of the host's time overlapped the
+    device's); ``value`` is the range's middle, as the gains' predicted step times are."""
     n = max(times.steps, 1)
-    high = max(times.total_s - times.device_s, 0.0) / n
+    high = max(times.host_work_s, 0.0) / n
     return StepInterval(value=high / 2, low=0.0, high=high)
 
 

@@ -151,6 +151,10 @@ class DiffResult(TopRecord):
     """One of ``OUTCOMES``; "" in records written before it was added."""
     not_comparable: tuple[NotComparable, ...] = ()
     """Why the outcome is ``inconclusive`` (empty otherwise)."""
+    unchecked: tuple[str, ...] = ()
+    """The comparability rules that could not be checked, each with the run lacking what it
+    compares (``analysis.comparable.unchecked``): the verdict stands, but whether A and B
+    differ there is unknown."""
 
     def row(self, name: str) -> DiffRow:
         for r in self.rows:

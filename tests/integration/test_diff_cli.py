@@ -90,7 +90,7 @@ def test_too_few_steady_steps_is_inconclusive_with_what_to_do(tmp_path, calibrat
     r = run_cli("diff", str(short), str(calibrated_runs[0]), "--json", str(out))
     assert r.returncode == 0, r.stderr
     assert "step time: inconclusive" in r.stdout, r.stdout
-    assert "each run needs at least 10 steady steps: rerun with more steps" in r.stdout
+    assert "each run needs at least 10 steady steps; A has 6: rerun it with --steps 30" in r.stdout
     data = json.loads(out.read_text())
     assert data["outcome"] == "inconclusive"
     assert "steady-steps" in [x["rule"] for x in data["not_comparable"]]

@@ -40,7 +40,10 @@ def found(path: pathlib.Path) -> list[tuple[str, int]]:
             for c in ap.sync_calls(t, steps, steady) if not c.internal]
 
 
-def check(path: pathlib.Path, read: str) -> None:
+def check(path: pathlib.Path, read: str, every_step: bool = True) -> None:
+    """``every_step``: the read is found in every step (a committed capture); a fresh one on
+    a busy machine may reach a read after the device finished, which then waits for nothing
+    and is, by behaviour, no sync in that step: found in most steps."""
     sites = found(path)
     result = profile_capture(ProfileOptions(str(path), source_dirs=(str(DATA),)))
     if read == "none":
@@ -48,7 +51,11 @@ def check(path: pathlib.Path, read: str) -> None:
         assert result.estimates.sync_share == 0.0
         return
     assert [loc for loc, _ in sites] == [f"{LOOP}:{read_line(read)}"], sites
-    assert sites[0][1] == len(ap.find_steps(capture.read_timeline(path)).starts)
+    steps = len(ap.find_steps(capture.read_timeline(path)).starts)
+    if every_step:
+        assert sites[0][1] == steps
+    else:
+        assert steps / 2 < sites[0][1] <= steps
     assert result.estimates.sync_share > MATERIAL_SYNC_SHARE
 
 
@@ -73,4 +80,4 @@ def test_fresh_capture_with_the_installed_jax(read, tmp_path):
         import make_host_read_captures as maker
     finally:
         sys.path.remove(str(DATA))
-    check(maker.capture(read, tmp_path / f"{read}.trace.json.gz"), read)
+    check(maker.capture(read, tmp_path / f"{read}.trace.json.gz"), read, every_step=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -74,7 +75,7 @@ def test_too_few_steady_steps_is_inconclusive_and_cannot_be_allowed():
     a, b = summary(n=n), summary(seed=1)
     (reason,) = comparable.not_comparable(a, b, allow=comparable.RULES)
     assert (reason.rule, reason.a, reason.b) == ("steady-steps", str(n - 1), "29")
-    assert "rerun with more steps" in reason.fix
+    assert "A has 9: rerun it with --steps 30" in reason.fix
     assert diff.diff_runs(a, b).outcome == "inconclusive"
     assert comparable.not_comparable(summary(n=n + 1), b) == ()
 
@@ -107,3 +108,43 @@ def test_cli_unknown_allow_is_a_usage_error(tmp_path, capsys):
     assert main(["diff", str(a), str(a), "--allow", "nonsense"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--allow" in err and "batch" in err
+
+
+def test_too_few_steps_in_a_maxtext_log_names_maxtexts_key():
+    a, b = summary(n=5), summary(seed=1)
+    log = dataclasses.replace(a, kind="imported")
+    (reason,) = comparable.not_comparable(log, b)
+    assert "train it with steps=30 or more (MaxText's key)" in reason.fix
+    assert "--steps" not in reason.fix
+
+
+def test_what_one_run_does_not_hold_is_named_as_not_checked_beside_the_verdict():
+    """A log excerpt holds no config or environment: the rules that compare them cannot
+    fire, and the verdict must not read as if they had been checked."""
+    a, b = summary(), summary(seed=1)
+    assert comparable.unchecked(a, b) == ()
+    bare = dataclasses.replace(b, config={}, env={})
+    assert comparable.unchecked(a, bare) == (
+        "batch (B holds no batch size)", "model (B holds no model)",
+        "devices (B holds no device kind or count)",
+        "versions (B holds no JAX or pipecheck version)")
+    assert comparable.unchecked(bare, bare, allow=["batch", "model"]) == (
+        "devices (A and B hold no device kind or count)",
+        "versions (A and B hold no JAX or pipecheck version)")
+    result = diff.diff_runs(a, bare)
+    assert result.unchecked == comparable.unchecked(a, bare)
+    assert result.outcome in ("significant", "not significant")
+    assert "comparability not checked for batch (B holds no batch size)" in result.verdict
+    assert "comparability not checked" not in diff.diff_runs(a, b).verdict
+    again = type(result).from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.unchecked == result.unchecked
+
+
+def test_keys_naming_the_run_or_its_folders_are_not_differences():
+    """Two runs of one MaxText config differ in run_name and the folders derived from it
+    (seen in two real GPU logs, tests/data/real/maxtext_gpu_llama2_nsys_*.log)."""
+    a = summary(config={"run_name": "a", "checkpoint_dir": "gs://x/a/checkpoints/",
+                        "base_output_directory": "gs://x/a", "metrics_file": "a.txt"})
+    b = summary(seed=1, config={"run_name": "b", "checkpoint_dir": "gs://x/b/checkpoints/",
+                                "base_output_directory": "gs://x/b", "metrics_file": "b.txt"})
+    assert comparable.not_comparable(a, b) == ()

@@ -107,7 +107,7 @@ def test_the_real_linen_and_nnx_diff_compares_steady_medians_not_the_pages_means
     # six steady steps each: too few to judge, and the verdict says so and what to do
     assert result.outcome == "inconclusive"
     assert [(r.rule, r.a, r.b) for r in result.not_comparable] == [("steady-steps", "6", "6")]
-    assert "rerun with more steps" in result.verdict
+    assert "train it with steps=30 or more" in result.verdict
 
 
 def test_the_gpu_log_finds_the_level_after_the_capture_and_says_so():
