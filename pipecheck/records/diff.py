@@ -151,6 +151,9 @@ class DiffResult(TopRecord):
     """One of ``OUTCOMES``; "" in records written before it was added."""
     not_comparable: tuple[NotComparable, ...] = ()
     """Why the outcome is ``inconclusive`` (empty otherwise)."""
+    min_change: float = 0.0
+    """The smallest relative change of the median step time the verdict calls significant
+    (``analysis.diff.MIN_CHANGE`` unless ``--min-change``); 0 in records written before it."""
     unchecked: tuple[str, ...] = ()
     """The comparability rules that could not be checked, each with the run lacking what it
     compares (``analysis.comparable.unchecked``): the verdict stands, but whether A and B

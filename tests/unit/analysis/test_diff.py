@@ -316,3 +316,36 @@ def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_
     run = maxtext.import_log(log, encoder=encoder)
     arrays = [*run.steps.per_step_arrays(), np.asarray(run.step_time.samples_s)]
     assert _written_from_ahead(run, arrays, encoder, compressed) == expected
+
+
+@pytest.mark.parametrize(("change", "min_change", "outcome"), [
+    (0.03, diff.MIN_CHANGE, "not significant"),   # the steps' test finds it; under 5%
+    (0.03, 0.0, "significant"),
+    (0.10, diff.MIN_CHANGE, "significant"),
+])
+def test_a_change_under_min_change_is_not_significant_though_the_steps_test_finds_it(
+        change, min_change, outcome):
+    """300 steps with 5% noise each: the steps' test resolves a 3% change (p < 0.001), yet
+    two runs of one workload differ that much without one."""
+    a = diff.summary_from_record(written(run_dict(0.04, 0, n=300)), "A")
+    b = diff.summary_from_record(written(run_dict(0.04 * (1 + change), 1, n=300)), "B")
+    result = diff.diff_runs(a, b, min_change=min_change)
+    assert result.outcome == outcome and result.min_change == min_change
+    assert result.row("step time median").significance == outcome
+    if outcome == "not significant":
+        assert f"under the {min_change:.0%} diff judges (--min-change)" in result.verdict
+        assert "the steps' own test finds it" in result.verdict
+    again = type(result).from_dict(json.loads(json.dumps(result.to_dict())))
+    assert again.min_change == min_change
+
+
+def test_cli_min_change_is_a_percent_and_bad_values_are_one_line(tmp_path, capsys):
+    a = write(tmp_path, "a.json", run_dict(0.04, 0, n=300))
+    b = write(tmp_path, "b.json", run_dict(0.04 * 1.03, 1, n=300))
+    assert main(["diff", str(a), str(b), "--min-change", "1", "--quiet"]) == 0
+    assert "significant (steady-state median" in capsys.readouterr().out
+    assert main(["diff", str(a), str(b), "--quiet"]) == 0
+    assert "under the 5% diff judges" in capsys.readouterr().out
+    assert main(["diff", str(a), str(b), "--min-change", "-1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--min-change" in err and len(err.strip().splitlines()) == 1
