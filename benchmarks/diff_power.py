@@ -2,13 +2,14 @@
 smallest step-time change it detects, on real runs.
 
 Every run is a fresh ``pipecheck synthetic --set workload=calibrated`` process at the
-default steps (its own start-up, calibration and compile), so a pair carries everything
-that differs between two real runs of one workload: calibration, compile, and the machine's
-load at the time. (a) A/A: pairs at the same ``compute_ms``; a false verdict is an outcome
-``significant``. (b) Power: B at ``compute_ms * (1 + change)``; detected is ``significant``
-with B slower. The smallest change detected in at least ``POWER`` of pairs is printed.
-Resampling recorded step times would miss the run-to-run part (calibration, compile), the
-part a user's two runs differ by; so real runs are used, side by side in one process.
+default steps (its own start-up and compile), so a pair carries what differs between two
+real runs of one workload: compile, and the machine's load at the time. The chain is sized
+once, to ``BASE_MS``, and fixed for every run (``chain_iters``): two runs of a user's
+workload do the same work, where two calibrations on a busy machine would not. (a) A/A:
+pairs at the same chain; a false verdict is an outcome ``significant``. (b) Power: B's
+chain ``1 + change`` times as long; detected is ``significant`` with B slower. The smallest
+change detected in at least ``POWER`` of pairs is printed. Resampling recorded step times
+would miss the run-to-run part, the part a user's two runs differ by; so real runs are used.
 
     python benchmarks/diff_power.py [--pairs 15] [--power-pairs 8] [--changes 0.03,0.05,0.1]
         [--aa-workload calibrated|demo]
@@ -31,19 +32,33 @@ POWER = 0.8
 """Detected in at least 80% of pairs: the usual power a test is sized for."""
 
 
-def run(compute_ms: float | None, out: pathlib.Path) -> dict:
-    """One fresh run: the calibrated workload at ``compute_ms``, or the demo for None."""
-    sets = (["workload=calibrated", f"compute_ms={compute_ms}"] if compute_ms is not None
-            else ["workload=demo"])
+def run(sets: list[str], out: pathlib.Path) -> dict:
+    """One fresh ``pipecheck synthetic`` run with these ``--set`` values."""
     cmd = [sys.executable, "-m", "pipecheck", "synthetic", "--json", str(out), "--quiet",
            "--force", *(x for kv in sets for x in ("--set", kv))]
     subprocess.run(cmd, check=True, capture_output=True, env=os.environ)
     return json.loads(out.read_text())
 
 
-def outcome(a_ms: float | None, b_ms: float | None, d: pathlib.Path) -> tuple[str, float]:
-    a = summary_from_record(run(a_ms, d / "a.json"), "A")
-    b = summary_from_record(run(b_ms, d / "b.json"), "B")
+def chain_iters(d: pathlib.Path) -> int:
+    """The chain length one calibrated run sized to ``BASE_MS`` (from its FLOPs per step:
+    2 x batch x dim^2 per iteration), fixed for every run after it: two runs of a user's
+    workload do the same work, so the pairs must too."""
+    data = run(["workload=calibrated", f"compute_ms={BASE_MS}"], d / "sizing.json")
+    cfg = data["config"]
+    per_iter = 2.0 * cfg["batch_size"] * cfg["feature_dim"] ** 2
+    return max(1, round(data["throughput"]["flops_per_step"] / per_iter))
+
+
+def sets_of(iters: int | None) -> list[str]:
+    """The calibrated workload at a fixed chain of ``iters``, or the demo for None."""
+    return ["workload=demo"] if iters is None else ["workload=calibrated",
+                                                    f"chain_iters={iters}"]
+
+
+def outcome(a_iters: int | None, b_iters: int | None, d: pathlib.Path) -> tuple[str, float]:
+    a = summary_from_record(run(sets_of(a_iters), d / "a.json"), "A")
+    b = summary_from_record(run(sets_of(b_iters), d / "b.json"), "B")
     result = diff_runs(a, b)
     return result.outcome, result.row("step time median").relative or 0.0
 
@@ -54,11 +69,14 @@ def main() -> None:
     p.add_argument("--power-pairs", type=int, default=8)
     p.add_argument("--changes", default="0.03,0.05,0.1")
     p.add_argument("--aa-workload", choices=("calibrated", "demo"), default="calibrated",
-                   help="the A/A pairs' workload (demo: fixed compute, no calibration)")
+                   help="the A/A pairs' workload (calibrated: a fixed chain; demo: a model)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp)
-        base = BASE_MS if args.aa_workload == "calibrated" else None
+        iters = chain_iters(d)
+        print(f"calibrated: a chain of {iters} iterations (sized once to {BASE_MS:g} ms), "
+              "the same in every run")
+        base = iters if args.aa_workload == "calibrated" else None
         aa = [outcome(base, base, d) for _ in range(args.pairs)]
         false = sum(o == "significant" for o, _ in aa)
         inconclusive = sum(o == "inconclusive" for o, _ in aa)
@@ -67,7 +85,8 @@ def main() -> None:
               f"{sorted(abs(r) for _, r in aa)[len(aa) // 2]:.1%}")
         smallest = None
         for change in (float(c) for c in args.changes.split(",") if c):
-            got = [outcome(BASE_MS, BASE_MS * (1 + change), d) for _ in range(args.power_pairs)]
+            got = [outcome(iters, round(iters * (1 + change)), d)
+                   for _ in range(args.power_pairs)]
             hit = sum(o == "significant" and r > 0 for o, r in got)
             print(f"change +{change:.0%}: detected {hit}/{len(got)} "
                   f"(measured changes: {', '.join(f'{r:+.1%}' for _, r in got)})")

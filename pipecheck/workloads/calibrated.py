@@ -45,6 +45,9 @@ KEYS: tuple[Key, ...] = (
     *COMMON_KEYS,
     Key("compute_ms", float, 50.0, "device compute per step, in ms (calibrated at start-up)",
         minimum=0.1),
+    Key("chain_iters", int, 0, "matmul-chain iterations per step, fixed (0: sized at "
+        "start-up so a step costs compute_ms); runs that must do the same work use it",
+        minimum=0),
     Key("load_ms", float, 0.0, "per-batch loading latency, in ms (sleeps, per worker)", minimum=0),
     Key("cpu_ms", float, 0.0, "per-batch CPU work in the transform, in ms", minimum=0),
     Key("consumer_ms", float, 0.0, "per-batch CPU work in the training process, in ms, "
@@ -283,7 +286,7 @@ def build(config: RunConfig) -> Workload:
     w_host = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
     w = jax.device_put(w_host, rep)
     x = put_global(data_sharding)(example)["x"]
-    iters, per_iter = calibrate_iters(w, x, config["compute_ms"])
+    iters = config["chain_iters"] or calibrate_iters(w, x, config["compute_ms"])[0]
     if jax.process_count() > 1:
         # Every process must run the same step: process 0's calibration decides.
         from jax.experimental import multihost_utils

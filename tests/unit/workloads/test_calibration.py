@@ -7,6 +7,8 @@ import itertools
 
 import jax.numpy as jnp
 
+from pipecheck import workloads
+from pipecheck.workloads import calibrated
 from pipecheck.workloads.calibrated import CALIBRATION_ITERS, CALIBRATION_REPEATS, calibrate_iters
 
 
@@ -34,3 +36,14 @@ def test_a_burst_of_load_while_calibrating_does_not_shorten_the_chain():
     iters, per_iter = calibrate_iters(w, x, 10.0, clock=ScriptedTimings(short + long))
     assert abs(per_iter - 1e-4) < 1e-9
     assert iters == 100  # 10 ms of work at 0.1 ms an iteration, no overhead
+
+
+def test_a_fixed_chain_is_not_calibrated():
+    """chain_iters: two runs that must do the same work skip the start-up sizing."""
+    def flops(overrides):
+        cfg = workloads.resolve(None, ["workload=calibrated", "batch_size=4",
+                                       "feature_dim=16", *overrides])
+        return calibrated.build(cfg).flops_per_step
+
+    assert flops(["chain_iters=5"]) == 2.0 * 4 * 16 * 16 * 5
+    assert flops(["chain_iters=7"]) == 2.0 * 4 * 16 * 16 * 7
