@@ -43,10 +43,16 @@ pytestmark = pytest.mark.timing
 
 LATENCY_S = 0.020
 """Each read of the mount sleeps 20 ms: at one read thread and ~4 reads a batch, ~85 ms a
-batch against ~11 ms of compute (seen), a margin no busy machine closes."""
+batch against ~22 ms of compute (seen; 36 ms with the machine busy), a margin no busy
+machine closes."""
 TRAIN_STEPS = 30
 """Steps of each MaxText train: its first three are start-up (compile, the loader's first
 fill, the step after it), the rest its steady state."""
+MODEL = {"base_num_decoder_layers": 4}
+"""test_maxtext's tiny model with four layers, not two: a step of compute long enough
+(~22 ms; 11 ms with two, where R came out 1.3-1.45x T at the chosen setting) that the CPU the
+read threads and the mount's server take beside it stays a small share of it, and still a
+few times shorter than reading at one thread (~85 ms)."""
 SPEEDUP_MARGIN = 2.0
 """The saved config's steps must be at least twice as fast as the original's (seen: 6.5x)."""
 SAVING_TOLERANCE = 0.35
@@ -94,7 +100,7 @@ def slow_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         d / "slow.yml", base_output_directory=str(d / "out"), run_name="slow",
         grain_train_files=str(d / "mnt" / "*.array_record"), tokenize_train_data=False,
         tokenizer_path=str(SITE / "assets" / "tokenizers" / "tokenizer.default"),
-        vocab_size=256, grain_worker_count=0, grain_num_threads=1, num_epoch=100)
+        vocab_size=256, grain_worker_count=0, grain_num_threads=1, num_epoch=100, **MODEL)
     saved, record = d / "saved.yml", d / "run.json"
     (d / "tmp").mkdir()
     try:
@@ -128,9 +134,12 @@ def test_the_configs_own_keys_are_input_bound_and_storage_is_named(slow_run: dic
     assert run["verdict"] == "input-bound", _why(run)
     est = run["estimates"]
     # the search starts at the config's own keys (0 workers, 1 read thread): the baseline
-    first = run["tuning"]["trials"][0]["settings"]
-    assert (first["workers"], first["threads"]) == (0, 1), run["tuning"]
-    assert est["baseline"]["low"] > 2 * est["target"]["high"], _why(run)
+    first = run["loader"][0]["settings"]
+    assert (first["workers"], first["threads"]) == (0, 1), run["loader"][0]
+    # the verdict's margin, interval apart from interval (a busy machine widens T's: seen
+    # 30-53 ms around a median of 36 ms with the baseline at 85 ms)
+    assert est["baseline"]["low"] > est["target"]["high"] * (1 + INPUT_BOUND_MARGIN), _why(run)
+    assert "as loaded at first" in run["verdict_reason"], _why(run)
     # storage is the cause, said in MaxText's keys; the search tried threads first for it
     storage = [f for f in run["findings"] if f["kind"] == "storage-bound"]
     assert storage and "workers=0, threads=1" in storage[0]["message"], run["findings"]
@@ -138,6 +147,10 @@ def test_the_configs_own_keys_are_input_bound_and_storage_is_named(slow_run: dic
     assert "grain_prefetch_buffer_size=" in storage[0]["fix"], storage[0]
     assert "grain.ReadOptions" not in storage[0]["fix"], storage[0]
     assert "reads wait on storage" in run["tuning"]["order"], run["tuning"]
+    # and the input-bound finding's fix, like the recommendation, is MaxText's keys
+    [fix] = [f["fix"] for f in run["findings"] if f["kind"] == "input-bound"]
+    assert fix.startswith("use MaxText's grain_worker_count=") and "grain." not in fix, fix
+    assert "grain_num_threads=" in run["recommendation"], run["recommendation"]
 
 
 @needs_maxtext
@@ -148,7 +161,6 @@ def test_the_chosen_keys_read_with_more_threads_and_keep_up(slow_run: dict) -> N
     assert chosen["threads"] > 1 and chosen["workers"] == 0, run["tuning"]
     # the verdict's margins: D within INPUT_BOUND_MARGIN of T (input-bound before tuning,
     # fixed by it), R within FORCED_SYNC_MARGIN of T's interval
-    assert "as loaded at first" in run["verdict_reason"], _why(run)
     assert est["loader"]["value"] <= est["target"]["value"] * (1 + INPUT_BOUND_MARGIN)
     assert est["real"]["value"] <= est["target"]["high"] * (1 + FORCED_SYNC_MARGIN), _why(run)
 
