@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
@@ -48,7 +48,7 @@ from pipecheck.measure.resources import default_ram_budget_mb
 from pipecheck.measure.target import DEFAULT_TARGET_STEPS, Target, target_again, target_stage
 from pipecheck.measure.whatif_check import whatif_check
 from pipecheck.progress import NO_PROGRESS, Progress
-from pipecheck.records.common import Distribution, Estimate, Finding
+from pipecheck.records.common import Distribution, Estimate
 from pipecheck.records.compare import CompareResult, Estimates, Tuning
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.env import collect_env
@@ -268,22 +268,22 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
+    return CompareRun(dataclasses.replace(_the_kinds_way(kind, result), whatif_check=check),
+                      real)
+
+
+def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
+    """The record with the chosen setting written the workload's way (MaxText: its
+    overrides) in the recommendation and in each fix that names it in Grain's words (the
+    input-bound finding's ``use ...``)."""
     chosen = result.tuning.chosen
-    return CompareRun(dataclasses.replace(
-        result, whatif_check=check, findings=_fixes_the_kinds_way(kind, result.findings, chosen),
-        recommendation=kind.recommendation(result.recommendation, chosen)), real)
-
-
-def _fixes_the_kinds_way(kind: WorkloadKind, findings: Sequence[Finding],
-                         chosen: GrainSettings | None) -> tuple[Finding, ...]:
-    """The findings, those whose fix names the chosen setting in Grain's words (the
-    input-bound finding's ``use ...``) with it written the workload's way (MaxText: its
-    overrides), as the recommendation is."""
     if chosen is None:
-        return tuple(findings)
+        return result
     advice = chosen.advice()
-    return tuple(dataclasses.replace(f, fix=kind.recommendation(f.fix, chosen))
-                 if f.fix and advice in f.fix else f for f in findings)
+    findings = tuple(dataclasses.replace(f, fix=kind.recommendation(f.fix, chosen))
+                     if f.fix and advice in f.fix else f for f in result.findings)
+    return dataclasses.replace(result, findings=findings,
+                               recommendation=kind.recommendation(result.recommendation, chosen))
 
 
 def _with_own_hooks(kind: WorkloadKind, config: RunConfig, workload: Workload,
