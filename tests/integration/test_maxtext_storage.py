@@ -135,7 +135,8 @@ def test_the_configs_own_keys_are_input_bound_and_storage_is_named(slow_run: dic
     run = slow_run["run"]
     assert run["verdict"] == "input-bound", _why(run)
     est = run["estimates"]
-    # the search starts at the config's own keys (0 workers, 1 read thread): the baseline
+    # the search's first setting, the baseline, is 0 workers and 1 read thread whatever the
+    # config says; here those are the config's own keys
     first = run["loader"][0]["settings"]
     assert (first["workers"], first["threads"]) == (0, 1), run["loader"][0]
     # the verdict's margin, interval apart from interval (a busy machine widens T's: seen
