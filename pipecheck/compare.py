@@ -268,9 +268,22 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
-    return CompareRun(dataclasses.replace(
-        result, whatif_check=check,
-        recommendation=kind.recommendation(result.recommendation, result.tuning.chosen)), real)
+    return CompareRun(dataclasses.replace(_the_kinds_way(kind, result), whatif_check=check),
+                      real)
+
+
+def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
+    """The record with the chosen setting written the workload's way (MaxText: its
+    overrides) in the recommendation and in each fix that names it in Grain's words (the
+    input-bound finding's ``use ...``)."""
+    chosen = result.tuning.chosen
+    if chosen is None:
+        return result
+    advice = chosen.advice()
+    findings = tuple(dataclasses.replace(f, fix=kind.recommendation(f.fix, chosen))
+                     if f.fix and advice in f.fix else f for f in result.findings)
+    return dataclasses.replace(result, findings=findings,
+                               recommendation=kind.recommendation(result.recommendation, chosen))
 
 
 def _with_own_hooks(kind: WorkloadKind, config: RunConfig, workload: Workload,

@@ -183,7 +183,8 @@ def _write_outputs(cfg: RunConfig, run: compare_mod.CompareRun, save_config_path
     if save_config_path and chosen is not None:
         save_settings(save_config_path, cfg, chosen,
                       {"command": "compare", "loader_s": run.result.loader_step_s,
-                       "target_s": run.result.target_step_s, "verdict": run.result.verdict},
+                       "target_s": run.result.target_step_s,
+                       "real_s": run.result.real_step_s, "verdict": run.result.verdict},
                       force)
         click.echo(f"wrote {save_config_path}: {kind_of(cfg.workload).setting_text(chosen)}")
     if trace_path and run.real.recorder is not None:

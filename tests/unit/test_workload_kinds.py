@@ -103,8 +103,17 @@ def test_the_recommendation_is_written_the_kinds_way(monkeypatch):
     assert chosen.advice() in demo.recommendation
     assert mx.recommendation == maxtext.recommendation(demo.recommendation, chosen)
     assert f"MaxText's {maxtext.overrides_text(chosen)}" in mx.recommendation
-    assert (mx.verdict, mx.verdict_reason, mx.findings) == (
-        demo.verdict, demo.verdict_reason, demo.findings)
+    assert (mx.verdict, mx.verdict_reason) == (demo.verdict, demo.verdict_reason)
+    # the same findings; the input-bound one's fix names the setting as the recommendation does
+    assert [(f.kind, f.message) for f in mx.findings] == \
+        [(f.kind, f.message) for f in demo.findings]
+    for d, m in zip(demo.findings, mx.findings, strict=True):
+        if d.kind == "input-bound":
+            assert (d.fix, m.fix) == (f"use {chosen.advice()}",
+                                      f"use MaxText's {maxtext.overrides_text(chosen)}")
+        else:
+            assert m == d
+    assert "input-bound" in [f.kind for f in demo.findings]
 
 
 @pytest.mark.parametrize("workload_value", [["a", "list"], 3])

@@ -64,11 +64,15 @@ def test_maxtexts_compare_is_compare_run_on_its_config(faked, tmp_path, capsys):
     same_record(record, direct)
     chosen = direct.tuning.chosen
     assert f"MaxText's {maxtext.overrides_text(chosen)}" in record.recommendation
+    # the input-bound finding's fix names the setting as MaxText's keys too, not Grain's code
+    [fix] = [f.fix for f in record.findings if f.kind == "input-bound"]
+    assert fix == f"use MaxText's {maxtext.overrides_text(chosen)}"
     # the saved config and its line: MaxText's, from its kind
     assert f"wrote {saved}: {maxtext.overrides_text(chosen)}" in out
     assert saved.read_text() == maxtext.saved_config_text(
         config, chosen, {"command": "compare", "loader_s": direct.loader_step_s,
-                         "target_s": direct.target_step_s, "verdict": direct.verdict})
+                         "target_s": direct.target_step_s, "real_s": direct.real_step_s,
+                         "verdict": direct.verdict})
     assert yaml.safe_load(saved.read_text())["grain_worker_count"] == chosen.workers
 
 
@@ -81,5 +85,7 @@ def test_the_default_workloads_compare_is_compare_run_on_its_config(faked, tmp_p
     direct = ORIGINAL(given, opts, stages=input_bound_fixed_by_tuning()).result
     same_record(record, direct)
     assert direct.tuning.chosen.advice() in record.recommendation
+    [fix] = [f.fix for f in record.findings if f.kind == "input-bound"]
+    assert fix == f"use {direct.tuning.chosen.advice()}"
     assert f"wrote {saved}: {direct.tuning.chosen.label()}" in out
     assert yaml.safe_load(saved.read_text())["num_workers"] == direct.tuning.chosen.workers
