@@ -57,10 +57,19 @@ def sets_of(iters: int | None) -> list[str]:
 
 
 def outcome(a_iters: int | None, b_iters: int | None, d: pathlib.Path) -> tuple[str, float]:
+    """The default diff's outcome and relative change of B against A, each a fresh run;
+    printed with the cores other programs used during each run's steps."""
     a = summary_from_record(run(sets_of(a_iters), d / "a.json"), "A")
     b = summary_from_record(run(sets_of(b_iters), d / "b.json"), "B")
     result = diff_runs(a, b)
-    return result.outcome, result.row("step time median").relative or 0.0
+    rel = result.row("step time median").relative or 0.0
+    print(f"  pair: {rel:+.1%} {result.outcome}; other programs' cores during A "
+          f"{_cores(a.other_cores)}, B {_cores(b.other_cores)}", flush=True)
+    return result.outcome, rel
+
+
+def _cores(x: float | None) -> str:
+    return "?" if x is None else f"{x:.2f}"
 
 
 def main() -> None:
