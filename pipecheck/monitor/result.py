@@ -28,7 +28,7 @@ from pipecheck.analysis.periodic_stall import (
     periodic_stall_findings,
     shape_of_config,
 )
-from pipecheck.analysis.steady_state import table_with_anomalies
+from pipecheck.analysis.steady_state import table_with_anomalies, wall_per_step
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
@@ -126,6 +126,7 @@ def build_result(
         reason=reason,
         headspace_s=loop_headspace(times), gains=loop_gains(times, costs),
         loader_starts=state.loader_starts,
+        wall_per_step_s=wall_per_step(steps),
     )
 
 

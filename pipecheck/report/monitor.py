@@ -77,7 +77,8 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5, gains: bool = True
                   ) -> list[Part]:
     """The Monitor report as parts (``report.blocks``); ``gains`` False leaves out the
     headspace and gains (a page shows them in a section of their own)."""
-    rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
+    rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time",
+                                                          result.wall_per_step_s))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
     rows += startup_rows(result.startup)
     if result.compile is not None:
@@ -86,7 +87,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5, gains: bool = True
     rows += [["steps", result.total_steps]]
     per_step = wall_per_step(result)
     if per_step is not None:
-        rows += [["wall time per step (compile left out)", ms(per_step)]]
+        rows += [["wall time per step (all steps, compile left out)", ms(per_step)]]
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
                          "pipecheck monitor: your training loop", Table(rows), "",
