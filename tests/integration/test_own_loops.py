@@ -10,6 +10,7 @@ such relations."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import shutil
 import subprocess
@@ -202,3 +203,29 @@ def test_print_of_a_device_array_is_a_sync_site(tmp_path: pathlib.Path) -> None:
     assert res.verdict in ("forced-sync", "compute-bound"), res.reason
     if res.verdict == "forced-sync":
         assert printed in res.reason
+
+
+@pytest.mark.timing
+def test_grain_loader_fed_in_bursts_reports_its_wall_time_per_step(
+        tmp_path: pathlib.Path) -> None:
+    """A grain.DataLoader with 4 workers and a 3 ms-an-example decode feeding a cheap step:
+    the loop waits for one batch and finds the next ones ready. The record's wall time per
+    step over the steady window is the loop's own wall clock per step; the ready batches
+    are in the steady state, not anomalies."""
+    res, _ = run_loop(tmp_path, "grain_tutorial")
+    began = json.loads((tmp_path / "grain_tutorial.json.times").read_text())
+    assert res.total_steps == len(began) == 200
+    assert res.verdict == "input-bound", res.reason
+    wall = res.wall_per_step_s
+    assert wall is not None and wall.low <= wall.value <= wall.high
+    # the window: steps 1 .. 198 (step 0 waits for the workers to start, 199 drains); the
+    # loop's clock read as each iteration began spans the same intervals
+    own = (began[-1] - began[1]) / (len(began) - 2)
+    assert abs(wall.value - own) < 0.15 * own, (wall, own)
+    # the loop waits most of its time: its wall time per step is far above the step's compute
+    assert wall.value > 5 * res.breakdown.seconds("compute") / res.total_steps
+    fast = [a for a in res.anomalies if a.ratio < 1]
+    assert fast == [], fast  # ready batches are not anomalies
+    window = [s for s in res.steps if 0 < s.step < res.total_steps - 1]
+    assert res.step_time.summary.n >= 0.9 * len(window), res.anomalies
+    assert host_syncs(res) == [], res.findings
