@@ -110,6 +110,7 @@ SPAN_CAUSES = {
     "data_wait": "input wait",
     "device_put": "input wait",
     "sync": "waiting for the device",
+    "forced_sync": "forced sync",
     "dispatch": "dispatch",
     "log": "logging sync",
     "profiler": "profiler",

@@ -32,11 +32,14 @@ not by this table.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
 from pipecheck.records.events import StepTotals
+from pipecheck.records.steps import StepTable
 from pipecheck.records.kinds import (
     CHECKPOINT,
     COMPILE,
@@ -95,6 +98,24 @@ def breakdown(
         for k, v in seconds.items()
     )
     return Breakdown(wall_s=float(wall), steps=totals.steps, rows=rows)
+
+
+def charge_forced_syncs(steps: StepTable[StepRecord], by_step: Mapping[int, float]
+                        ) -> StepTable[StepRecord]:
+    """The steps with the seconds the sync locator found blocked in user syncs outside any
+    span (``by_step``: step number to seconds) as their ``forced_sync`` span, taken out of
+    their ``other`` (capped at it), as the table moves them from ``other`` to ``sync
+    stall``; the steps as they are when none was found in them."""
+    numbers = steps.column("step")
+    found = np.fromiter((by_step.get(int(k), 0.0) for k in numbers), float, numbers.size) \
+        if by_step else np.zeros(0)
+    if not found.any():
+        return steps
+    spans = steps.map_columns("spans")
+    other = np.nan_to_num(spans.get("other", np.zeros(numbers.size)))
+    moved = np.minimum(np.maximum(found, 0.0), other)
+    return steps.with_map_columns("spans", {"forced_sync": np.where(moved > 0, moved, np.nan),
+                                            "other": other - moved})
 
 
 def breakdown_of_steps(

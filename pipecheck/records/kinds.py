@@ -49,9 +49,11 @@ was reached; the counts were fixed by --workers; the settings were read from a f
 search); the pipeline runs its own mp_prefetch workers (measured as it is, no search)."""
 
 SpanName = Literal["data_wait", "device_put", "dispatch", "sync", "log", "checkpoint", "eval",
-                   "gc"]
+                   "gc", "forced_sync"]
 """The host spans pipecheck itself records (users may add their own names), in the order
-reports list them: getting the batch, running the step, then the hooks."""
+reports list them: getting the batch, running the step, then the hooks; ``forced_sync``
+(Monitor records) is no span the loop opens but the time the sync locator found the loop
+blocked in the user's syncs outside any span, per step, taken out of ``other``."""
 SPAN_NAMES: tuple[SpanName, ...] = typing.get_args(SpanName)
 DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
 """The spans that wait for or move input data."""
@@ -83,7 +85,7 @@ HOST: TimeKind = "host"
 OTHER: TimeKind = "other"
 
 SPANS_OF: Mapping[TimeKind, tuple[SpanName, ...]] = {
-    INPUT: DATA_SPANS, COMPUTE: ("dispatch", "sync"), SYNC: ("log",),
+    INPUT: DATA_SPANS, COMPUTE: ("dispatch", "sync"), SYNC: ("log", "forced_sync"),
     CHECKPOINT: ("checkpoint",), EVAL: ("eval",), GC: ("gc",)}
 """The host spans a timed loop (the Monitor's, compare's, synthetic's) charges to each kind
 (``compile`` is taken out of ``compute`` by the compile events; ``other`` is what no span

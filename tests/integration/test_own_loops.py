@@ -171,6 +171,10 @@ def test_item_every_step_is_named_but_compute_bound(tmp_path: pathlib.Path) -> N
     sync = line_of(script, "HOST-SYNC")
     assert res.user_sync_sites and res.user_sync_sites[0].location == sync, res.sync_sites
     assert ".item()" in res.user_sync_sites[0].code
+    # each step's wait at the line is its sync stall, as the wall-time table files it
+    charged = sum(s.spans.get("forced_sync", 0.0) for s in res.steps)
+    assert charged == pytest.approx(res.breakdown.seconds("sync stall"), rel=0.1)
+    assert charged > 10 * sum(s.spans.get("other", 0.0) for s in res.steps)
     assert sync in host_syncs(res)
     assert res.verdict == "compute-bound", res.reason
     (gain,) = [g for g in res.gains if g.kind == "sync" and sync in g.change] or [None]
