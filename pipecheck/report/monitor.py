@@ -17,7 +17,7 @@ from pipecheck.report.format import (
     warnings_text,
 )
 from pipecheck.report.gains import gains_parts
-from pipecheck.units import ms, short_location
+from pipecheck.units import library_module, ms, short_location
 
 
 def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str | None:
@@ -55,12 +55,8 @@ def site_owner(location: str, internal: bool) -> str:
     yours."""
     if internal:
         return "pipecheck lagged sync (expected)"
-    path = location.rsplit(":", 1)[0].replace("\\", "/")
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            module = path.split(marker, 1)[1].removesuffix(".py").replace("/", ".")
-            return f"library ({module.removesuffix('.__init__')})"
-    return "your code"
+    module = library_module(location.rsplit(":", 1)[0])
+    return f"library ({module})" if module is not None else "your code"
 
 
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
