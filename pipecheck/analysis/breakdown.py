@@ -39,7 +39,6 @@ import numpy as np
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
 from pipecheck.records.events import StepTotals
-from pipecheck.records.steps import StepTable
 from pipecheck.records.kinds import (
     CHECKPOINT,
     COMPILE,
@@ -54,6 +53,7 @@ from pipecheck.records.kinds import (
     WALL_ROWS,
     TimeKind,
 )
+from pipecheck.records.steps import StepTable
 
 WALL_TABLE_KINDS: tuple[TimeKind, ...] = (COMPILE, INPUT, COMPUTE, SYNC, CHECKPOINT, EVAL, GC)
 """The kinds of time with a fixed row, in table order (``kinds.WALL_ROWS`` names each row);

@@ -52,9 +52,10 @@ def test_an_installed_packages_file_is_named_by_its_package_wherever_it_is(tmp_p
 
 
 def test_the_sync_table_names_library_files_by_module_and_shows_whole_lines(tmp_path):
+    import dataclasses
+
     from pipecheck.report.monitor import format_monitor, site_owner
     from tests.page_records import monitor_record
-    import dataclasses
 
     lib = f"{tmp_path}/venv/lib/python3.11/site-packages/optax/_src/base.py:7"
     assert site_owner(lib, False) == "library (optax._src.base)"

@@ -262,7 +262,7 @@ def test_ready_batches_stay_in_the_steady_state_of_step_records():
     times, waits = _bursty()
     steps = [StepRecord(0, 1.0, spans={"data_wait": 0.9})] + [
         StepRecord(i + 1, t, spans={"data_wait": w, "dispatch": t - w})
-        for i, (t, w) in enumerate(zip(times, waits))]
+        for i, (t, w) in enumerate(zip(times, waits, strict=True))]
     steady = [s.step for s in steady_state(steps)]
     waited = [1, 11, 21, 31]
     assert steady == [s.step for s in steps[1:] if s.step not in waited]

@@ -58,7 +58,8 @@ def _message(line: str) -> str:
 
 # Verbatim from JAX 0.10.2 (2 CPU devices): params placed on a mesh between two calls, and a
 # typed key passed where a raw one was.
-PARAMS_SHARDED = "* at params['w'], now f32[4@data,4]({Explicit: ('data',)}) and before f32[4,4]({})"
+PARAMS_SHARDED = ("* at params['w'], now f32[4@data,4]({Explicit: ('data',)}) "
+                  "and before f32[4,4]({})")
 RNGS_TYPED = "* at rngs, now key<fry>[]({}) and before u32[2]({})"
 
 
