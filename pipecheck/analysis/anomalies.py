@@ -10,8 +10,7 @@ z-score and the share keep a run that is bursty by nature (an input-bound loop w
 workers deliver in bursts) from losing its slow steps, which are its real cost. The share
 alone cannot tell a burst pattern from two unrelated stalls in a short run (two of nine
 steps is 22%), so the far steps of one direction are grouped into levels (sorted, a gap of
-``LEVEL_GAP`` times starts a new level; the share and the levels count every step far by
-the ratio, whatever its z-score): a burst pattern repeats at one level, while a step
+``LEVEL_GAP`` times starts a new level): a burst pattern repeats at one level, while a step
 with no other far step within ``LEVEL_GAP`` of it (a 126x checkpoint stall next to a 7x
 one) is isolated, and an anomaly whatever the share when it lies ``ISOLATED_RATIO`` or more
 from the median (a 2x blip of a loaded machine in a six-step run is not). A step at most
@@ -24,7 +23,11 @@ A loop fed in bursts (a prefetch buffer, or several workers finishing together) 
 one batch and then finds the next ones ready: a fast step that did not wait for its batch,
 in the run of below-median steps right after one that did (``INPUT_WAIT_SHARE``), is a
 *ready batch* (``ready_batches``): its time is what the step itself takes, so it is never
-flagged and stays in the steady state. Such a loop's cost is in its waits, which a median
+flagged and stays in the steady state. Its waits are a pattern when more than
+``MAX_FLAGGED_SHARE`` of the steps are input waits far by the ratio, whatever their
+z-scores (a burst pattern's waits vary, and the z-score must not split one level into
+flagged and kept steps): then none of them is an anomaly but one isolated and
+``ISOLATED_RATIO`` from the median. Such a loop's cost is in its waits, which a median
 does not show: its throughput is the wall time per step over the steady window
 (``steady_state.wall_per_step``), reported beside the median.
 
@@ -165,20 +168,23 @@ def flag_outliers(times: Sequence[float] | np.ndarray,
     ratio = arr / med
     ready = (np.zeros(arr.size, dtype=bool) if waits is None
              else ready_batches(arr, np.asarray(waits, dtype=float), med))
-    wide_slow = ratio >= SLOW_STEP_RATIO
-    wide_fast = (ratio <= FAST_STEP_RATIO) & ~ready
-    slow, fast = wide_slow.copy(), wide_fast.copy()
+    slow = ratio >= SLOW_STEP_RATIO
+    fast = (ratio <= FAST_STEP_RATIO) & ~ready
+    # the input waits far by the ratio, whatever their z-scores (a burst pattern's waits
+    # vary, and the z-score must not split one level into flagged and kept steps)
+    burst = slow & (np.zeros(arr.size, dtype=bool) if waits is None
+                    else np.asarray(waits, dtype=float) >= INPUT_WAIT_SHARE * arr)
     mad = float(np.median(np.abs(arr - med)))
     if mad > 0:
         beyond = 0.6745 * np.abs(arr - med) / mad > ROBUST_Z
         slow &= beyond
         fast &= beyond
-    # the share and the levels are of every step far by the ratio: a burst pattern's
-    # waits vary, and the z-score must not split one level into flagged and kept steps
-    for side, wide, far_enough in ((slow, wide_slow, ratio >= ISOLATED_RATIO),
-                                   (fast, wide_fast, ratio <= 1.0 / ISOLATED_RATIO)):
-        if wide.sum() > MAX_FLAGGED_SHARE * arr.size:
-            side &= isolated(arr, wide) & far_enough
+    for side, far_enough in ((slow, ratio >= ISOLATED_RATIO),
+                             (fast, ratio <= 1.0 / ISOLATED_RATIO)):
+        if side.sum() > MAX_FLAGGED_SHARE * arr.size:
+            side &= isolated(arr, side) & far_enough
+    if burst.sum() > MAX_FLAGGED_SHARE * arr.size:
+        slow &= ~burst | (isolated(arr, burst) & (ratio >= ISOLATED_RATIO))
     fast |= after_slow(ratio, slow) & ~ready
     far = slow | fast
     flags = [Flag(int(i), bool(slow[i]), float(ratio[i])) for i in np.flatnonzero(far)]
