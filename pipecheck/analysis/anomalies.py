@@ -54,7 +54,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from pipecheck.records.common import Anomaly, StepRecord
-from pipecheck.records.kinds import StepTag
+from pipecheck.records.kinds import FORCED_SYNC_SPAN, StepTag
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 
 SLOW_STEP_RATIO = 2.0
@@ -113,7 +113,7 @@ SPAN_CAUSES = {
     "data_wait": "input wait",
     "device_put": "input wait",
     "sync": "waiting for the device",
-    "forced_sync": "forced sync",
+    FORCED_SYNC_SPAN: "forced sync",
     "dispatch": "dispatch",
     "log": "logging sync",
     "profiler": "profiler",

@@ -44,11 +44,13 @@ from pipecheck.records.kinds import (
     COMPILE,
     COMPUTE,
     EVAL,
+    FORCED_SYNC_SPAN,
     GC,
     INPUT,
     OTHER,
     SPAN_NAMES,
     SPANS_OF,
+    STEP_SPAN_NAMES,
     SYNC,
     WALL_ROWS,
     TimeKind,
@@ -59,7 +61,7 @@ WALL_TABLE_KINDS: tuple[TimeKind, ...] = (COMPILE, INPUT, COMPUTE, SYNC, CHECKPO
 """The kinds of time with a fixed row, in table order (``kinds.WALL_ROWS`` names each row);
 user spans follow them, then ``other``."""
 
-_BUILTIN_SPANS = (*SPAN_NAMES, "other")
+_BUILTIN_SPANS = (*STEP_SPAN_NAMES, "other")
 
 
 def breakdown(
@@ -114,7 +116,7 @@ def charge_forced_syncs(steps: StepTable[StepRecord], by_step: Mapping[int, floa
     spans = steps.map_columns("spans")
     other = np.nan_to_num(spans.get("other", np.zeros(numbers.size)))
     moved = np.minimum(np.maximum(found, 0.0), other)
-    return steps.with_map_columns("spans", {"forced_sync": np.where(moved > 0, moved, np.nan),
+    return steps.with_map_columns("spans", {FORCED_SYNC_SPAN: np.where(moved > 0, moved, np.nan),
                                             "other": other - moved})
 
 
