@@ -151,14 +151,14 @@ class Flag:
 
 
 def flag_outliers(times: Sequence[float] | np.ndarray,
-                  waits: Sequence[float] | np.ndarray | None = None
-                  ) -> tuple[list[Flag], float]:
+                  waits: Sequence[float] | np.ndarray | None = None,
+                  ready: np.ndarray | None = None) -> tuple[list[Flag], float]:
     """The samples far from the median (both tests, and rare or isolated; see the module
     docstring), the fast samples that follow a flagged slow one, and the median of the
     samples that are not flagged. ``waits``: each sample's seconds waiting for its input,
-    where known; the ready batches among the fast samples (``ready_batches``) are never
-    flagged. Pure and vectorized (a million steps take milliseconds); NaN median when
-    nothing is left."""
+    where known; the ready batches among the fast samples (``ready``, by default
+    ``ready_batches`` of the samples) are never flagged. Pure and vectorized (a million
+    steps take milliseconds); NaN median when nothing is left."""
     arr = np.asarray(times, dtype=float)
     if arr.size == 0:
         return [], math.nan
@@ -166,8 +166,9 @@ def flag_outliers(times: Sequence[float] | np.ndarray,
     if arr.size < MIN_SAMPLES or not med > 0:
         return [], med
     ratio = arr / med
-    ready = (np.zeros(arr.size, dtype=bool) if waits is None
-             else ready_batches(arr, np.asarray(waits, dtype=float), med))
+    if ready is None:
+        ready = (np.zeros(arr.size, dtype=bool) if waits is None
+                 else ready_batches(arr, np.asarray(waits, dtype=float), med))
     slow = ratio >= SLOW_STEP_RATIO
     fast = (ratio <= FAST_STEP_RATIO) & ~ready
     # the input waits far by the ratio, whatever their z-scores (a burst pattern's waits
@@ -209,6 +210,17 @@ def ready_batches(times: np.ndarray, waits: np.ndarray, median: float) -> np.nda
     before = np.concatenate([[-1], last_high[:-1]])
     after_wait = (before >= 0) & waited[np.maximum(before, 0)]
     return (times <= FAST_STEP_RATIO * median) & ~waited & after_wait
+
+
+def pool_ready(seconds: np.ndarray, waits: np.ndarray | None, pool: np.ndarray
+               ) -> np.ndarray | None:
+    """``ready_batches`` of a run's steps in order (the steps kept out of the pool included:
+    step 0 waiting for the workers to start, or a loader start, is an input wait, and the
+    batches buffered meanwhile are ready), against the median of the pool, for the pool's
+    samples; None without waits."""
+    if waits is None or pool.size == 0:
+        return None
+    return ready_batches(seconds, waits, float(np.median(seconds[pool])))[pool]
 
 
 def input_waits(steps: Sequence[StepRecord]) -> np.ndarray:
@@ -319,7 +331,8 @@ def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
     same steady state."""
     mask = candidate_mask(steps, excluded_tags, skip_first)
     pool = np.flatnonzero(mask)
-    flags, _ = flag_outliers(column_of(steps, "time_s")[pool], input_waits(steps)[pool])
+    seconds, waits = column_of(steps, "time_s"), input_waits(steps)
+    flags, _ = flag_outliers(seconds[pool], waits[pool], pool_ready(seconds, waits, pool))
     mask[pool[[f.index for f in flags]]] = False
     return mask
 
@@ -345,7 +358,8 @@ def label(
     its length.
     """
     pool = np.flatnonzero(candidate)
-    flags, med = flag_outliers(seconds[pool], None if waits is None else waits[pool])
+    flags, med = flag_outliers(seconds[pool], None if waits is None else waits[pool],
+                               pool_ready(seconds, waits, pool))
     fast = {int(pool[f.index]) for f in flags if not f.slow}
     slow = {int(pool[f.index]) for f in flags if f.slow}
     if med > 0:

@@ -287,3 +287,22 @@ def test_a_burst_pattern_whose_waits_vary_is_one_level_whatever_their_z_score():
     assert flags == []
     # the same times without their waits: the slower steps are rare enough to be flagged
     assert {xs[f.index] for f in flag_outliers(xs)[0] if f.slow} == {16.0, 17.0, 18.0, 19.0}
+
+
+def test_the_batches_buffered_while_the_workers_started_are_ready_not_shifted():
+    # step 0 waits 1.5 s for the workers (kept out of the steady state by design); steps
+    # 1-3 take the batches they buffered meanwhile; then the loop runs at 16 ms a step
+    steps = [StepRecord(0, 1.7, spans={"data_wait": 1.5, "dispatch": 0.2})]
+    steps += [StepRecord(i, 0.004, spans={"data_wait": 0.0001}) for i in (1, 2, 3)]
+    steps += [StepRecord(i, 0.016 * (1 + 0.01 * (i % 3)), spans={"data_wait": 0.001})
+              for i in range(4, 40)]
+    steady = [s.step for s in steady_state(steps)]
+    assert steady == list(range(1, 40))
+    _, found = with_anomalies(steps)
+    assert [(a.step, a.cause) for a in found] == [(0, "input wait")]
+    # a slow step 0 that did not wait for its batch (it compiled): its fast followers
+    # were charged less than their share, as before
+    compiled = [StepRecord(0, 1.7, ("compile",), {"data_wait": 0.001, "dispatch": 1.7}),
+                *steps[1:]]
+    _, found = with_anomalies(compiled)
+    assert [a.cause for a in found] == ["compilation"] + ["attribution shift"] * 3
