@@ -23,7 +23,7 @@ from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
 from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
-from pipecheck.analysis.steady_state import steady_state
+from pipecheck.analysis.steady_state import steady_state, wall_per_step
 from pipecheck.analysis.storage import storage_finding
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
@@ -348,4 +348,4 @@ def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target
         steps=real.steps, anomalies=real.anomalies, startup=startup,
         warnings=(*target.warnings, *loader.warnings, *real.warnings, *([drift] if drift else []),
                   *target.result.warnings, *host_warnings),
-        estimates=est, machine_load=machine)
+        estimates=est, machine_load=machine, wall_per_step_s=wall_per_step(real.steps))

@@ -10,15 +10,42 @@ PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 """pipecheck's own package directory (its files are shown as ``pipecheck/...``)."""
 
 
+LIBRARY_DIRS = ("site-packages", "dist-packages")
+"""The directories installed packages live in (a venv's, the system's, the user's)."""
+
+
+def library_file(path: str) -> str | None:
+    """An installed package's file as its package names it (``flax/core/scope.py``), from
+    wherever it is installed; None for a file of no installed package."""
+    full = os.path.abspath(path) if not path.startswith("<") else path
+    for marker in LIBRARY_DIRS:
+        head, sep, tail = full.replace("\\", "/").partition(f"/{marker}/")
+        if sep and tail:
+            return tail
+    return None
+
+
+def library_module(path: str) -> str | None:
+    """An installed package's file as a module (``flax.core.scope``); None as above."""
+    file = library_file(path)
+    if file is None:
+        return None
+    return file.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+
+
 def short_path(path: str, cwd: str | None = None) -> str:
-    """A file path as reports show it: pipecheck's own files as ``pipecheck/...``, files
-    under the working directory relative to it, any other path unchanged. Records keep
-    the absolute path; only what is printed is shortened."""
+    """A file path as reports show it: pipecheck's own files as ``pipecheck/...``, an
+    installed package's as its package names it (``flax/core/scope.py``, not the venv's
+    path), files under the working directory relative to it, any other path unchanged.
+    Records keep the absolute path; only what is printed is shortened."""
     if path.startswith("<"):
         return path
     full = os.path.abspath(path)
     if full.startswith(PACKAGE_DIR + os.sep):
         return "pipecheck/" + os.path.relpath(full, PACKAGE_DIR).replace(os.sep, "/")
+    library = library_file(full)
+    if library is not None:
+        return library
     base = os.path.abspath(cwd if cwd is not None else os.getcwd())
     if full.startswith(base + os.sep):
         return os.path.relpath(full, base)

@@ -19,6 +19,18 @@ below-median steps after it) was charged less than its share and is flagged with
 where the spread hides it from the z-score. Median and MAD are of the steps themselves, so
 the anomalies cannot widen their own yardstick.
 
+A loop fed in bursts (a prefetch buffer, or several workers finishing together) waits for
+one batch and then finds the next ones ready: a fast step that did not wait for its batch,
+in the run of below-median steps right after one that did (``INPUT_WAIT_SHARE``), is a
+*ready batch* (``ready_batches``): its time is what the step itself takes, so it is never
+flagged and stays in the steady state. Its waits are a pattern when more than
+``MAX_FLAGGED_SHARE`` of the steps are input waits far by the ratio, whatever their
+z-scores (a burst pattern's waits vary, and the z-score must not split one level into
+flagged and kept steps): then none of them is an anomaly but one isolated and
+``ISOLATED_RATIO`` from the median. Such a loop's cost is in its waits, which a median
+does not show: its throughput is the wall time per step over the steady window
+(``steady_state.wall_per_step``), reported beside the median.
+
 Anomalous steps are kept out of the steady state (``measure.loop.steady_state`` applies
 ``flag_outliers``) and listed with a likely cause:
 
@@ -42,7 +54,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from pipecheck.records.common import Anomaly, StepRecord
-from pipecheck.records.kinds import StepTag
+from pipecheck.records.kinds import FORCED_SYNC_SPAN, StepTag
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 
 SLOW_STEP_RATIO = 2.0
@@ -70,6 +82,14 @@ LEVEL_GAP = 2.0
 (a burst pattern's slow steps vary by tens of percent, not 2x); a far step with no other
 within this factor is isolated."""
 
+INPUT_WAIT_SHARE = 0.5
+"""A step waited for its input when its data wait (spans ``data_wait`` and ``device_put``)
+is at least this share of its time: the loader, not the step, set its length. A fast step
+waiting less than this after one that waited had its batch ready (``ready_batches``)."""
+
+INPUT_WAIT_SPANS = ("data_wait", "device_put")
+"""The spans of a step that wait for its batch."""
+
 ISOLATED_RATIO = 4.0
 """An isolated step is an anomaly whatever the share only this far from the median (4x
 slower, or a quarter of the time): beyond what a busy shared machine's jitter does to a
@@ -93,6 +113,7 @@ SPAN_CAUSES = {
     "data_wait": "input wait",
     "device_put": "input wait",
     "sync": "waiting for the device",
+    FORCED_SYNC_SPAN: "forced sync",
     "dispatch": "dispatch",
     "log": "logging sync",
     "profiler": "profiler",
@@ -129,11 +150,15 @@ class Flag:
     ratio: float
 
 
-def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], float]:
+def flag_outliers(times: Sequence[float] | np.ndarray,
+                  waits: Sequence[float] | np.ndarray | None = None,
+                  ready: np.ndarray | None = None) -> tuple[list[Flag], float]:
     """The samples far from the median (both tests, and rare or isolated; see the module
     docstring), the fast samples that follow a flagged slow one, and the median of the
-    samples that are not flagged. Pure and vectorized (a million steps take
-    milliseconds); NaN median when nothing is left."""
+    samples that are not flagged. ``waits``: each sample's seconds waiting for its input,
+    where known; the ready batches among the fast samples (``ready``, by default
+    ``ready_batches`` of the samples) are never flagged. Pure and vectorized (a million
+    steps take milliseconds); NaN median when nothing is left."""
     arr = np.asarray(times, dtype=float)
     if arr.size == 0:
         return [], math.nan
@@ -141,8 +166,15 @@ def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], floa
     if arr.size < MIN_SAMPLES or not med > 0:
         return [], med
     ratio = arr / med
+    if ready is None:
+        ready = (np.zeros(arr.size, dtype=bool) if waits is None
+                 else ready_batches(arr, np.asarray(waits, dtype=float), med))
     slow = ratio >= SLOW_STEP_RATIO
-    fast = ratio <= FAST_STEP_RATIO
+    fast = (ratio <= FAST_STEP_RATIO) & ~ready
+    # the input waits far by the ratio, whatever their z-scores (a burst pattern's waits
+    # vary, and the z-score must not split one level into flagged and kept steps)
+    burst = slow & (np.zeros(arr.size, dtype=bool) if waits is None
+                    else np.asarray(waits, dtype=float) >= INPUT_WAIT_SHARE * arr)
     mad = float(np.median(np.abs(arr - med)))
     if mad > 0:
         beyond = 0.6745 * np.abs(arr - med) / mad > ROBUST_Z
@@ -152,11 +184,53 @@ def flag_outliers(times: Sequence[float] | np.ndarray) -> tuple[list[Flag], floa
                              (fast, ratio <= 1.0 / ISOLATED_RATIO)):
         if side.sum() > MAX_FLAGGED_SHARE * arr.size:
             side &= isolated(arr, side) & far_enough
-    fast |= after_slow(ratio, slow)
+    if burst.sum() > MAX_FLAGGED_SHARE * arr.size:
+        slow &= ~burst | (isolated(arr, burst) & (ratio >= ISOLATED_RATIO))
+    fast |= after_slow(ratio, slow) & ~ready
     far = slow | fast
     flags = [Flag(int(i), bool(slow[i]), float(ratio[i])) for i in np.flatnonzero(far)]
     rest = arr[~far]
     return flags, float(np.median(rest)) if rest.size else math.nan
+
+
+def ready_batches(times: np.ndarray, waits: np.ndarray, median: float) -> np.ndarray:
+    """Which samples are batches that were ready: at most ``FAST_STEP_RATIO`` of
+    ``median``, waiting less than ``INPUT_WAIT_SHARE`` of their time for their input, and
+    in the run of below-median samples right after an input wait (a sample at or above the
+    median that waited at least ``INPUT_WAIT_SHARE`` of its time). A loader that delivers
+    in bursts makes one step wait and the next ones find their batches ready: they took
+    what the step itself takes."""
+    n = times.size
+    if n == 0 or not median > 0:
+        return np.zeros(n, dtype=bool)
+    waited = waits >= INPUT_WAIT_SHARE * times
+    high = times >= median
+    # the last sample at or above the median before each one (-1: none)
+    last_high = np.maximum.accumulate(np.where(high, np.arange(n), -1))
+    before = np.concatenate([[-1], last_high[:-1]])
+    after_wait = (before >= 0) & waited[np.maximum(before, 0)]
+    return (times <= FAST_STEP_RATIO * median) & ~waited & after_wait
+
+
+def pool_ready(seconds: np.ndarray, waits: np.ndarray | None, pool: np.ndarray
+               ) -> np.ndarray | None:
+    """``ready_batches`` of a run's steps in order (the steps kept out of the pool included:
+    step 0 waiting for the workers to start, or a loader start, is an input wait, and the
+    batches buffered meanwhile are ready), against the median of the pool, for the pool's
+    samples; None without waits."""
+    if waits is None or pool.size == 0:
+        return None
+    return ready_batches(seconds, waits, float(np.median(seconds[pool])))[pool]
+
+
+def input_waits(steps: Sequence[StepRecord]) -> np.ndarray:
+    """Seconds each step waited for its batch (``INPUT_WAIT_SPANS``; 0 where it has none)."""
+    columns = _span_columns(steps)
+    out = np.zeros(len(steps))
+    for name in INPUT_WAIT_SPANS:
+        if name in columns:
+            out += columns[name]
+    return out
 
 
 def isolated(arr: np.ndarray, side: np.ndarray) -> np.ndarray:
@@ -257,7 +331,8 @@ def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
     same steady state."""
     mask = candidate_mask(steps, excluded_tags, skip_first)
     pool = np.flatnonzero(mask)
-    flags, _ = flag_outliers(column_of(steps, "time_s")[pool])
+    seconds, waits = column_of(steps, "time_s"), input_waits(steps)
+    flags, _ = flag_outliers(seconds[pool], waits[pool], pool_ready(seconds, waits, pool))
     mask[pool[[f.index for f in flags]]] = False
     return mask
 
@@ -268,6 +343,7 @@ def label(
     candidate: np.ndarray,
     apart: np.ndarray,
     explain: Callable[[int, float], tuple[str, str]],
+    waits: np.ndarray | None = None,
 ) -> tuple[list[Anomaly], float]:
     """The anomalies of a run, in step order, and the steady-state median.
 
@@ -276,11 +352,14 @@ def label(
     out by design (drain, warm-up) and never listed. A flagged slow step, or a step kept out
     for a reason of its own (the first step, a tagged one) at least ``SLOW_STEP_RATIO``
     times the median, gets its cause from ``explain(index, median)``; a fast one right after
-    a slow one (or in the run of fast steps after it) is an attribution shift. Only the
-    listed steps are visited, so a long run costs its anomalies, not its length.
+    a slow one (or in the run of fast steps after it) is an attribution shift. ``waits``:
+    each step's seconds waiting for its input, where known (ready batches are not
+    anomalies). Only the listed steps are visited, so a long run costs its anomalies, not
+    its length.
     """
     pool = np.flatnonzero(candidate)
-    flags, med = flag_outliers(seconds[pool])
+    flags, med = flag_outliers(seconds[pool], None if waits is None else waits[pool],
+                               pool_ready(seconds, waits, pool))
     fast = {int(pool[f.index]) for f in flags if not f.slow}
     slow = {int(pool[f.index]) for f in flags if f.slow}
     if med > 0:
@@ -349,7 +428,7 @@ def step_anomalies(
         return explain_step(row, typical, median, compiles.get(row.step))
 
     found, _ = label(numbers, column_of(steps, "time_s"), candidate,
-                     tag_mask_of(steps, KEPT_APART_TAGS), explain)
+                     tag_mask_of(steps, KEPT_APART_TAGS), explain, input_waits(steps))
     return found
 
 

@@ -32,7 +32,9 @@ not by this table.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
 
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
@@ -42,21 +44,24 @@ from pipecheck.records.kinds import (
     COMPILE,
     COMPUTE,
     EVAL,
+    FORCED_SYNC_SPAN,
     GC,
     INPUT,
     OTHER,
     SPAN_NAMES,
     SPANS_OF,
+    STEP_SPAN_NAMES,
     SYNC,
     WALL_ROWS,
     TimeKind,
 )
+from pipecheck.records.steps import StepTable
 
 WALL_TABLE_KINDS: tuple[TimeKind, ...] = (COMPILE, INPUT, COMPUTE, SYNC, CHECKPOINT, EVAL, GC)
 """The kinds of time with a fixed row, in table order (``kinds.WALL_ROWS`` names each row);
 user spans follow them, then ``other``."""
 
-_BUILTIN_SPANS = (*SPAN_NAMES, "other")
+_BUILTIN_SPANS = (*STEP_SPAN_NAMES, "other")
 
 
 def breakdown(
@@ -95,6 +100,24 @@ def breakdown(
         for k, v in seconds.items()
     )
     return Breakdown(wall_s=float(wall), steps=totals.steps, rows=rows)
+
+
+def charge_forced_syncs(steps: StepTable[StepRecord], by_step: Mapping[int, float]
+                        ) -> StepTable[StepRecord]:
+    """The steps with the seconds the sync locator found blocked in user syncs outside any
+    span (``by_step``: step number to seconds) as their ``forced_sync`` span, taken out of
+    their ``other`` (capped at it), as the table moves them from ``other`` to ``sync
+    stall``; the steps as they are when none was found in them."""
+    numbers = steps.column("step")
+    found = np.fromiter((by_step.get(int(k), 0.0) for k in numbers), float, numbers.size) \
+        if by_step else np.zeros(0)
+    if not found.any():
+        return steps
+    spans = steps.map_columns("spans")
+    other = np.nan_to_num(spans.get("other", np.zeros(numbers.size)))
+    moved = np.minimum(np.maximum(found, 0.0), other)
+    return steps.with_map_columns("spans", {FORCED_SYNC_SPAN: np.where(moved > 0, moved, np.nan),
+                                            "other": other - moved})
 
 
 def breakdown_of_steps(

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pipecheck.records.common import Finding, LoaderStart, StartUp
-from pipecheck.records.kinds import SPAN_NAMES
+from pipecheck.records.kinds import STEP_SPAN_NAMES
 from pipecheck.records.steps import StepTable, column_of
 
 MIN_HIDDEN_S = 0.5
@@ -37,7 +37,7 @@ MIN_HIDDEN_S = 0.5
 badput per start or restart is what users chase; below half of one, a busy machine's
 start-up jitter (a worker's imports alone take ~0.5 s here)."""
 
-NOT_START_UP = frozenset({*SPAN_NAMES, "other"})
+NOT_START_UP = frozenset({*STEP_SPAN_NAMES, "other"})
 """Step 0's spans that are not start-up work of the user's: pipecheck's own spans and the
 time outside any span."""
 

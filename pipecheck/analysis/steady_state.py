@@ -9,6 +9,10 @@ up (``warmup``: they arrive at once and would look faster than the steady state)
 far from the others
 (an anomaly, ``analysis.anomalies``).
 
+A loop fed in bursts has a median that says little of its speed (the steps that waited and
+those whose batches were ready both count once), so beside it stands its throughput: the
+wall time per step over the steady window (``wall_per_step``).
+
 The loader time D follows the same start-up rule: the batches the workers buffered
 before the first one was awaited are left out, when at least as many remain.
 
@@ -31,7 +35,7 @@ from pipecheck import stats
 from pipecheck.analysis import anomalies
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
 from pipecheck.records.kinds import StepTag
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import StepTable, column_of
 
 STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eval", "gc",
                                                    "profile", "drain", "warmup",
@@ -50,6 +54,30 @@ def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepR
 def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
     """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
     return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
+
+
+MIN_WINDOW_STEPS = 3
+"""Fewest steps of the steady window a wall time per step is given for (its interval needs
+samples to resample)."""
+
+
+def steady_window(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
+    """The steps the steady state is chosen from, as a boolean array over ``steps``: none
+    before ``skip_first``, none tagged apart (``STEADY_STATE_EXCLUDED_TAGS``); the anomalies,
+    the input waits and the ready batches are all in it."""
+    return anomalies.candidate_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
+
+
+def wall_per_step(steps: Sequence[StepRecord], skip_first: int = 1) -> Estimate | None:
+    """The throughput as time: the wall time per step over the steady window (a step's
+    time is the interval between its marks, so their mean is the window's wall time over
+    its steps), with its 95% block-bootstrap interval (blocks span the bursts of a loop
+    fed in bursts; ``stats.default_block_length``). None with fewer than
+    ``MIN_WINDOW_STEPS`` steps in the window."""
+    times = column_of(steps, "time_s")[steady_window(steps, skip_first)]
+    if times.size < MIN_WINDOW_STEPS:
+        return None
+    return Estimate.of_mean(times.tolist(), block=stats.default_block_length(times.size))
 
 
 def step_anomalies(

@@ -14,6 +14,7 @@ import re
 import threading
 from typing import Callable
 
+from pipecheck.analysis.recompile_advice import FIXES, recompile_fix
 from pipecheck.measure.faults import Faults
 from pipecheck.records.common import Finding
 from pipecheck.records.events import CompileEvent
@@ -77,7 +78,11 @@ def _matches(fun_name: str, name: str | None) -> bool:
 _DIFF_RE = re.compile(
     r"\*\s+at\s+(?P<arg>.+?),\s+now\s+(?P<now>.+?)\s+and before\s+(?P<before>.+?)$"
 )
-_TYPE_RE = re.compile(r"^(?P<dtype>[a-z]+[0-9]*)\[(?P<shape>[^\]]*)\](?P<rest>.*)$")
+_TYPE_RE = re.compile(
+    r"^(?P<dtype>[a-z]+[0-9]*(?:<[^>]*>)?)\[(?P<shape>[^\]]*)\](?P<rest>.*)$")
+"""A JAX abstract type as explanations print it: ``f32[64,32]({})``, a typed key
+``key<fry>[]({})``, a dimension sharded over a mesh axis ``f32[4@data,4]({Explicit: ...})``."""
+_AXIS_RE = re.compile(r"@[^,\]]*")
 
 
 _WEAK_RE = re.compile(r"weak_type=(True|False)")
@@ -90,27 +95,16 @@ def describe_difference(now: str, before: str) -> str:
         return "type"
     if m_now["dtype"] != m_before["dtype"]:
         return "dtype"
-    if m_now["shape"] != m_before["shape"]:
+    if _AXIS_RE.sub("", m_now["shape"]) != _AXIS_RE.sub("", m_before["shape"]):
         return "shape"
+    if m_now["shape"] != m_before["shape"]:
+        return "sharding"  # the same shape, split over other mesh axes
     weak_now, weak_before = _WEAK_RE.findall(now), _WEAK_RE.findall(before)
     if weak_now != weak_before:
         return "weak type"
     if m_now["rest"] != m_before["rest"]:
         return "sharding"
     return "type"
-
-
-FIXES = {
-    "sharding": (
-        "give the batch's ShapeDtypeStruct the same sharding as the real batch "
-        "(jax.ShapeDtypeStruct(shape, dtype, sharding=batch_sharding)) when lowering AOT, "
-        "or place the batch with the sharding the step was compiled for"
-    ),
-    "shape": "give every batch the same shape (drop or pad the remainder batch)",
-    "dtype": "cast the batch to one dtype in the input pipeline",
-    "weak type": "create the argument with an explicit dtype (jnp.asarray(x, dtype=...))",
-    "type": "keep argument types, shapes and shardings identical between calls",
-}
 
 
 def explanation_findings(messages: list[str], fun_label: str, compiles: int) -> list[Finding]:
@@ -136,14 +130,14 @@ def explanation_findings(messages: list[str], fun_label: str, compiles: int) -> 
                 ),
                 numbers={"train_step_compiles": float(compiles)},
                 location=arg,
-                fix=FIXES[what],
+                fix=recompile_fix(arg, what),
             ))
     if compiles > 1 and not findings:
         findings.append(Finding(
             kind="recompile",
             message=f"{fun_label} compiled {compiles} times; JAX gave no explanation",
             numbers={"train_step_compiles": float(compiles)},
-            fix=FIXES["type"],
+            fix=FIXES["batch"]["type"],
         ))
     return findings
 

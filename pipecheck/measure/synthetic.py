@@ -13,7 +13,7 @@ import time
 from typing import Callable, Sequence
 
 from pipecheck import stats
-from pipecheck.analysis.steady_state import steady_mask, with_anomalies
+from pipecheck.analysis.steady_state import steady_mask, wall_per_step, with_anomalies
 from pipecheck.config import RunConfig
 from pipecheck.measure.compile_watch import CompileWatcher
 from pipecheck.measure.loop import compiles_per_step, run_lagged_sync_loop
@@ -173,5 +173,6 @@ def synthetic_run(
         steps=records,
         anomalies=anomalies,
         machine_load=loads.record(host_cores()),
+        wall_per_step_s=wall_per_step(records),
     )
     return SyntheticRun(result, recorder, events)

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Mapping, Sequence
 
 from pipecheck.analysis.anomalies import compiles_by_step
-from pipecheck.analysis.breakdown import breakdown
+from pipecheck.analysis.breakdown import breakdown, charge_forced_syncs
 from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.first_batch import (
     first_batch_finding,
@@ -28,7 +28,7 @@ from pipecheck.analysis.periodic_stall import (
     periodic_stall_findings,
     shape_of_config,
 )
-from pipecheck.analysis.steady_state import table_with_anomalies
+from pipecheck.analysis.steady_state import table_with_anomalies, wall_per_step
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
@@ -55,6 +55,7 @@ class RunState:
     snapshot: Snapshot
     sites: tuple[SyncSite, ...]
     outside_spans_s: float
+    """Seconds the sync locator found the loop blocked in user syncs outside any span."""
     located: bool
     compile_events: tuple[CompileEvent, ...]
     watched: str | None
@@ -68,6 +69,8 @@ class RunState:
     """Each ``Monitor.batches`` call's first batch (a pass over the data begun)."""
     faults: tuple[str, ...] = ()
     """Faults of pipecheck's own code during the run, as warned (``measure/faults.py``)."""
+    outside_by_step: Mapping[int, float] = dataclasses.field(default_factory=dict)
+    """``outside_spans_s`` by the step it was sampled in (step number: seconds)."""
 
 
 def build_result(
@@ -84,7 +87,8 @@ def build_result(
                                  for e in state.compile_events),
                                 marks, snap.marks_total - len(marks)) \
         if state.compile_events else {}
-    steps, anomalies = table_with_anomalies(snap.steps, compiles)
+    steps, anomalies = table_with_anomalies(
+        charge_forced_syncs(snap.steps, state.outside_by_step), compiles)
     step_time, warnings = steady_distribution(steps, "Monitor's run")
     wall = snap.totals.wall_s
     sites = tuple(SyncSiteRecord.of(s, wall) for s in state.sites)
@@ -126,6 +130,7 @@ def build_result(
         reason=reason,
         headspace_s=loop_headspace(times), gains=loop_gains(times, costs),
         loader_starts=state.loader_starts,
+        wall_per_step_s=wall_per_step(steps),
     )
 
 

@@ -16,18 +16,24 @@ from pipecheck.records.events import CompileEvent
 
 class LoopSyncLocator(SyncLocator):
     """The sync locator, also counting user syncs made while no span was open (those are
-    the time the breakdown moves from ``other`` to ``sync stall``)."""
+    the time the breakdown moves from ``other`` to ``sync stall``), in all and by the step
+    they were sampled in (on the locator's thread: the loop pays nothing for it)."""
 
     def __init__(self, recorder: SpanRecorder, interval_s: float, clock: Callable[[], float]):
         super().__init__(interval_s=interval_s, clock=clock, faults=recorder.faults)
         self.recorder = recorder
         self.outside_spans_s = 0.0
+        self.outside_by_step: dict[int, float] = {}
+        """Seconds of ``outside_spans_s`` by step (step k: from mark k to mark k + 1)."""
 
     def record(self, stack: Sequence[FrameInfo], dt: float) -> tuple[FrameInfo, bool] | None:
         depth = self.recorder.depth
+        step = self.recorder.marks_total - 1
         found = super().record(stack, dt)
         if found is not None and not found[1] and depth == 0:
             self.outside_spans_s += dt
+            if step >= 0:
+                self.outside_by_step[step] = self.outside_by_step.get(step, 0.0) + dt
         return found
 
 
@@ -89,6 +95,7 @@ class Watchers:
             snapshot=self.recorder.snapshot(fold),
             sites=tuple(locator.sites()) if locator is not None else (),
             outside_spans_s=locator.outside_spans_s if locator is not None else 0.0,
+            outside_by_step=dict(locator.outside_by_step) if locator is not None else {},
             located=locator is not None,
             compile_events=tuple(self.compile_events()),
             watched=watcher.name if watched and watcher is not None else None,

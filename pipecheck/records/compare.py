@@ -105,6 +105,11 @@ class CompareResult(TopRecord):
     machine_load: MachineLoad | None = None
     """The CPU other processes used during each phase compare measured, and the host's
     cores (None: nothing measured here, or a file written before it was recorded)."""
+    wall_per_step_s: Estimate | None = None
+    """The real-data run's throughput as time: wall time per step over its steady window
+    (steps after the first, none tagged apart; anomalies and input waits included), the
+    mean with its interval (``steady_state.wall_per_step``; None: fewer than 3 such steps,
+    or a record written before it was)."""
 
     # Each of these is stored once, where the verdict took it from (format version 4
     # wrote them again, as fields of their own).

@@ -53,6 +53,12 @@ SpanName = Literal["data_wait", "device_put", "dispatch", "sync", "log", "checkp
 """The host spans pipecheck itself records (users may add their own names), in the order
 reports list them: getting the batch, running the step, then the hooks."""
 SPAN_NAMES: tuple[SpanName, ...] = typing.get_args(SpanName)
+FORCED_SYNC_SPAN = "forced_sync"
+"""A Monitor step's ``spans`` key that no span the loop opens: the seconds the sync locator
+found the loop blocked in the user's syncs outside any span in that step, taken out of its
+``other`` (``analysis.breakdown.charge_forced_syncs``)."""
+STEP_SPAN_NAMES: tuple[str, ...] = (*SPAN_NAMES, FORCED_SYNC_SPAN)
+"""Every ``spans`` key of a step that pipecheck writes (``other`` apart)."""
 DATA_SPANS: tuple[SpanName, ...] = ("data_wait", "device_put")
 """The spans that wait for or move input data."""
 HOOK_SPANS: tuple[SpanName, ...] = ("checkpoint", "eval", "log", "gc")
@@ -82,8 +88,8 @@ GC: TimeKind = "gc"
 HOST: TimeKind = "host"
 OTHER: TimeKind = "other"
 
-SPANS_OF: Mapping[TimeKind, tuple[SpanName, ...]] = {
-    INPUT: DATA_SPANS, COMPUTE: ("dispatch", "sync"), SYNC: ("log",),
+SPANS_OF: Mapping[TimeKind, tuple[str, ...]] = {
+    INPUT: DATA_SPANS, COMPUTE: ("dispatch", "sync"), SYNC: ("log", FORCED_SYNC_SPAN),
     CHECKPOINT: ("checkpoint",), EVAL: ("eval",), GC: ("gc",)}
 """The host spans a timed loop (the Monitor's, compare's, synthetic's) charges to each kind
 (``compile`` is taken out of ``compute`` by the compile events; ``other`` is what no span

@@ -12,6 +12,7 @@ from pipecheck.records.common import (
     Breakdown,
     CompileInfo,
     Distribution,
+    Estimate,
     Finding,
     LoaderStart,
     StartUp,
@@ -112,6 +113,11 @@ class MonitorResult(TopRecord):
     """Every pass over a loader begun by ``Monitor.batches`` (an epoch each, the first
     included): the wait for its first batch, apart from the eval and checkpoint spans of the
     same step."""
+    wall_per_step_s: Estimate | None = None
+    """The throughput as time: wall time per step over the steady window (the kept steps
+    after the first, none tagged apart; input waits and anomalies included), the mean with
+    its interval (``steady_state.wall_per_step``; None: fewer than 3 such steps, or a record
+    written before it was)."""
 
     @property
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:

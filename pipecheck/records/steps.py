@@ -229,6 +229,17 @@ class StepTable(Sequence[R], Generic[R]):
         new[field] = _Tags(tuple(names), all_rows[order], all_ids[order])
         return StepTable(self.row_type, self._n, self._columns, new, self._maps, self._lists)
 
+    def with_map_columns(self, field: str, columns: Mapping[str, np.ndarray]) -> StepTable[R]:
+        """A copy whose mapping ``field`` (``spans``) has these keys' arrays instead of its
+        own (one value a row, NaN where a row lacks the key)."""
+        for name, col in columns.items():
+            if len(col) != self._n:
+                raise ValueError(f"{field}[{name!r}] has {len(col)} values, expected {self._n}")
+        maps = dict(self._maps)
+        maps[field] = {**maps.get(field, {}), **{k: np.asarray(v, float)
+                                                 for k, v in columns.items()}}
+        return StepTable(self.row_type, self._n, self._columns, self._tags, maps, self._lists)
+
     def per_step_arrays(self) -> list[np.ndarray]:
         """The arrays ``to_json`` encodes as they are: the scalar columns and the mappings'."""
         return [*self._columns.values(), *(c for m in self._maps.values() for c in m.values())]

@@ -10,6 +10,7 @@ from pipecheck.records.common import (
     Anomaly,
     CompileInfo,
     Distribution,
+    Estimate,
     Finding,
     StepRecord,
     Throughput,
@@ -42,3 +43,8 @@ class SyntheticResult(TopRecord):
     machine_load: MachineLoad | None = None
     """The CPU other processes used while the steps ran (its ``target`` phase) and the
     host's cores: compare weighs a real-data run against it when given this file."""
+    wall_per_step_s: Estimate | None = None
+    """The throughput as time: wall time per step over the steady window (steps after the
+    first, none tagged apart; anomalies included), the mean with its interval
+    (``steady_state.wall_per_step``; None: fewer than 3 such steps, or a record written
+    before it was)."""

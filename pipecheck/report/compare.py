@@ -17,7 +17,7 @@ from pipecheck.records.machine_load import MachineLoad
 from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
-from pipecheck.report.format import findings_text, warnings_text
+from pipecheck.report.format import WALL_PER_STEP_ROW, findings_text, warnings_text
 from pipecheck.units import ms
 
 
@@ -37,6 +37,8 @@ def _evidence(r: CompareResult) -> list[Sequence[object]]:
          ms(r.loader_step_s), _ci(d), d.n, r.sources.get("loader", "")],
         ["real-data step R", "median", ms(r.real.summary.median), _ci(real), r.real.summary.n,
          r.sources.get("real", "")],
+        *([[f"real-data {WALL_PER_STEP_ROW}", "mean", ms(w.value), _ci(w), w.n,
+            r.sources.get("real", "")]] if (w := r.wall_per_step_s) is not None else []),
     ]
 
 

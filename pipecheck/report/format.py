@@ -7,8 +7,8 @@ from typing import Mapping, Sequence
 
 from tabulate import tabulate
 
-from pipecheck.records.common import Breakdown, Distribution, Finding
-from pipecheck.units import ms, short_location
+from pipecheck.records.common import Breakdown, Distribution, Estimate, Finding
+from pipecheck.units import ms, rate, short_location
 
 
 def workload_name(workload: object) -> str:
@@ -38,10 +38,24 @@ def warnings_text(warnings: Sequence[str]) -> str:
     return "\n".join(f"warning: {w}" for w in warnings)
 
 
-def distribution_rows(d: Distribution, label: str) -> list[list[str]]:
+WALL_PER_STEP_ROW = "wall time per step (steady window)"
+"""The row of a step table that holds the throughput beside the median."""
+
+
+def wall_per_step_text(e: Estimate) -> str:
+    """``13.4 ms (13.3 ms to 13.6 ms; 74.6 steps/s)``: the mean, its interval, the rate."""
+    steps_per_s = 1.0 / e.value if e.value > 0 else None
+    return f"{ms(e.value)} ({ms(e.low)} to {ms(e.high)}; {rate(steps_per_s, 'steps/s')})"
+
+
+def distribution_rows(d: Distribution, label: str, wall: Estimate | None = None
+                      ) -> list[list[str]]:
+    """A steady state's rows: the median, with the throughput (``wall``: the wall time per
+    step over the steady window) beside it where known, the spread and n."""
     s = d.summary
     return [
         [f"{label} median", ms(s.median)],
+        *([[WALL_PER_STEP_ROW, wall_per_step_text(wall)]] if wall is not None else []),
         [f"{label} p10 / p90", f"{ms(s.p10)} / {ms(s.p90)}"],
         [f"{label} IQR", ms(s.iqr)],
         ["steady-state steps (n)", str(s.n)],

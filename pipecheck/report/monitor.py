@@ -17,7 +17,7 @@ from pipecheck.report.format import (
     warnings_text,
 )
 from pipecheck.report.gains import gains_parts
-from pipecheck.units import ms, short_location
+from pipecheck.units import library_module, ms, short_location
 
 
 def ended_early(end: RunEnd | None, total_steps: int, source: str = "") -> str | None:
@@ -55,12 +55,8 @@ def site_owner(location: str, internal: bool) -> str:
     yours."""
     if internal:
         return "pipecheck lagged sync (expected)"
-    path = location.rsplit(":", 1)[0].replace("\\", "/")
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            module = path.split(marker, 1)[1].removesuffix(".py").replace("/", ".")
-            return f"library ({module.removesuffix('.__init__')})"
-    return "your code"
+    module = library_module(location.rsplit(":", 1)[0])
+    return f"library ({module})" if module is not None else "your code"
 
 
 def format_monitor(result: MonitorResult, max_sites: int = 5) -> str:
@@ -77,7 +73,8 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5, gains: bool = True
                   ) -> list[Part]:
     """The Monitor report as parts (``report.blocks``); ``gains`` False leaves out the
     headspace and gains (a page shows them in a section of their own)."""
-    rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time"))
+    rows: list[Sequence[object]] = list(distribution_rows(result.step_time, "step time",
+                                                          result.wall_per_step_s))
     rows += [["first step (incl. compile)", ms(result.first_step_s)]]
     rows += startup_rows(result.startup)
     if result.compile is not None:
@@ -86,7 +83,7 @@ def monitor_parts(result: MonitorResult, max_sites: int = 5, gains: bool = True
     rows += [["steps", result.total_steps]]
     per_step = wall_per_step(result)
     if per_step is not None:
-        rows += [["wall time per step (compile left out)", ms(per_step)]]
+        rows += [["wall time per step (all steps, compile left out)", ms(per_step)]]
     early = ended_early(result.incomplete, result.total_steps)
     parts: list[Part] = [*([early] if early else []),
                          "pipecheck monitor: your training loop", Table(rows), "",

@@ -29,7 +29,7 @@ from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records import store
 from pipecheck.records.base import Record
 from pipecheck.records.common import Anomaly, StepRecord
-from pipecheck.records.kinds import DATA_SPANS, HOOK_SPANS
+from pipecheck.records.kinds import DATA_SPANS, FORCED_SYNC_SPAN, HOOK_SPANS, SYNC, WALL_ROWS
 from pipecheck.records.steps import StepTable, column_of, tag_mask_of
 from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms
@@ -70,7 +70,10 @@ def sync_label_of(record: object) -> str:
 
 
 def span_label(kind: str, sync_label: str = LAGGED_SYNC) -> str:
-    """A span's name where a user reads it: ``sync`` as the device wait it is."""
+    """A span's name where a user reads it: ``sync`` as the device wait it is, the forced
+    syncs outside any span (``forced_sync``) as the wall-time table's row of them."""
+    if kind == FORCED_SYNC_SPAN:
+        return WALL_ROWS[SYNC]
     return sync_label if kind == "sync" else kind
 
 
@@ -89,7 +92,7 @@ step's loss is read. User spans go after the hooks; ``other`` last."""
 COLORS = {
     "data_wait": "#1f77b4", "device_put": "#17becf", "dispatch": "#7f7f7f", "sync": "#2ca02c",
     "checkpoint": "#ff7f0e", "eval": "#9467bd", "gc": "#8c564b", "log": "#d62728",
-    "other": "#dddddd",
+    "other": "#dddddd", FORCED_SYNC_SPAN: "#e377c2",
 }
 TAG_STYLE = {
     "compile": ("X", "#d62728"), "checkpoint": ("s", "#ff7f0e"), "eval": ("D", "#9467bd"),

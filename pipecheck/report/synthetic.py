@@ -27,7 +27,7 @@ def synthetic_parts(result: SyntheticResult) -> list[Part]:
     """The synthetic report as parts (``report.blocks``)."""
     c, t = result.compile, result.throughput
     rows: list[Sequence[object]] = [["workload", workload_name(result.config.get("workload"))]]
-    rows += distribution_rows(result.step_time, "target step time")
+    rows += distribution_rows(result.step_time, "target step time", result.wall_per_step_s)
     rows += [
         ["first step (incl. compile)", ms(c.first_step_s)],
         ["compile time (train step)", ms(c.compile_s)],

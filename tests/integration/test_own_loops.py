@@ -10,6 +10,7 @@ such relations."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import shutil
 import subprocess
@@ -170,6 +171,10 @@ def test_item_every_step_is_named_but_compute_bound(tmp_path: pathlib.Path) -> N
     sync = line_of(script, "HOST-SYNC")
     assert res.user_sync_sites and res.user_sync_sites[0].location == sync, res.sync_sites
     assert ".item()" in res.user_sync_sites[0].code
+    # each step's wait at the line is its sync stall, as the wall-time table files it
+    charged = sum(s.spans.get("forced_sync", 0.0) for s in res.steps)
+    assert charged == pytest.approx(res.breakdown.seconds("sync stall"), rel=0.1)
+    assert charged > 10 * sum(s.spans.get("other", 0.0) for s in res.steps)
     assert sync in host_syncs(res)
     assert res.verdict == "compute-bound", res.reason
     (gain,) = [g for g in res.gains if g.kind == "sync" and sync in g.change] or [None]
@@ -202,3 +207,29 @@ def test_print_of_a_device_array_is_a_sync_site(tmp_path: pathlib.Path) -> None:
     assert res.verdict in ("forced-sync", "compute-bound"), res.reason
     if res.verdict == "forced-sync":
         assert printed in res.reason
+
+
+@pytest.mark.timing
+def test_grain_loader_fed_in_bursts_reports_its_wall_time_per_step(
+        tmp_path: pathlib.Path) -> None:
+    """A grain.DataLoader with 4 workers and a 3 ms-an-example decode feeding a cheap step:
+    the loop waits for one batch and finds the next ones ready. The record's wall time per
+    step over the steady window is the loop's own wall clock per step; the ready batches
+    are in the steady state, not anomalies."""
+    res, _ = run_loop(tmp_path, "grain_tutorial")
+    began = json.loads((tmp_path / "grain_tutorial.json.times").read_text())
+    assert res.total_steps == len(began) == 200
+    assert res.verdict == "input-bound", res.reason
+    wall = res.wall_per_step_s
+    assert wall is not None and wall.low <= wall.value <= wall.high
+    # the window: steps 1 .. 198 (step 0 waits for the workers to start, 199 drains); the
+    # loop's clock read as each iteration began spans the same intervals
+    own = (began[-1] - began[1]) / (len(began) - 2)
+    assert abs(wall.value - own) < 0.15 * own, (wall, own)
+    # the loop waits most of its time: its wall time per step is far above the step's compute
+    assert wall.value > 5 * res.breakdown.seconds("compute") / res.total_steps
+    fast = [a for a in res.anomalies if a.ratio < 1]
+    assert fast == [], fast  # ready batches are not anomalies
+    window = [s for s in res.steps if 0 < s.step < res.total_steps - 1]
+    assert res.step_time.summary.n >= 0.9 * len(window), res.anomalies
+    assert host_syncs(res) == [], res.findings

@@ -41,3 +41,31 @@ def test_findings_show_the_short_location(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     f = Finding("forced-sync", "m", location=f"{tmp_path}/train.py:88")
     assert findings_text([f]) == "- forced-sync [train.py:88]: m"
+
+
+def test_an_installed_packages_file_is_named_by_its_package_wherever_it_is(tmp_path):
+    venv = f"{tmp_path}/.venv/lib/python3.11/site-packages/flax/core/scope.py"
+    assert short_path(venv, cwd=str(tmp_path)) == "flax/core/scope.py"
+    assert short_location(f"{venv}:120", cwd="/elsewhere") == "flax/core/scope.py:120"
+    assert short_path("/usr/lib/python3/dist-packages/numpy/__init__.py") == \
+        "numpy/__init__.py"
+
+
+def test_the_sync_table_names_library_files_by_module_and_shows_whole_lines(tmp_path):
+    import dataclasses
+
+    from pipecheck.report.monitor import format_monitor, site_owner
+    from tests.page_records import monitor_record
+
+    lib = f"{tmp_path}/venv/lib/python3.11/site-packages/optax/_src/base.py:7"
+    assert site_owner(lib, False) == "library (optax._src.base)"
+    assert site_owner(f"{tmp_path}/train.py:3", False) == "your code"
+    assert site_owner("/usr/lib/python3/dist-packages/flax/__init__.py:1", False) == \
+        "library (flax)"
+    record = monitor_record()
+    code = "metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}"
+    site = dataclasses.replace(record.sync_sites[0], location=lib, code=code, internal=False)
+    text = format_monitor(dataclasses.replace(record, sync_sites=(site,)))
+    (row,) = [line for line in text.splitlines() if "optax" in line]
+    assert row.startswith("optax/_src/base.py:7 ") and code in row
+    assert row.rstrip().endswith("library (optax._src.base)") and str(tmp_path) not in row

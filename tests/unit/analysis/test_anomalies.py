@@ -218,3 +218,91 @@ def test_a_blip_of_a_loaded_machine_in_a_short_run_is_not_isolated_enough():
     # ISOLATED_RATIO, so the run keeps it (a 4x one would not be kept)
     assert flag_outliers([0.10, 0.25, 0.10, 0.11])[0] == []
     assert [f.index for f in flag_outliers([0.10, 0.45, 0.10, 0.11])[0]] == [1]
+
+
+def _bursty(bursts: int = 4, normal: int = 7) -> tuple[list[float], list[float]]:
+    """A loop fed in bursts: a step that waits 7.9 ms of its 8 ms for its batch, two whose
+    batches were then ready (0.2 ms, no wait), and ``normal`` 1 ms steps whose batch came
+    just in time (0.3 ms wait); seconds."""
+    times: list[float] = []
+    waits: list[float] = []
+    for _ in range(bursts):
+        times += [8e-3, 0.2e-3, 0.2e-3] + [1e-3 * (1 + 0.02 * (i % 3)) for i in range(normal)]
+        waits += [7.9e-3, 0.0, 0.0] + [0.3e-3] * normal
+    return times, waits
+
+
+def test_ready_batches_are_the_fast_steps_after_an_input_wait():
+    times, waits = _bursty(bursts=1)
+    med = float(np.median(times))
+    ready = anomalies.ready_batches(np.array(times), np.array(waits), med)
+    assert np.flatnonzero(ready).tolist() == [1, 2]
+    # the step before waited less than INPUT_WAIT_SHARE of its time: not ready batches
+    short_wait = [anomalies.INPUT_WAIT_SHARE * 0.99 * 8e-3, *waits[1:]]
+    assert not anomalies.ready_batches(np.array(times), np.array(short_wait), med).any()
+    # a fast step that itself waited half its time did not find its batch ready
+    own_wait = [waits[0], anomalies.INPUT_WAIT_SHARE * 0.2e-3, *waits[2:]]
+    assert np.flatnonzero(anomalies.ready_batches(np.array(times), np.array(own_wait),
+                                                  med)).tolist() == [2]
+
+
+def test_ready_batches_after_an_input_wait_are_not_anomalies():
+    times, waits = _bursty()
+    flags, med = flag_outliers(times, waits)
+    # the waits (4 of 40) are rare and far: anomalies; the ready batches after them are not
+    assert [f.index for f in flags] == [0, 10, 20, 30] and all(f.slow for f in flags)
+    assert med == pytest.approx(float(np.median([t for i, t in enumerate(times)
+                                                 if i % 10])))
+    # without the waits, the same fast steps read as charged less than their share
+    blind = [f.index for f in flag_outliers(times)[0]]
+    assert blind == [i + k for i in (0, 10, 20, 30) for k in (0, 1, 2)]
+
+
+def test_ready_batches_stay_in_the_steady_state_of_step_records():
+    times, waits = _bursty()
+    steps = [StepRecord(0, 1.0, spans={"data_wait": 0.9})] + [
+        StepRecord(i + 1, t, spans={"data_wait": w, "dispatch": t - w})
+        for i, (t, w) in enumerate(zip(times, waits, strict=True))]
+    steady = [s.step for s in steady_state(steps)]
+    waited = [1, 11, 21, 31]
+    assert steady == [s.step for s in steps[1:] if s.step not in waited]
+    _, found = with_anomalies(steps)
+    assert [(a.step, a.cause) for a in found] == [(0, "input wait")] + [
+        (i, "input wait") for i in waited]
+
+
+def test_a_burst_pattern_whose_waits_vary_is_one_level_whatever_their_z_score():
+    # a quarter of the steps wait 4-5.4x the median for their batch (four workers' batches,
+    # one wait each): the pattern of the run, none an anomaly, though the slower waits alone
+    # pass the z-score and the faster ones do not
+    waits = [14.0, 15.0, 16.0, 17.0, 18.0, 19.0]
+    xs: list[float] = []
+    for i in range(48):
+        xs += [waits[i % len(waits)], 2.0, 0.3, 5.0]
+    waited = [x if x in waits else 0.0 for x in xs]
+    flags, med = flag_outliers(xs, waited)
+    assert med == 3.5
+    mad = float(np.median(np.abs(np.array(xs) - med)))
+    assert 0.6745 * (19.0 - med) / mad > anomalies.ROBUST_Z > 0.6745 * (14.0 - med) / mad
+    assert flags == []
+    # the same times without their waits: the slower steps are rare enough to be flagged
+    assert {xs[f.index] for f in flag_outliers(xs)[0] if f.slow} == {16.0, 17.0, 18.0, 19.0}
+
+
+def test_the_batches_buffered_while_the_workers_started_are_ready_not_shifted():
+    # step 0 waits 1.5 s for the workers (kept out of the steady state by design); steps
+    # 1-3 take the batches they buffered meanwhile; then the loop runs at 16 ms a step
+    steps = [StepRecord(0, 1.7, spans={"data_wait": 1.5, "dispatch": 0.2})]
+    steps += [StepRecord(i, 0.004, spans={"data_wait": 0.0001}) for i in (1, 2, 3)]
+    steps += [StepRecord(i, 0.016 * (1 + 0.01 * (i % 3)), spans={"data_wait": 0.001})
+              for i in range(4, 40)]
+    steady = [s.step for s in steady_state(steps)]
+    assert steady == list(range(1, 40))
+    _, found = with_anomalies(steps)
+    assert [(a.step, a.cause) for a in found] == [(0, "input wait")]
+    # a slow step 0 that did not wait for its batch (it compiled): its fast followers
+    # were charged less than their share, as before
+    compiled = [StepRecord(0, 1.7, ("compile",), {"data_wait": 0.001, "dispatch": 1.7}),
+                *steps[1:]]
+    _, found = with_anomalies(compiled)
+    assert [a.cause for a in found] == ["compilation"] + ["attribution shift"] * 3

@@ -71,3 +71,23 @@ def test_format_is_a_table_of_seconds_and_shares() -> None:
         "gc            0.000 s     0.0%",
         "other         0.009 s     9.0%",
     ]
+
+
+def test_forced_syncs_outside_spans_are_each_steps_sync_stall_as_in_the_table() -> None:
+    from pipecheck.analysis.breakdown import charge_forced_syncs
+    from pipecheck.records.steps import StepTable
+
+    table = StepTable.from_rows(StepRecord, steps())
+    charged = charge_forced_syncs(table, {1: 0.004, 3: 0.5, 7: 0.2})  # 7: not kept
+    spans = [dict(s.spans) for s in charged]
+    assert spans[1]["forced_sync"] == pytest.approx(0.004)
+    assert spans[1]["other"] == pytest.approx(0.005)
+    # capped at the step's other (a sample's length can exceed what no span covered)
+    assert spans[3]["forced_sync"] == pytest.approx(0.019) and spans[3]["other"] == 0.0
+    assert "forced_sync" not in spans[0] and spans[0]["other"] == pytest.approx(0.05)
+    # the steps' table files it where the Monitor's (from totals) files it: sync stall
+    by_steps = breakdown_of_steps(charged, compile_s=0.7)
+    from_totals = breakdown_of_steps(table, compile_s=0.7, forced_sync_s=0.004 + 0.019)
+    assert by_steps.seconds("sync stall") == pytest.approx(from_totals.seconds("sync stall"))
+    assert by_steps.seconds("other") == pytest.approx(from_totals.seconds("other"))
+    assert charge_forced_syncs(table, {}) is table

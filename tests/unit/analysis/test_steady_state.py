@@ -6,6 +6,7 @@ import pytest
 
 from pipecheck.analysis.steady_state import (
     MIN_STEADY_STEPS,
+    MIN_WINDOW_STEPS,
     STEADY_SHARE,
     buffered_at_start,
     loader_estimate,
@@ -14,6 +15,7 @@ from pipecheck.analysis.steady_state import (
     steady_batch_samples,
     steady_state,
     tag_warmup,
+    wall_per_step,
     warmup_steps,
 )
 from pipecheck.records.common import StepRecord
@@ -85,3 +87,23 @@ def test_a_run_whose_warmup_takes_too_many_steps_is_sized_up(asked, warmup, runs
     assert real_steps(asked, warmup) == runs
     steady = runs - warmup - 1  # the last step drains
     assert steady >= max(MIN_STEADY_STEPS, STEADY_SHARE * asked)
+
+
+def test_wall_per_step_is_the_mean_over_the_steady_window_waits_included():
+    # a loop fed in bursts: a 40 ms wait, then three batches ready (4 ms each); an eval
+    # step and the first step are outside the window, the waits are in it
+    burst = [0.040, 0.004, 0.004, 0.004]
+    steps = [StepRecord(0, 2.0)] + [StepRecord(i + 1, t) for i, t in enumerate(burst * 6)]
+    steps.insert(9, StepRecord(99, 1.0, ("eval",)))
+    e = wall_per_step(steps)
+    assert e is not None and e.statistic == "mean" and e.n == 24
+    assert e.value == pytest.approx(sum(burst) / 4)
+    assert e.low <= e.value <= e.high
+    # the median is a ready batch's time, well under the wall time per step
+    assert float(sorted(s.time_s for s in steady_state(steps))[12]) < e.value / 2
+
+
+def test_wall_per_step_needs_a_window():
+    steps = [StepRecord(i, 0.01) for i in range(MIN_WINDOW_STEPS)]  # the first is apart
+    assert wall_per_step(steps) is None
+    assert wall_per_step([*steps, StepRecord(MIN_WINDOW_STEPS, 0.01)]) is not None

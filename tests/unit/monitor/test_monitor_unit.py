@@ -294,3 +294,25 @@ def test_a_loop_over_epochs_stalls_at_each_new_pass_and_the_record_says_so() -> 
         state, _ = mon.step(dev.step, state, batch)
     [f] = [f for f in mon.finish().findings if f.kind == "periodic-stall"]
     assert f.location is None and "nothing pipecheck knows" in f.message
+
+
+def test_the_sync_locator_charges_user_syncs_outside_spans_to_the_step_they_ran_in():
+    from pipecheck.measure.spans import SpanRecorder
+    from pipecheck.measure.sync_locator import FrameInfo
+    from pipecheck.monitor.watchers import LoopSyncLocator
+
+    now = [0.0]
+    rec = SpanRecorder(lambda: now[0])
+    loc = LoopSyncLocator(rec, 0.001, lambda: now[0])
+    user_sync = [FrameInfo("/site-packages/jax/_src/array.py", 623, "_value"),
+                 FrameInfo("/home/me/train.py", 88, "train")]
+    loc.record(user_sync, 0.003)  # before the loop's start: no step yet
+    rec.start()
+    loc.record(user_sync, 0.002)  # step 0 (from the start to the first mark)
+    rec.mark()
+    loc.record(user_sync, 0.004)  # step 1
+    with rec.span("eval"):
+        loc.record(user_sync, 0.5)  # inside a span: the span's time, not a stall
+    loc.record([FrameInfo("/home/me/train.py", 10, "train", "x = 1")], 0.1)  # no sync
+    assert loc.outside_by_step == {0: 0.002, 1: 0.004}
+    assert loc.outside_spans_s == pytest.approx(0.009)

@@ -57,3 +57,17 @@ def test_the_monitor_page_draws_the_located_sync_apart_from_the_lagged_one():
     assert "forced sync (sync locator): 8.33 ms per step" in page
     assert 'class="forced-sync"' in page and "train.py:42 8.33 ms" in page
     assert "device wait (lagged sync)" in page
+
+
+def test_forced_syncs_of_a_step_are_drawn_under_the_tables_name():
+    from pipecheck.records.common import StepRecord
+    from pipecheck.records.kinds import SYNC, WALL_ROWS
+
+    steps = [StepRecord(i, 0.010, spans={"data_wait": 0.001, "dispatch": 0.001,
+                                         "sync": 0.002, "forced_sync": 0.005, "other": 0.001})
+             for i in range(20)]
+    chart = charts.host_time_chart(steps)
+    assert chart is not None
+    names = [name for _, name in keys(chart)]
+    assert WALL_ROWS[SYNC] in names and "forced_sync" not in names
+    assert f"{WALL_ROWS[SYNC]} 5.00 ms" in chart.svg and "other 1.00 ms" in chart.svg

@@ -39,3 +39,20 @@ warning: few steps"""
 
 def test_synthetic_report_exact():
     assert format_synthetic(make_result()) == EXPECTED
+
+
+def test_the_wall_time_per_step_stands_beside_the_median_with_its_interval_and_rate():
+    import dataclasses
+
+    from pipecheck.records.common import Estimate
+    from pipecheck.report.format import WALL_PER_STEP_ROW
+    from pipecheck.report.monitor import format_monitor
+    from tests.page_records import monitor_record
+
+    record = monitor_record()
+    assert WALL_PER_STEP_ROW not in format_monitor(record)  # a record without it
+    wall = Estimate(0.0125, 0.0120, 0.0131, 58, "mean")
+    lines = format_monitor(dataclasses.replace(record, wall_per_step_s=wall)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("step time median"))
+    assert lines[at + 1].split("  ")[0] == WALL_PER_STEP_ROW
+    assert lines[at + 1].endswith("12.5 ms (12.0 ms to 13.1 ms; 80.0 steps/s)")
