@@ -32,7 +32,7 @@ not by this table.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Iterable
 
 from pipecheck.analysis.steady_state import steady_state
 from pipecheck.records.common import Breakdown, BreakdownRow, StepRecord
@@ -51,6 +51,7 @@ from pipecheck.records.kinds import (
     WALL_ROWS,
     TimeKind,
 )
+from pipecheck.records.steps import StepTable
 
 WALL_TABLE_KINDS: tuple[TimeKind, ...] = (COMPILE, INPUT, COMPUTE, SYNC, CHECKPOINT, EVAL, GC)
 """The kinds of time with a fixed row, in table order (``kinds.WALL_ROWS`` names each row);
@@ -106,7 +107,7 @@ def breakdown_of_steps(
     return breakdown(StepTotals.of(steps), compile_s, forced_sync_s)
 
 
-def host_span_means(steps: Sequence[StepRecord]) -> dict[str, float]:
+def host_span_means(steps: StepTable[StepRecord]) -> dict[str, float]:
     """Mean seconds per steady-state step spent in each host span (pipecheck's spans in
     report order, ``other``, then the user's spans)."""
     steady = steady_state(steps)

@@ -21,7 +21,6 @@ made longer (``real_steps``).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -39,21 +38,20 @@ STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eva
 """Steps carrying any of these tags are reported apart from the steady state."""
 
 
-def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
+def steady_state(steps: StepTable[StepRecord], skip_first: int = 1) -> StepTable[StepRecord]:
     """The steps that measure the steady state: not the first, none tagged as special, and
     none far from the others (``anomalies.flag_outliers``: a slow step, or a fast one that
     was charged less than its share)."""
-    mask = steady_mask(steps, skip_first)
-    return [steps[int(i)] for i in np.flatnonzero(mask)]
+    return steps.take(np.flatnonzero(steady_mask(steps, skip_first)))
 
 
-def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
-    """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
+def steady_mask(steps: StepTable[StepRecord], skip_first: int = 1) -> np.ndarray:
+    """``steady_state`` as a boolean array over ``steps``."""
     return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
 
 
 def step_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+    steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
 ) -> list[Anomaly]:
     """The anomalous steps of a run timed by the lagged-sync loop (see
     ``anomalies.step_anomalies``)."""
@@ -61,21 +59,11 @@ def step_anomalies(
 
 
 def with_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
-) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
-    """The steps of a measured run with their anomaly tags, and the anomalies."""
-    found = step_anomalies(steps, compiles)
-    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
-
-
-def table_with_anomalies(
     steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
 ) -> tuple[StepTable[StepRecord], tuple[Anomaly, ...]]:
-    """``with_anomalies`` of steps by column, kept by column (no row objects)."""
+    """The steps of a measured run with their anomaly tags, and the anomalies."""
     found = step_anomalies(steps, compiles)
-    tagged = anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)
-    assert isinstance(tagged, StepTable)
-    return tagged, tuple(found)
+    return anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS), tuple(found)
 
 
 def read_prefetch_batches(read_prefetch: int, elements_per_batch: int = 1) -> int:
@@ -120,11 +108,11 @@ def real_steps(steps: int, warmup: int) -> int:
     return max(steps, warmup + steady + 1)
 
 
-def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
+def tag_warmup(steps: StepTable[StepRecord], n: int) -> StepTable[StepRecord]:
     """Tag steps 1 .. n-1 ``warmup`` (step 0 is outside the steady state anyway)."""
-    return tuple(
-        dataclasses.replace(s, tags=(*s.tags, "warmup")) if 0 < s.step < n else s for s in steps
-    )
+    numbers = steps.column("step")
+    rows = np.flatnonzero((numbers > 0) & (numbers < n)).tolist()
+    return steps.with_tags({i: (*steps[i].tags, "warmup") for i in rows}) if rows else steps
 
 
 def steady_batch_start(n_batches: int, workers: int, per_worker_buffer: int,

@@ -16,6 +16,7 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.machine_load import MachineLoad
+from pipecheck.records.steps import StepTable, as_step_table, no_steps
 
 
 @register_kind
@@ -30,7 +31,7 @@ class SyntheticResult(TopRecord):
     compile: CompileInfo
     throughput: Throughput
     warnings: tuple[str, ...] = ()
-    steps: tuple[StepRecord, ...] = ()
+    steps: StepTable[StepRecord] = dataclasses.field(default_factory=no_steps(StepRecord))
     hosts: tuple[HostSummary, ...] = ()
     """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
     straggler: Straggler | None = None
@@ -42,3 +43,6 @@ class SyntheticResult(TopRecord):
     machine_load: MachineLoad | None = None
     """The CPU other processes used while the steps ran (its ``target`` phase) and the
     host's cores: compare weighs a real-data run against it when given this file."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))

@@ -17,10 +17,11 @@ from pipecheck.analysis.steady_state import (
     warmup_steps,
 )
 from pipecheck.records.common import StepRecord
+from tests.unit.step_tables import table
 
 
 def test_warmup_steps_are_kept_out_of_the_steady_state():
-    steps = [StepRecord(i, 0.01 if 0 < i < 5 else 0.05) for i in range(12)]
+    steps = table(StepRecord(i, 0.01 if 0 < i < 5 else 0.05) for i in range(12))
     tagged = tag_warmup(steps, warmup_steps(workers=2, per_worker_buffer=2))
     steady = steady_state(tagged)
     assert [s.step for s in steady] == list(range(5, 12))
@@ -29,8 +30,8 @@ def test_warmup_steps_are_kept_out_of_the_steady_state():
 
 
 def test_tagged_steps_and_the_first_are_not_steady():
-    steps = [StepRecord(0, 1.0), StepRecord(1, 0.05), StepRecord(2, 0.5, ("checkpoint",)),
-             StepRecord(3, 0.05), StepRecord(4, 0.01, ("drain",))]
+    steps = table([StepRecord(0, 1.0), StepRecord(1, 0.05), StepRecord(2, 0.5, ("checkpoint",)),
+                   StepRecord(3, 0.05), StepRecord(4, 0.01, ("drain",))])
     assert [s.step for s in steady_state(steps)] == [1, 3]
 
 
@@ -60,8 +61,8 @@ def test_a_read_prefetch_of_elements_is_counted_in_batches():
 
 def test_the_warmup_of_a_document_prefetch_leaves_a_steady_state():
     # 60 steps: the 64-document prefetch taken as 64 batches tagged every step warm-up
-    steps = [StepRecord(i, 0.001 if 0 < i < 5 else 0.02) for i in range(60)]
-    assert steady_state(tag_warmup(steps, warmup_steps(0, 2, 64))) == []
+    steps = table(StepRecord(i, 0.001 if 0 < i < 5 else 0.02) for i in range(60))
+    assert len(steady_state(tag_warmup(steps, warmup_steps(0, 2, 64)))) == 0
     steady = steady_state(tag_warmup(steps, warmup_steps(0, 2, 64, elements_per_batch=16)))
     assert [s.step for s in steady] == list(range(5, 60))
 
