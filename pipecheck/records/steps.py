@@ -35,7 +35,6 @@ from typing import (
     Generic,
     Iterator,
     Mapping,
-    Protocol,
     Sequence,
     TypeVar,
     overload,
@@ -509,13 +508,6 @@ class StepTableBuilder(Generic[R]):
         maps = {k: {m: np.asarray(c, dtype=np.float64) for m, c in cols.items()}
                 for k, cols in self._maps.items()}
         return StepTable(self.row_type, n, columns, tags, maps, self._lists)
-
-
-class Tagged(Protocol):
-    """A step row with tags (what ``tag_mask_of`` reads of a row)."""
-
-    @property
-    def tags(self) -> Sequence[str]: ...
 
 
 def as_step_table(steps: Sequence[R], row_type: type[R]) -> StepTable[R]:
