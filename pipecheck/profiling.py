@@ -42,6 +42,7 @@ from pipecheck.records.profile import (
     PickedStep,
     ProfileResult,
 )
+from pipecheck.records.steps import StepTable, no_steps
 
 MIN_STEPS = 3
 """Fewer steady steps than this have no median worth deciding on."""
@@ -65,7 +66,7 @@ class ProfileOptions:
     """Also run XProf's input-pipeline analyzer on the capture (the ``xprof`` extra)."""
 
 
-def _step_records(bd: ap.StepSplit) -> tuple[StepRecord, ...]:
+def _step_records(bd: ap.StepSplit) -> StepTable[StepRecord]:
     times = bd.times
     out = []
     for i, number in enumerate(bd.steps.numbers.tolist()):
@@ -73,7 +74,7 @@ def _step_records(bd: ap.StepSplit) -> tuple[StepRecord, ...]:
                  if bd.thread_by[c][i] > 0}
         tags = ("compile",) if bd.compiled[i] else ()
         out.append(StepRecord(int(number), float(times[i]), tags, spans))
-    return tuple(out)
+    return StepTable.from_rows(StepRecord, out)
 
 
 def _device_time(bd: ap.StepSplit, steady: np.ndarray, steps: int | None = None) -> Breakdown:
@@ -151,7 +152,7 @@ def analyze_host(t: ap.CaptureTimeline, options: ProfileOptions,
 
 
 def _stepped(t: ap.CaptureTimeline, options: ProfileOptions, search: Sequence[str],
-             bd: ap.StepSplit, tagged: tuple[StepRecord, ...],
+             bd: ap.StepSplit, tagged: StepTable[StepRecord],
              steady: np.ndarray) -> ProfileResult:
     """The record of a capture read step by step."""
     steps = bd.steps
@@ -192,7 +193,8 @@ def _whole_capture(t: ap.CaptureTimeline, options: ProfileOptions, search: Seque
             fix=FUSE_FIX))
     warnings = [*notes, *_warnings(t, None)]
     return _result(t, options, window.source, verdict, unmarked.estimates(r),
-                   findings, step_time=Distribution.of([]), steps=(), device_busy_s=(),
+                   findings, step_time=Distribution.of([]), steps=no_steps(StepRecord)(),
+                   device_busy_s=(),
                    device_time=_device_time(bd, np.ones(1, dtype=bool), steps=0),
                    device_idle=_device_idle(bd, per_step=False),
                    warnings=tuple(warnings), whole_capture=True)
@@ -202,7 +204,7 @@ class _ReadFields(TypedDict, total=False):
     """The record's fields that depend on how the capture was read (by steps, or whole)."""
 
     step_time: Required[Distribution]
-    steps: Required[tuple[StepRecord, ...]]
+    steps: Required[StepTable[StepRecord]]
     device_busy_s: Required[tuple[float, ...]]
     device_time: Required[Breakdown]
     device_idle: DeviceIdle

@@ -23,7 +23,7 @@ __all__ = ["make_compare", "make_dataloader", "make_synthetic", "compare_with_st
            "monitor_record", "long_steps", "run_steps"]
 
 
-def run_steps(n: int = 60, seed: int = 0) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
+def run_steps(n: int = 60, seed: int = 0) -> tuple[StepTable[StepRecord], tuple[Anomaly, ...]]:
     """A loop's steps: a compile step, a checkpoint at n/2, a slow step, spans in each."""
     rng = np.random.default_rng(seed)
     steps = []
@@ -42,7 +42,7 @@ def run_steps(n: int = 60, seed: int = 0) -> tuple[tuple[StepRecord, ...], tuple
     slow = steps[n // 3]
     anomalies = (Anomaly(slow.step, slow.time_s, slow.time_s / 0.045, "data stall",
                          "data_wait 200.0 ms of the step"),)
-    return tuple(steps), anomalies
+    return StepTable.from_rows(StepRecord, steps), anomalies
 
 
 def two_hosts() -> tuple[tuple[HostSummary, ...], Straggler]:

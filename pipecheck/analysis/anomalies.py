@@ -55,7 +55,7 @@ import numpy as np
 
 from pipecheck.records.common import Anomaly, StepRecord
 from pipecheck.records.kinds import FORCED_SYNC_SPAN, StepTag
-from pipecheck.records.steps import StepTable, column_of, tag_mask_of
+from pipecheck.records.steps import StepTable
 
 SLOW_STEP_RATIO = 2.0
 """A step at least this many times the median is slow: it cost a whole extra step's worth
@@ -223,7 +223,7 @@ def pool_ready(seconds: np.ndarray, waits: np.ndarray | None, pool: np.ndarray
     return ready_batches(seconds, waits, float(np.median(seconds[pool])))[pool]
 
 
-def input_waits(steps: Sequence[StepRecord]) -> np.ndarray:
+def input_waits(steps: StepTable[StepRecord]) -> np.ndarray:
     """Seconds each step waited for its batch (``INPUT_WAIT_SPANS``; 0 where it has none)."""
     columns = _span_columns(steps)
     out = np.zeros(len(steps))
@@ -316,14 +316,14 @@ def explain_step(
     return SPAN_CAUSES.get(top, f"span '{top}'"), evidence
 
 
-def candidate_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
+def candidate_mask(steps: StepTable[StepRecord], excluded_tags: Sequence[str],
                    skip_first: int = 1) -> np.ndarray:
     """Which of ``steps`` the steady state is chosen from: none before ``skip_first``, none
     with a tag in ``excluded_tags``; the anomalies are still among them."""
-    return (column_of(steps, "step") >= skip_first) & ~tag_mask_of(steps, excluded_tags)
+    return (steps.column("step") >= skip_first) & ~steps.tag_mask(excluded_tags)
 
 
-def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
+def steady_mask(steps: StepTable[StepRecord], excluded_tags: Sequence[str],
                 skip_first: int = 1) -> np.ndarray:
     """Which of ``steps`` (rows or a StepTable) are in the steady state: none before
     ``skip_first``, none with a tag in ``excluded_tags``, none that ``flag_outliers`` finds
@@ -331,7 +331,7 @@ def steady_mask(steps: Sequence[StepRecord], excluded_tags: Sequence[str],
     same steady state."""
     mask = candidate_mask(steps, excluded_tags, skip_first)
     pool = np.flatnonzero(mask)
-    seconds, waits = column_of(steps, "time_s"), input_waits(steps)
+    seconds, waits = steps.column("time_s"), input_waits(steps)
     flags, _ = flag_outliers(seconds[pool], waits[pool], pool_ready(seconds, waits, pool))
     mask[pool[[f.index for f in flags]]] = False
     return mask
@@ -394,17 +394,13 @@ def label(
     return out, med
 
 
-def _span_columns(steps: Sequence[StepRecord]) -> dict[str, np.ndarray]:
+def _span_columns(steps: StepTable[StepRecord]) -> dict[str, np.ndarray]:
     """Seconds per span name over the steps (0 where a step lacks the span)."""
-    if isinstance(steps, StepTable):
-        return {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
-    names = sorted({k for s in steps for k in s.spans})
-    return {k: np.fromiter((s.spans.get(k, 0.0) for s in steps), float, len(steps))
-            for k in names}
+    return {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
 
 
 def step_anomalies(
-    steps: Sequence[StepRecord],
+    steps: StepTable[StepRecord],
     excluded_tags: Sequence[str],
     compiles: Mapping[int, Mapping[str, float]] | None = None,
 ) -> list[Anomaly]:
@@ -417,8 +413,8 @@ def step_anomalies(
     (``compiles_by_step``).
     """
     compiles = compiles or {}
-    numbers = column_of(steps, "step")
-    candidate = (numbers >= 1) & ~tag_mask_of(steps, excluded_tags)
+    numbers = steps.column("step")
+    candidate = (numbers >= 1) & ~steps.tag_mask(excluded_tags)
     steady = steady_mask(steps, excluded_tags)
     typical = {k: float(np.median(v[steady])) if steady.any() else 0.0
                for k, v in _span_columns(steps).items()}
@@ -427,8 +423,8 @@ def step_anomalies(
         row = steps[i]
         return explain_step(row, typical, median, compiles.get(row.step))
 
-    found, _ = label(numbers, column_of(steps, "time_s"), candidate,
-                     tag_mask_of(steps, KEPT_APART_TAGS), explain, input_waits(steps))
+    found, _ = label(numbers, steps.column("time_s"), candidate,
+                     steps.tag_mask(KEPT_APART_TAGS), explain, input_waits(steps))
     return found
 
 
@@ -440,14 +436,14 @@ def attribution_evidence(slow_step: int, step: int) -> str:
             "buffer, or the step's timer started late); read them together")
 
 
-def tag_anomalies(steps: Sequence[StepRecord], anomalies: Sequence[Anomaly],
-                  excluded_tags: Sequence[str]) -> Sequence[StepRecord]:
+def tag_anomalies(steps: StepTable[StepRecord], anomalies: Sequence[Anomaly],
+                  excluded_tags: Sequence[str]) -> StepTable[StepRecord]:
     """The steps with each anomaly's tag added (``slow``, ``fast``, ``attribution_shift``,
     ``compile``), so a record, its plot and its readers show where they are. A step that
     already carries a tag of ``excluded_tags`` (it is apart for that reason) keeps its tags."""
     tag_of = {a.step: CAUSE_TAGS.get(a.cause) or ("slow" if a.ratio >= 1 else "fast")
               for a in anomalies}
-    numbers = column_of(steps, "step")
+    numbers = steps.column("step")
     rows = {int(i): tag_of[int(numbers[i])]
             for i in np.flatnonzero(np.isin(numbers, list(tag_of)))}
     new: dict[int, tuple[str, ...]] = {}
@@ -455,10 +451,7 @@ def tag_anomalies(steps: Sequence[StepRecord], anomalies: Sequence[Anomaly],
         tags = steps[i].tags
         if tag not in tags and not any(t in excluded_tags for t in tags):
             new[i] = (*tags, tag)
-    if isinstance(steps, StepTable):
-        return steps.with_tags(new) if new else steps
-    return tuple(dataclasses.replace(s, tags=new[i]) if i in new else s
-                 for i, s in enumerate(steps))
+    return steps.with_tags(new) if new else steps
 
 
 def compiles_by_step(

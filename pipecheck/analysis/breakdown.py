@@ -32,7 +32,7 @@ not by this table.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -129,7 +129,7 @@ def breakdown_of_steps(
     return breakdown(StepTotals.of(steps), compile_s, forced_sync_s)
 
 
-def host_span_means(steps: Sequence[StepRecord]) -> dict[str, float]:
+def host_span_means(steps: StepTable[StepRecord]) -> dict[str, float]:
     """Mean seconds per steady-state step spent in each host span (pipecheck's spans in
     report order, ``other``, then the user's spans)."""
     steady = steady_state(steps)

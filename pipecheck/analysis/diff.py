@@ -38,7 +38,7 @@ from pipecheck.records.diff import (
 from pipecheck.records.env import ENV_KEYS_THAT_MATTER, env_differences
 from pipecheck.records.imported import Anomaly, ImportedRun
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 from pipecheck.records.versions import upgrade
 from pipecheck.units import ms, p_value
 
@@ -69,8 +69,8 @@ that diff profiles use the same +-5% (issue 44)."""
 # --- reading runs ------------------------------------------------------------------------
 
 
-def _final_loss(steps: Sequence[StepRecord]) -> float | None:
-    losses = column_of(steps, "loss")
+def _final_loss(steps: StepTable[StepRecord]) -> float | None:
+    losses = steps.column("loss")
     finite = np.flatnonzero(np.isfinite(losses))
     return float(losses[finite[-1]]) if finite.size else None
 
@@ -86,7 +86,7 @@ def _number(value: object) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _anomalies_of(data: Mapping[str, object], steps: Sequence[StepRecord],
+def _anomalies_of(data: Mapping[str, object], steps: StepTable[StepRecord],
                   origin: str) -> tuple[Anomaly, ...]:
     """The anomalies a record holds (explained with its compile events), or for a record
     without them, those the steady-state rule finds in its steps."""

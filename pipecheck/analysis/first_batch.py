@@ -28,9 +28,9 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from pipecheck.records.common import Finding, LoaderStart, StartUp
+from pipecheck.records.common import Finding, LoaderStart, StartUp, StepRecord
 from pipecheck.records.kinds import STEP_SPAN_NAMES
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 
 MIN_HIDDEN_S = 0.5
 """Starting the loader earlier is a finding when it hides at least this much: a second of
@@ -42,13 +42,13 @@ NOT_START_UP = frozenset({*STEP_SPAN_NAMES, "other"})
 time outside any span."""
 
 
-def monitor_startup(steps: Sequence[object], compile_s: float | None) -> StartUp | None:
+def monitor_startup(steps: StepTable[StepRecord], compile_s: float | None) -> StartUp | None:
     """A Monitor run's start-up: step 0's data wait, beside the train step's compilation
     and the user's own spans in step 0; the typical wait is the median data wait of the
     steps after it. None when step 0 is not in the record or has no data wait."""
-    if len(steps) == 0 or int(column_of(steps, "step")[0]) != 0:
+    if len(steps) == 0 or int(steps.column("step")[0]) != 0:
         return None
-    first = steps[0].spans  # type: ignore[attr-defined]
+    first = steps[0].spans
     if "data_wait" not in first:
         return None
     work = {name: float(s) for name, s in first.items()
@@ -60,12 +60,10 @@ def monitor_startup(steps: Sequence[object], compile_s: float | None) -> StartUp
     return StartUp(float(first["data_wait"]), work, typical)
 
 
-def _data_waits(steps: Sequence[object]) -> np.ndarray:
-    """Each step's data wait (0 where it has none), by column for a StepTable."""
-    if isinstance(steps, StepTable):
-        column = steps.map_columns("spans").get("data_wait")
-        return np.zeros(len(steps)) if column is None else np.nan_to_num(column)
-    return np.array([s.spans.get("data_wait", 0.0) for s in steps])  # type: ignore[attr-defined]
+def _data_waits(steps: StepTable[StepRecord]) -> np.ndarray:
+    """Each step's data wait (0 where it has none)."""
+    column = steps.map_columns("spans").get("data_wait")
+    return np.zeros(len(steps)) if column is None else np.nan_to_num(column)
 
 
 def compare_startup(first_batch_s: float, loader_s: float, compile_s: float | None,
@@ -112,17 +110,17 @@ share of the run's wall time: the share a fix must win to be worth a change of t
 1-2 s worker start per epoch of a minute is 2-3%, below it; per epoch of 20 s, above)."""
 
 
-def steady_wait(starts: Sequence[LoaderStart], steps: Sequence[object]) -> float:
+def steady_wait(starts: Sequence[LoaderStart], steps: StepTable[StepRecord]) -> float:
     """The median data wait of the steps that began no pass (step 0 left out)."""
     if not len(steps):
         return 0.0
-    numbers = column_of(steps, "step")
+    numbers = steps.column("step")
     steady = ~np.isin(numbers, [0, *(s.step for s in starts if s.index >= 1)])
     waits = _data_waits(steps)
     return float(np.median(waits[steady])) if steady.any() else 0.0
 
 
-def loader_restart_findings(starts: Sequence[LoaderStart], steps: Sequence[object],
+def loader_restart_findings(starts: Sequence[LoaderStart], steps: StepTable[StepRecord],
                             wall_s: float) -> list[Finding]:
     """The ``loader-restart`` finding: the passes after the first began with a new iterator
     whose first batch waited, beyond a steady batch's wait, ``MIN_RESTART_SHARE`` of the
@@ -131,7 +129,7 @@ def loader_restart_findings(starts: Sequence[LoaderStart], steps: Sequence[objec
     restarts = [s for s in starts if s.index >= 1]
     if not restarts or not wall_s > 0:
         return []
-    numbers = column_of(steps, "step") if len(steps) else np.zeros(0, np.int64)
+    numbers = steps.column("step") if len(steps) else np.zeros(0, np.int64)
     restart_steps = {s.step for s in restarts}
     typical = steady_wait(starts, steps)
     lost = float(sum(max(0.0, s.wait_s - typical) for s in restarts))

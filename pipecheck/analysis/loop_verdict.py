@@ -53,7 +53,7 @@ from pipecheck.records.kinds import (
     VerdictKind,
 )
 from pipecheck.records.monitor import SyncSiteRecord
-from pipecheck.records.steps import column_of
+from pipecheck.records.steps import StepTable
 
 MIN_VERDICT_STEPS = 10
 """A loop's verdict needs at least this many steady steps (the first, compiling, tagged and
@@ -168,7 +168,7 @@ def sync_costs(times: LoopTimes, sites: Sequence[SyncSiteRecord], backend: str
     return out
 
 
-def restart_excess(starts: Sequence[LoaderStart], steps: Sequence[StepRecord]) -> float:
+def restart_excess(starts: Sequence[LoaderStart], steps: StepTable[StepRecord]) -> float:
     """Seconds the loader's restarts (every pass after the first) waited beyond a steady
     batch's wait. At each: the whole data wait of the step that restarted (the previous
     pass's end, a ``grain.DataLoader`` iterator stopping its workers, and the new pass's
@@ -194,11 +194,11 @@ def restart_excess(starts: Sequence[LoaderStart], steps: Sequence[StepRecord]) -
     return float(lost)
 
 
-def step_data_waits(steps: Sequence[StepRecord], wanted: set[int]) -> dict[int, float]:
+def step_data_waits(steps: StepTable[StepRecord], wanted: set[int]) -> dict[int, float]:
     """The data wait of each step of ``wanted`` in ``steps`` (rows or a StepTable)."""
     if not len(steps) or not wanted:
         return {}
-    numbers = column_of(steps, "step")
+    numbers = steps.column("step")
     rows = np.flatnonzero(np.isin(numbers, sorted(wanted))).tolist()
     out = {}
     for i in rows:

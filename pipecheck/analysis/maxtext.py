@@ -57,7 +57,7 @@ from pipecheck.records.imported import (
     LogStep,
     WallTime,
 )
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 
 # --- causes of anomalous steps ---------------------------------------------------------
 CAUSE_COMPILATION = anomalies.CAUSE_COMPILATION
@@ -509,7 +509,7 @@ def first_rows(numbers: np.ndarray, events: Sequence[LogEvent], start_seen: bool
 
 
 def explain_anomalies(
-    steps: Sequence[LogStep], events: Sequence[LogEvent],
+    steps: StepTable[LogStep], events: Sequence[LogEvent],
     line_at: np.ndarray | None = None, start_seen: bool = True,
     own_time: np.ndarray | None = None, lag: int | None = None,
 ) -> tuple[list[Anomaly], float]:
@@ -526,8 +526,8 @@ def explain_anomalies(
     """
     if not len(steps):
         return [], math.nan
-    numbers = column_of(steps, "step")
-    seconds = column_of(steps, "time_s")
+    numbers = steps.column("step")
+    seconds = steps.column("time_s")
     at = np.full(len(steps), math.nan) if line_at is None else line_at
     if lag is None:
         lag = log_lag(numbers, seconds, at, own_time)

@@ -37,13 +37,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import numpy as np
 
-from pipecheck.records.common import Finding
-from pipecheck.records.steps import Tagged, column_of, tag_mask_of
+from pipecheck.records.common import Finding, StepRecord
+from pipecheck.records.imported import LogStep
+from pipecheck.records.steps import StepTable
 from pipecheck.units import ms
+
+Steps = StepTable[StepRecord] | StepTable[LogStep]
+"""A run's steps: measured by pipecheck, or read from a MaxText log."""
 
 STALL_RATIOS = (1.5, 3.0, 10.0)
 """A step at least this many times the typical step stalled, at one of these levels (each
@@ -432,19 +436,19 @@ def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicSta
                          typical, lost, total, p, c.width)
 
 
-def steps_looked_at(steps: Sequence[Tagged]) -> np.ndarray:
+def steps_looked_at(steps: Steps) -> np.ndarray:
     """Which steps (rows or a StepTable) the detector looks at: not the first, none tagged
     ``EXCLUDED_TAGS``."""
-    return (column_of(steps, "step") >= 1) & ~tag_mask_of(steps, EXCLUDED_TAGS)
+    return (steps.column("step") >= 1) & ~steps.tag_mask(EXCLUDED_TAGS)
 
 
-def stall_of_steps(steps: Sequence[Tagged]) -> PeriodicStall | None:
+def stall_of_steps(steps: Steps) -> PeriodicStall | None:
     """``find_periodic_stall`` on a run's steps (``steps_looked_at``)."""
     if len(steps) == 0:
         return None
     mask = steps_looked_at(steps)
-    return find_periodic_stall(column_of(steps, "step")[mask],
-                               column_of(steps, "time_s")[mask])
+    return find_periodic_stall(steps.column("step")[mask],
+                               steps.column("time_s")[mask])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -587,13 +591,13 @@ def periodic_stall_finding(stall: PeriodicStall, shape: LoaderShape,
     )
 
 
-def tagged_steps(steps: Sequence[Tagged]) -> dict[str, set[int]]:
+def tagged_steps(steps: Steps) -> dict[str, set[int]]:
     """Step numbers carrying each of ``MATCHED_TAGS``."""
-    numbers = column_of(steps, "step")
-    return {tag: set(numbers[tag_mask_of(steps, (tag,))].tolist()) for tag in MATCHED_TAGS}
+    numbers = steps.column("step")
+    return {tag: set(numbers[steps.tag_mask((tag,))].tolist()) for tag in MATCHED_TAGS}
 
 
-def periodic_stall_findings(steps: Sequence[Tagged],
+def periodic_stall_findings(steps: Steps,
                             shape: LoaderShape = LoaderShape()) -> list[Finding]:
     """The run's periodic-stall finding, or none."""
     stall = stall_of_steps(steps)

@@ -25,7 +25,6 @@ made longer (``real_steps``).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Mapping, Sequence
 
@@ -35,7 +34,7 @@ from pipecheck import stats
 from pipecheck.analysis import anomalies
 from pipecheck.records.common import Anomaly, Estimate, StepRecord
 from pipecheck.records.kinds import StepTag
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 
 STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eval", "gc",
                                                    "profile", "drain", "warmup",
@@ -43,16 +42,15 @@ STEADY_STATE_EXCLUDED_TAGS: tuple[StepTag, ...] = ("compile", "checkpoint", "eva
 """Steps carrying any of these tags are reported apart from the steady state."""
 
 
-def steady_state(steps: Sequence[StepRecord], skip_first: int = 1) -> list[StepRecord]:
+def steady_state(steps: StepTable[StepRecord], skip_first: int = 1) -> StepTable[StepRecord]:
     """The steps that measure the steady state: not the first, none tagged as special, and
     none far from the others (``anomalies.flag_outliers``: a slow step, or a fast one that
     was charged less than its share)."""
-    mask = steady_mask(steps, skip_first)
-    return [steps[int(i)] for i in np.flatnonzero(mask)]
+    return steps.take(np.flatnonzero(steady_mask(steps, skip_first)))
 
 
-def steady_mask(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
-    """``steady_state`` as a boolean array over ``steps`` (rows or a StepTable)."""
+def steady_mask(steps: StepTable[StepRecord], skip_first: int = 1) -> np.ndarray:
+    """``steady_state`` as a boolean array over ``steps``."""
     return anomalies.steady_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
 
 
@@ -61,27 +59,27 @@ MIN_WINDOW_STEPS = 3
 samples to resample)."""
 
 
-def steady_window(steps: Sequence[StepRecord], skip_first: int = 1) -> np.ndarray:
+def steady_window(steps: StepTable[StepRecord], skip_first: int = 1) -> np.ndarray:
     """The steps the steady state is chosen from, as a boolean array over ``steps``: none
     before ``skip_first``, none tagged apart (``STEADY_STATE_EXCLUDED_TAGS``); the anomalies,
     the input waits and the ready batches are all in it."""
     return anomalies.candidate_mask(steps, STEADY_STATE_EXCLUDED_TAGS, skip_first)
 
 
-def wall_per_step(steps: Sequence[StepRecord], skip_first: int = 1) -> Estimate | None:
+def wall_per_step(steps: StepTable[StepRecord], skip_first: int = 1) -> Estimate | None:
     """The throughput as time: the wall time per step over the steady window (a step's
     time is the interval between its marks, so their mean is the window's wall time over
     its steps), with its 95% block-bootstrap interval (blocks span the bursts of a loop
     fed in bursts; ``stats.default_block_length``). None with fewer than
     ``MIN_WINDOW_STEPS`` steps in the window."""
-    times = column_of(steps, "time_s")[steady_window(steps, skip_first)]
+    times = steps.column("time_s")[steady_window(steps, skip_first)]
     if times.size < MIN_WINDOW_STEPS:
         return None
     return Estimate.of_mean(times.tolist(), block=stats.default_block_length(times.size))
 
 
 def step_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
+    steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
 ) -> list[Anomaly]:
     """The anomalous steps of a run timed by the lagged-sync loop (see
     ``anomalies.step_anomalies``)."""
@@ -89,21 +87,11 @@ def step_anomalies(
 
 
 def with_anomalies(
-    steps: Sequence[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
-) -> tuple[tuple[StepRecord, ...], tuple[Anomaly, ...]]:
-    """The steps of a measured run with their anomaly tags, and the anomalies."""
-    found = step_anomalies(steps, compiles)
-    return tuple(anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)), tuple(found)
-
-
-def table_with_anomalies(
     steps: StepTable[StepRecord], compiles: Mapping[int, Mapping[str, float]] | None = None
 ) -> tuple[StepTable[StepRecord], tuple[Anomaly, ...]]:
-    """``with_anomalies`` of steps by column, kept by column (no row objects)."""
+    """The steps of a measured run with their anomaly tags, and the anomalies."""
     found = step_anomalies(steps, compiles)
-    tagged = anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS)
-    assert isinstance(tagged, StepTable)
-    return tagged, tuple(found)
+    return anomalies.tag_anomalies(steps, found, STEADY_STATE_EXCLUDED_TAGS), tuple(found)
 
 
 def read_prefetch_batches(read_prefetch: int, elements_per_batch: int = 1) -> int:
@@ -148,11 +136,11 @@ def real_steps(steps: int, warmup: int) -> int:
     return max(steps, warmup + steady + 1)
 
 
-def tag_warmup(steps: Sequence[StepRecord], n: int) -> tuple[StepRecord, ...]:
+def tag_warmup(steps: StepTable[StepRecord], n: int) -> StepTable[StepRecord]:
     """Tag steps 1 .. n-1 ``warmup`` (step 0 is outside the steady state anyway)."""
-    return tuple(
-        dataclasses.replace(s, tags=(*s.tags, "warmup")) if 0 < s.step < n else s for s in steps
-    )
+    numbers = steps.column("step")
+    rows = np.flatnonzero((numbers > 0) & (numbers < n)).tolist()
+    return steps.with_tags({i: (*steps[i].tags, "warmup") for i in rows}) if rows else steps
 
 
 def steady_batch_start(n_batches: int, workers: int, per_worker_buffer: int,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from typing import TYPE_CHECKING, Generic, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Generic, TypeVar, Union
 
 from pipecheck.analysis.straggler import analyze, summarize_host
 from pipecheck.measure.distributed import missing_hosts_message
@@ -16,6 +16,7 @@ from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.hosts import HostLoader, HostSummary
 from pipecheck.records.kinds import StepTag
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.steps import StepTable
 from pipecheck.records.synthetic import SyntheticResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,7 @@ served from the start-up buffer. Slow steps (anomalies, checkpoints, evals) stay
 the stalls the hosts are compared on, and the medians are robust to them."""
 
 
-def step_triples(steps: Sequence[StepRecord]) -> list[tuple[int, float, float]]:
+def step_triples(steps: StepTable[StepRecord]) -> list[tuple[int, float, float]]:
     """(step, step time, data wait) of every step after the first that hosts can compare."""
     return [(s.step, s.time_s, s.spans.get("data_wait", 0.0)) for s in steps
             if s.step >= 1 and not any(t in NOT_COMPARABLE_TAGS for t in s.tags)]

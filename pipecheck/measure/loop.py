@@ -22,6 +22,7 @@ from pipecheck.errors import PipelineError
 from pipecheck.measure.spans import SpanRecorder
 from pipecheck.records.common import StepRecord
 from pipecheck.records.events import CompileEvent
+from pipecheck.records.steps import StepTable
 from pipecheck.step_types import Batch, PyTree, StepHook
 
 
@@ -33,7 +34,7 @@ def read_scalar(x: PyTree) -> float:
 @dataclasses.dataclass
 class LoopOutcome:
     state: PyTree
-    steps: list[StepRecord]
+    steps: StepTable[StepRecord]
 
 
 def run_lagged_sync_loop(
@@ -95,7 +96,7 @@ def run_lagged_sync_loop(
         value = read_loss(previous_loss)
     recorder.tag("drain")
     recorder.mark(value)
-    return LoopOutcome(state=state, steps=list(recorder.steps))
+    return LoopOutcome(state=state, steps=recorder.steps)
 
 
 def compiles_per_step(

@@ -44,6 +44,7 @@ from pipecheck.records.env import input_warnings, other_workload
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
+from pipecheck.records.steps import StepTable, as_step_table
 from pipecheck.step_types import HookRecorder, PyTree, StepHook
 from pipecheck.workloads.base import Workload
 
@@ -55,7 +56,7 @@ DEFAULT_STEPS = 60
 class RealRun:
     """The real-data measurement, from pipecheck's loop or a Monitor run."""
 
-    steps: tuple[StepRecord, ...]
+    steps: StepTable[StepRecord]
     """Every step, the warm-up ones tagged."""
     sync_sites: tuple[SyncSite, ...]
     compile_findings: tuple[Finding, ...] = ()
@@ -75,6 +76,9 @@ class RealRun:
     init_s: float | None = None
     """Host seconds pipecheck's run took to initialize the state (before its loader
     started; None for a Monitor run)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))
 
     @property
     def n_steps(self) -> int:

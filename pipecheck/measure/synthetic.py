@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from typing import Callable, Sequence
+from typing import Callable
 
 from pipecheck import stats
 from pipecheck.analysis.steady_state import steady_mask, wall_per_step, with_anomalies
@@ -23,7 +23,7 @@ from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.common import CompileInfo, Distribution, StepRecord, Throughput
 from pipecheck.records.env import collect_env
 from pipecheck.records.events import CompileEvent
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads import build_workload
@@ -87,19 +87,18 @@ SYNTHETIC_RUN = "synthetic run"
 """The run ``synthetic`` times, as its warnings name it (compare's report holds them too)."""
 
 
-def steady_distribution(steps: Sequence[StepRecord], run: str
+def steady_distribution(steps: StepTable[StepRecord], run: str
                         ) -> tuple[Distribution, list[str]]:
     """Steady-state step times and the quality warnings about them; ``run`` names the run
     in the warning about the steps kept out (a report may hold several runs' warnings)."""
     mask = steady_mask(steps)
-    step_time = Distribution.of(column_of(steps, "time_s")[mask].tolist())
+    step_time = Distribution.of(steps.column("time_s")[mask].tolist())
     warnings = stats.quality_warnings(step_time.summary)
-    tagged = steps.tagged() if isinstance(steps, StepTable) else {
-        i: s.tags for i, s in enumerate(steps) if s.tags}
+    tagged = steps.tagged()
     out = ~mask
     out[[i for i, tags in tagged.items() if tags == ("drain",)]] = False
     out[:1] = False
-    excluded = column_of(steps, "step")[out].tolist()
+    excluded = steps.column("step")[out].tolist()
     if excluded:
         shown = ", ".join(str(i) for i in excluded[:10]) + (" ..." if len(excluded) > 10 else "")
         warnings.append(f"{len(excluded)} step(s) of the {run} kept out of the steady state "

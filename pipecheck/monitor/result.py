@@ -28,7 +28,7 @@ from pipecheck.analysis.periodic_stall import (
     periodic_stall_findings,
     shape_of_config,
 )
-from pipecheck.analysis.steady_state import table_with_anomalies, wall_per_step
+from pipecheck.analysis.steady_state import wall_per_step, with_anomalies
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.measure.spans import Snapshot
 from pipecheck.measure.synthetic import steady_distribution
@@ -44,7 +44,7 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.events import CompileEvent
 from pipecheck.records.monitor import MonitorResult, RunEnd, SyncSiteRecord
-from pipecheck.records.steps import ChunkEncoder, StepTable
+from pipecheck.records.steps import ChunkEncoder, StepTable, no_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +87,7 @@ def build_result(
                                  for e in state.compile_events),
                                 marks, snap.marks_total - len(marks)) \
         if state.compile_events else {}
-    steps, anomalies = table_with_anomalies(
+    steps, anomalies = with_anomalies(
         charge_forced_syncs(snap.steps, state.outside_by_step), compiles)
     step_time, warnings = steady_distribution(steps, "Monitor's run")
     wall = snap.totals.wall_s
@@ -167,8 +167,6 @@ def loader_shape(config: Mapping[str, object], passes: tuple[int, ...]) -> Loade
 def encode_result(encoder: ChunkEncoder, result: MonitorResult) -> str:
     """``store.record_to_json``, with the steps' columns compressed only where new since
     ``encoder``'s last table (a run's writes share one encoder)."""
-    steps = result.steps
-    table = steps if isinstance(steps, StepTable) else StepTable.from_rows(StepRecord, steps)
-    data = to_dict(dataclasses.replace(result, steps=()), ParallelEncoder())
-    data["steps"] = encoder.table_json(table)
+    data = to_dict(dataclasses.replace(result, steps=no_steps(StepRecord)()), ParallelEncoder())
+    data["steps"] = encoder.table_json(result.steps)
     return store.dumps(data)

@@ -195,8 +195,8 @@ def _convert_out(value: Any, encoder: ArrayEncoder) -> Any:
     layout = _LAYOUTS[kind] if kind in _LAYOUTS else _layout_of(kind)
     if layout is not None:
         return _fields_out(value, layout, encoder)
-    if isinstance(value, StepTable):
-        return value.to_json(encoder=encoder)
+    if isinstance(value, StepTable):  # a record without steps writes an empty list
+        return value.to_json(encoder=encoder) if len(value) else []
     if isinstance(value, (tuple, list)) and value and is_columnar_row(value[0]):
         return StepTable.from_rows(type(value[0]), value).to_json(encoder=encoder)
     if kind is Floats or (isinstance(value, tuple) and value and type(value[0]) is float

@@ -20,6 +20,7 @@ from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
 from pipecheck.records.machine_load import MachineLoad
+from pipecheck.records.steps import StepTable, as_step_table, no_steps
 from pipecheck.records.whatif import WhatIfCheck
 
 
@@ -83,7 +84,7 @@ class CompareResult(TopRecord):
     compile: CompileInfo
     sources: Mapping[str, str]
     """Where T, D and R came from: "measured" or the file they were read from."""
-    steps: tuple[StepRecord, ...] = ()
+    steps: StepTable[StepRecord] = dataclasses.field(default_factory=no_steps(StepRecord))
     """The real-data run's steps."""
     anomalies: tuple[Anomaly, ...] = ()
     """Real-data steps far from the steady state (kept out of it), with their likely cause."""
@@ -137,3 +138,6 @@ class CompareResult(TopRecord):
     @property
     def chosen_threads(self) -> int:
         return self.tuning.chosen.threads
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))

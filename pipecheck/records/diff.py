@@ -19,7 +19,7 @@ from pipecheck.records.imported import (
     mean_inflation,
 )
 from pipecheck.records.monitor import RunEnd
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import StepTable, as_step_table
 
 DEFAULT_CONFIDENCE = 0.95
 
@@ -66,8 +66,7 @@ class RunSummary(Record):
     other runs and in records written before it was added."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, StepTable):  # built from a tuple of StepRecord rows
-            object.__setattr__(self, "steps", StepTable.from_rows(StepRecord, self.steps))
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))
 
     @property
     def mean_inflation(self) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 from pipecheck.records.base import Record, TopRecord, register_kind
 from pipecheck.records.common import Anomaly, Distribution, Finding
-from pipecheck.records.steps import StepTable
+from pipecheck.records.steps import StepTable, as_step_table
 
 __all__ = ["Anomaly", "ImportedRun", "LevelShift", "LogEvent", "LogMemory", "LogStep",
            "OutsideSteps", "TimeShare", "WallTime", "mean_inflation"]
@@ -160,8 +160,7 @@ class ImportedRun(TopRecord):
     (``analysis.periodic_stall``); absent from records written before, which read as none."""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.steps, StepTable):  # built from a tuple of LogStep rows
-            object.__setattr__(self, "steps", StepTable.from_rows(LogStep, self.steps))
+        object.__setattr__(self, "steps", as_step_table(self.steps, LogStep))
 
     @property
     def steady_mask(self) -> np.ndarray:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar, Mapping
 
 from pipecheck.errors import ResultFormatError
 from pipecheck.records.base import Record, TopRecord, register_kind
@@ -22,6 +22,7 @@ from pipecheck.records.common import (
 from pipecheck.records.gains import Gain, StepInterval
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import INCONCLUSIVE, VerdictKind
+from pipecheck.records.steps import StepTable, as_step_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,7 @@ class MonitorResult(TopRecord):
     step_time: Distribution
     """Steady state: steps after the first, none tagged compile/checkpoint/eval/gc."""
     first_step_s: float
-    steps: Sequence[StepRecord]
+    steps: StepTable[StepRecord]
     """The first step and the most recent ``step_window`` steps (all of them unless the
     run was longer than the window): a ``StepTable`` (by column; its rows are
     StepRecords)."""
@@ -123,3 +124,6 @@ class MonitorResult(TopRecord):
     def user_sync_sites(self) -> tuple[SyncSiteRecord, ...]:
         """Sync sites in the user's code (not pipecheck's lagged sync), costliest first."""
         return tuple(s for s in self.sync_sites if not s.internal)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))

@@ -17,6 +17,7 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.hosts import Straggler
 from pipecheck.records.kinds import HOST_BOUND, VerdictKind
+from pipecheck.records.steps import StepTable, as_step_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +125,7 @@ class ProfileResult(TopRecord):
     estimates: CaptureEstimates
     step_time: Distribution
     """Steady-state step times."""
-    steps: tuple[StepRecord, ...]
+    steps: StepTable[StepRecord]
     """Every step: its time and, in ``spans``, the training thread's seconds per category
     (``data_wait``, ``sync``, ``compile``, ``checkpoint``, ``dispatch``); tags ``compile``
     and ``anomaly``."""
@@ -165,3 +166,6 @@ class ProfileResult(TopRecord):
 
     def derived(self) -> Mapping[str, object]:
         return {**super().derived(), "host_bound": self.host_bound}
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))

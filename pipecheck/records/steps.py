@@ -35,7 +35,6 @@ from typing import (
     Generic,
     Iterator,
     Mapping,
-    Protocol,
     Sequence,
     TypeVar,
     overload,
@@ -522,30 +521,16 @@ class StepTableBuilder(Generic[R]):
         return StepTable(self.row_type, n, columns, tags, maps, self._lists)
 
 
-class Tagged(Protocol):
-    """A step row with tags (what ``tag_mask_of`` reads of a row)."""
-
-    @property
-    def tags(self) -> Sequence[str]: ...
-
-
-def column_of(steps: Sequence[object], name: str) -> np.ndarray:
-    """The array of field ``name`` over ``steps`` (a StepTable or any sequence of rows);
-    None becomes NaN."""
-    if isinstance(steps, StepTable):
-        return steps.column(name)
-    values = [getattr(s, name) for s in steps]
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        return np.asarray(values, dtype=np.int64)
-    return np.asarray([math.nan if v is None else v for v in values], dtype=np.float64)
+def as_step_table(steps: Sequence[R], row_type: type[R]) -> StepTable[R]:
+    """Steps as the one shape records hold them in: a StepTable (a tuple or list of rows,
+    as a record may be built from, becomes one). Called only where a record is built
+    (``__post_init__``); readers use the table's own API."""
+    return steps if isinstance(steps, StepTable) else StepTable.from_rows(row_type, steps)
 
 
-def tag_mask_of(steps: Sequence[Tagged], tags: Sequence[str] | str) -> np.ndarray:
-    """Which of ``steps`` carry any of ``tags`` (a StepTable or any sequence of rows)."""
-    if isinstance(steps, StepTable):
-        return steps.tag_mask(tags)
-    wanted = {tags} if isinstance(tags, str) else set(tags)
-    return np.fromiter((any(t in wanted for t in s.tags) for s in steps), bool, len(steps))
+def no_steps(row_type: type[R]) -> Callable[[], StepTable[R]]:
+    """A record's default ``steps``: an empty table of ``row_type``."""
+    return lambda: StepTable.from_rows(row_type, ())
 
 
 def concat(tables: Sequence[StepTable[R]]) -> StepTable[R]:

@@ -17,6 +17,7 @@ from pipecheck.records.common import (
 )
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.machine_load import MachineLoad
+from pipecheck.records.steps import StepTable, as_step_table, no_steps
 
 
 @register_kind
@@ -31,7 +32,7 @@ class SyntheticResult(TopRecord):
     compile: CompileInfo
     throughput: Throughput
     warnings: tuple[str, ...] = ()
-    steps: tuple[StepRecord, ...] = ()
+    steps: StepTable[StepRecord] = dataclasses.field(default_factory=no_steps(StepRecord))
     hosts: tuple[HostSummary, ...] = ()
     """Multi-process runs: every host's summary, on process 0's record (empty otherwise)."""
     straggler: Straggler | None = None
@@ -48,3 +49,6 @@ class SyntheticResult(TopRecord):
     first, none tagged apart; anomalies included), the mean with its interval
     (``steady_state.wall_per_step``; None: fewer than 3 such steps, or a record written
     before it was)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "steps", as_step_table(self.steps, StepRecord))

@@ -29,7 +29,7 @@ from pipecheck.records.kinds import (
     TimeKind,
 )
 from pipecheck.records.profile import DeviceIdle
-from pipecheck.records.steps import StepTable, column_of
+from pipecheck.records.steps import StepTable
 from pipecheck.report import svg
 from pipecheck.report.plot import (
     BAND_MIN_STEPS,
@@ -84,15 +84,13 @@ class SeriesRun:
     """One run's steps in the step-time chart, with the steady state the record holds."""
 
     label: str
-    steps: Sequence[StepRecord]
+    steps: StepTable[StepRecord]
     steady: Distribution
     anomalies: Sequence[Anomaly] = ()
 
 
-def _tagged_index(steps: Sequence[StepRecord]) -> np.ndarray:
-    if isinstance(steps, StepTable):
-        return np.asarray(sorted(steps.tagged()), dtype=np.int64)
-    return np.asarray([i for i, s in enumerate(steps) if s.tags], dtype=np.int64)
+def _tagged_index(steps: StepTable[StepRecord]) -> np.ndarray:
+    return np.asarray(sorted(steps.tagged()), dtype=np.int64)
 
 
 def _marks(run: SeriesRun, numbers: np.ndarray, times: np.ndarray
@@ -173,8 +171,8 @@ def step_series_chart(runs: Sequence[SeriesRun]) -> Chart:
     """Step times over the run: a line per run (a band for long runs), the steady state
     (p10-p90 band and median line, as the record holds them), and each tagged or anomalous
     step marked, with its tags and likely cause on hover."""
-    data = [(column_of(r.steps, "step").astype(np.int64),
-             column_of(r.steps, "time_s") * 1e3, r) for r in runs]
+    data = [(r.steps.column("step").astype(np.int64),
+             r.steps.column("time_s") * 1e3, r) for r in runs]
     lo = min(int(n.min()) for n, _, _ in data)
     hi = max(int(n.max()) for n, _, _ in data)
     x = svg.Scale(lo, max(hi, lo + 1), svg.LEFT, svg.WIDTH - svg.RIGHT)
@@ -194,17 +192,12 @@ def step_series_chart(runs: Sequence[SeriesRun]) -> Chart:
                  " ".join(n for n in notes if n))
 
 
-def span_columns(steps: Sequence[StepRecord]) -> dict[str, np.ndarray]:
+def span_columns(steps: StepTable[StepRecord]) -> dict[str, np.ndarray]:
     """Seconds per step in each span, and ``other`` (the step's time no span covers)."""
-    if isinstance(steps, StepTable):
-        cols = {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
-    else:
-        names = sorted({k for s in steps for k in (getattr(s, "spans", None) or {})})
-        cols = {k: np.asarray([(getattr(s, "spans", None) or {}).get(k, 0.0) for s in steps])
-                for k in names}
+    cols = {k: np.nan_to_num(v) for k, v in steps.map_columns("spans").items()}
     cols = {k: v for k, v in cols.items() if np.any(v > 0)}
     if cols and "other" not in cols:
-        rest = column_of(steps, "time_s") - sum(cols.values())
+        rest = steps.column("time_s") - sum(cols.values())
         cols["other"] = np.maximum(rest, 0.0)
     order: list[str] = [k for k in INTERVAL_ORDER if k in cols]
     order += sorted(k for k in cols if k not in INTERVAL_ORDER and k != "other")
@@ -287,7 +280,7 @@ def _forced_line(forced: Sequence[ForcedSync], y: svg.Scale) -> list[str]:
             f"per step (sync locator): {svg.esc(sites)}</title></line>"]
 
 
-def host_time_chart(steps: Sequence[StepRecord], forced: Sequence[ForcedSync] = (),
+def host_time_chart(steps: StepTable[StepRecord], forced: Sequence[ForcedSync] = (),
                     sync_label: str = LAGGED_SYNC) -> Chart | None:
     """Per step (or per bin of steps), the host time stacked by span, the ``sync`` span
     named as the device wait it is (``sync_label``), the ``forced`` syncs' cost per step as
@@ -295,7 +288,7 @@ def host_time_chart(steps: Sequence[StepRecord], forced: Sequence[ForcedSync] = 
     cols = span_columns(steps)
     if not cols:
         return None
-    numbers = column_of(steps, "step").astype(np.int64)
+    numbers = steps.column("step").astype(np.int64)
     n = numbers.size
     bins = min(n, MAX_BARS)
     starts = np.searchsorted((np.arange(n) * bins) // n, np.arange(bins))
@@ -372,20 +365,19 @@ def _lane_names(names: Sequence[str], lane_h: float, right: float) -> list[str]:
     return out
 
 
-def gantt_chart(steps: Sequence[StepRecord], sync_label: str = LAGGED_SYNC) -> Chart | None:
+def gantt_chart(steps: StepTable[StepRecord], sync_label: str = LAGGED_SYNC) -> Chart | None:
     """The spans of a window of steps (as ``pipecheck plot`` picks it), one lane per span,
     laid out in loop order inside each step, the ``sync`` lane named ``sync_label``; steps
     kept out of the steady state in red."""
     if not span_columns(steps):
         return None
     first, last = default_window(steps)
-    numbers = column_of(steps, "step")
+    numbers = steps.column("step")
     if first == numbers[0] and last > first and "compile" in steps[0].tags:
         # the compile step would take the whole width: the window starts after it
         first, last = first + 1, min(int(numbers[-1]), last + 1)
     rows = np.flatnonzero((numbers >= first) & (numbers <= last))
-    win = (list(steps.take(rows)) if isinstance(steps, StepTable)
-           else [steps[int(i)] for i in rows])
+    win = steps.take(rows)
     bars, intervals = gantt_bars(win)
     kinds = list(dict.fromkeys(b[0] for b in sorted(bars, key=lambda b: _lane_order(b[0]))))
     end = (intervals[-1][1] + intervals[-1][2]) * 1e3 if intervals else 1.0
@@ -708,7 +700,7 @@ def _device_keys(split: Sequence[tuple[str, float, str]],
     return keys
 
 
-def device_time_chart(steps: Sequence[StepRecord], busy_s: Sequence[float],
+def device_time_chart(steps: StepTable[StepRecord], busy_s: Sequence[float],
                       device_time: Breakdown, idle: DeviceIdle | None = None
                       ) -> Chart | None:
     """A capture's steps on the device: one bar per step, its busy time and its idle time
@@ -719,7 +711,7 @@ def device_time_chart(steps: Sequence[StepRecord], busy_s: Sequence[float],
         return None
     split = device_split(device_time)
     causes = _per_step_causes(idle, len(steps))
-    times = column_of(steps, "time_s") * 1e3
+    times = steps.column("time_s") * 1e3
     cap = max(host_time_ceiling(times), sum(s for _, s, _ in split) * 1e3)
     y = svg.Scale(0.0, cap * 1.05 or 1.0, svg.HEIGHT - svg.BOTTOM, svg.TOP)
     right = svg.WIDTH - svg.RIGHT - STEADY_BAR

@@ -21,7 +21,7 @@ from typing import Callable, Sequence, TypeVar
 from pipecheck.errors import ResultFormatError
 from pipecheck.records import store
 from pipecheck.records.base import Record, TopRecord
-from pipecheck.records.common import Distribution
+from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.diff import DiffResult
@@ -29,6 +29,7 @@ from pipecheck.records.hosts import HostSummary
 from pipecheck.records.imported import ImportedRun
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.profile import ProfileResult
+from pipecheck.records.steps import StepTable
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.records.whatif import WhatIfResult
 from pipecheck.report import charts
@@ -106,10 +107,10 @@ def _run_charts(r: StepsRecord, steady: Distribution, hosts: bool = True
                 ) -> list[tuple[str, Chart | None]]:
     """The charts of a run with steps: step times, host time per step, Gantt, hosts; the
     ``sync`` span named as the device wait it is (``plot.sync_label_of``)."""
-    steps = getattr(r, "steps", ()) or ()
+    steps: StepTable[StepRecord] | None = getattr(r, "steps", None)
     sync_label = sync_label_of(r)
     out: list[tuple[str, Chart | None]] = []
-    if len(steps):
+    if steps is not None and len(steps):
         out += [("step times", charts.step_series_chart(
                     [SeriesRun("", steps, steady, getattr(r, "anomalies", ()))])),
                 ("host time per step", charts.host_time_chart(steps, forced_syncs(r),

@@ -30,7 +30,7 @@ from pipecheck.records import store
 from pipecheck.records.base import Record
 from pipecheck.records.common import Anomaly, StepRecord
 from pipecheck.records.kinds import DATA_SPANS, FORCED_SYNC_SPAN, HOOK_SPANS, SYNC, WALL_ROWS
-from pipecheck.records.steps import StepTable, column_of, tag_mask_of
+from pipecheck.records.steps import StepTable
 from pipecheck.report.monitor import ended_early
 from pipecheck.units import ms
 
@@ -116,18 +116,18 @@ def _pyplot() -> types.ModuleType:
     return plt
 
 
-def steps_of(record: Record, origin: str) -> Sequence[StepRecord]:
-    steps = getattr(record, "steps", ()) or ()
-    if not len(steps):
+def steps_of(record: Record, origin: str) -> StepTable[StepRecord]:
+    steps: StepTable[StepRecord] | None = getattr(record, "steps", None)
+    if steps is None or not len(steps):
         raise ResultFormatError(f"{origin} holds no per-step records (steps) to plot")
-    return steps  # type: ignore[no-any-return]
+    return steps
 
 
-def default_window(steps: Sequence[StepRecord], size: int = DEFAULT_WINDOW) -> tuple[int, int]:
+def default_window(steps: StepTable[StepRecord], size: int = DEFAULT_WINDOW) -> tuple[int, int]:
     """A window of ``size`` steps: around the first checkpoint/eval/gc step, else after the
     first step. Returns (first, last) step numbers, inclusive."""
-    numbers = column_of(steps, "step")
-    special = numbers[(numbers > 0) & tag_mask_of(steps, ("checkpoint", "eval", "gc"))]
+    numbers = steps.column("step")
+    special = numbers[(numbers > 0) & steps.tag_mask(("checkpoint", "eval", "gc"))]
     lo, hi = int(numbers[0]), int(numbers[-1])
     first = max(lo, int(special[0]) - 3) if special.size else min(lo + 1, hi)
     last = min(hi, first + size - 1)
@@ -170,7 +170,7 @@ def binned_band(numbers: np.ndarray, values: np.ndarray, bins: int = BAND_BINS) 
                 sorted_values[starts], sorted_values[starts + counts - 1])
 
 
-def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, float]],
+def gantt_bars(steps: StepTable[StepRecord]) -> tuple[list[tuple[str, float, float]],
                                                       list[tuple[int, float, float]]]:
     """Pure: (span kind, start, duration) bars in seconds from the window's start, laid out
     in loop order inside each step, and (step, start, duration) of each step."""
@@ -192,19 +192,16 @@ def gantt_bars(steps: Sequence[StepRecord]) -> tuple[list[tuple[str, float, floa
     return bars, intervals
 
 
-def _series_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int] | None,
+def _series_panel(ax: Axes, steps: StepTable[StepRecord], window: tuple[int, int] | None,
                   title: str) -> str:
     """The step-time series: every point of a short run, or for a long one the steady
     state as a binned band; tagged steps always drawn one by one. Returns a note for the
     title when labels were left out."""
-    numbers = column_of(steps, "step")
-    times = column_of(steps, "time_s") * 1e3
+    numbers = steps.column("step")
+    times = steps.column("time_s") * 1e3
     rows = _tagged_rows(steps)
     tagged = np.zeros(numbers.size, dtype=bool)
-    if isinstance(steps, StepTable):
-        tagged[sorted(steps.tagged())] = True
-    else:
-        tagged[[i for i, s in enumerate(steps) if s.tags]] = True
+    tagged[sorted(steps.tagged())] = True
     steady = ~tagged & (numbers >= 1)
     if not steady.any():
         steady = ~tagged
@@ -252,7 +249,7 @@ def _series_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int]
     return note
 
 
-def tag_points(steps: Sequence[StepRecord]) -> dict[str, list[tuple[int, float]]]:
+def tag_points(steps: StepTable[StepRecord]) -> dict[str, list[tuple[int, float]]]:
     """Pure: the (step, milliseconds) points marked for each tag in the step-time panel,
     the styled tags first (in ``TAG_STYLE`` order), then any others by name."""
     rows = _tagged_rows(steps)
@@ -261,20 +258,16 @@ def tag_points(steps: Sequence[StepRecord]) -> dict[str, list[tuple[int, float]]
     return {tag: [(s.step, s.time_s * 1e3) for s in rows if tag in s.tags] for tag in order}
 
 
-def _tagged_rows(steps: Sequence[StepRecord]) -> list[StepRecord]:
-    """The steps that carry a tag, as rows (few, whatever the run's length)."""
-    if isinstance(steps, StepTable):
-        return list(steps.take(sorted(steps.tagged())))
-    return [s for s in steps if s.tags]
+def _tagged_rows(steps: StepTable[StepRecord]) -> StepTable[StepRecord]:
+    """The steps that carry a tag (few, whatever the run's length)."""
+    return steps.take(sorted(steps.tagged()))
 
 
-def _has_spans(steps: Sequence[StepRecord]) -> bool:
-    if isinstance(steps, StepTable):
-        return any(np.any(np.nan_to_num(c) > 0) for c in steps.map_columns("spans").values())
-    return any(getattr(s, "spans", None) for s in steps)
+def _has_spans(steps: StepTable[StepRecord]) -> bool:
+    return any(np.any(np.nan_to_num(c) > 0) for c in steps.map_columns("spans").values())
 
 
-def anomaly_rows(steps: Sequence[StepRecord],
+def anomaly_rows(steps: StepTable[StepRecord],
                  anomalies: Sequence[Anomaly] = ()) -> list[list[str]]:
     """Pure: the table that replaces the Gantt for a run without spans: each step kept out
     of the steady state, with its cause (a record's ``anomalies``) or its tags."""
@@ -286,12 +279,11 @@ def anomaly_rows(steps: Sequence[StepRecord],
             for s in _tagged_rows(steps)]
 
 
-def _gantt_panel(ax: Axes, steps: Sequence[StepRecord], window: tuple[int, int],
+def _gantt_panel(ax: Axes, steps: StepTable[StepRecord], window: tuple[int, int],
                  sync_label: str = LAGGED_SYNC) -> None:
-    numbers = column_of(steps, "step")
+    numbers = steps.column("step")
     rows = np.flatnonzero((numbers >= window[0]) & (numbers <= window[1]))
-    win = (list(steps.take(rows)) if isinstance(steps, StepTable)
-           else [steps[int(i)] for i in rows])
+    win = steps.take(rows)
     bars, intervals = gantt_bars(win)
     kinds = [k for k in (*INTERVAL_ORDER, "other") if any(b[0] == k for b in bars)]
     kinds[len(kinds):] = sorted({b[0] for b in bars} - set(kinds))
@@ -334,7 +326,7 @@ def _table_panel(ax: Axes, rows: list[list[str]]) -> None:
             transform=ax.transAxes)
 
 
-def render_png(steps: Sequence[StepRecord], window: tuple[int, int] | None, title: str,
+def render_png(steps: StepTable[StepRecord], window: tuple[int, int] | None, title: str,
                anomalies: Sequence[Anomaly] = (), sync_label: str = LAGGED_SYNC
                ) -> tuple[bytes, str]:
     """The PNG, and what the second panel shows: ``"gantt"`` (the run has spans),
@@ -382,7 +374,7 @@ def plot_run(run_path: str | os.PathLike[str], out_path: str | os.PathLike[str],
         record = store.load(run_path)
         task.advance()
         steps = steps_of(record, str(run_path))
-        numbers = column_of(steps, "step")
+        numbers = steps.column("step")
         if window is None:
             window = default_window(steps)
         elif not np.any((numbers >= window[0]) & (numbers <= window[1])):

@@ -32,6 +32,7 @@ from pipecheck.records.common import StepRecord
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.events import CompileEvent, Span
 from pipecheck.records.kinds import DATA_SPANS
+from pipecheck.records.steps import StepTable
 from pipecheck.records.store import write_text_atomic
 
 PID = 1
@@ -88,7 +89,7 @@ class RecordedRun(Protocol):
     def marks_total(self) -> int: ...
 
     @property
-    def steps(self) -> Sequence[StepRecord]: ...
+    def steps(self) -> StepTable[StepRecord]: ...
 
 
 def compile_slices(events: Iterable[CompileEvent]) -> tuple[CompileSlice, ...]:

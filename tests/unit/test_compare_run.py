@@ -33,6 +33,7 @@ from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.monitor import MonitorResult
 from pipecheck.records.synthetic import SyntheticResult
 from pipecheck.workloads.base import Workload
+from tests.unit.step_tables import table
 
 CONFIG = RunConfig("demo", {"batch_size": 8, "run_steps": 0})
 SYNC_LINE = "/home/me/train.py:42"
@@ -90,7 +91,7 @@ class real:  # noqa: N801 (a stage, called like the functions beside it)
         ms, sync_s = self.ms, self.sync_s
         sites = (SyncSite(SYNC_LINE, "train", "float(loss)", sync_s * len(ms), len(ms),
                           False),) if sync_s else ()
-        return RealRun(tuple(StepRecord(i, t) for i, t in enumerate(ms)), sites)
+        return RealRun(table(StepRecord(i, t) for i, t in enumerate(ms)), sites)
 
 
 def stages(t_ms: float, loader_stage: compare.LoaderStage,
@@ -155,7 +156,7 @@ def test_too_noisy_is_inconclusive():
 def monitor_run(tmp_path, config: dict) -> str:
     run = MonitorResult(env={}, config=config, step_time=Distribution.of(around(20.0)),
                         first_step_s=1.0,
-                        steps=tuple(StepRecord(i, t) for i, t in enumerate(around(20.0))),
+                        steps=table(StepRecord(i, t) for i, t in enumerate(around(20.0))),
                         sync_sites=(), breakdown=Breakdown(wall_s=1.0, steps=40, rows=()),
                         wall_s=1.0, total_steps=40)
     path = tmp_path / f"run{len(list(tmp_path.iterdir()))}.json"
@@ -305,7 +306,7 @@ def test_own_loading_then_a_sync_is_forced_sync_when_busy_intervals_overlap():
     R's own steps the two follow each other, however wide a busy machine made R's interval
     (T 75 ms, D 47 ms; R 85 ms, or 200 ms while the machine was busiest)."""
     busy = [0.085 * (1 + 0.01 * (i % 3)) if i % 9 < 5 else 0.2 for i in range(40)]
-    steps = tuple(StepRecord(i, t, spans={"data_wait": 0.046}) for i, t in enumerate(busy))
+    steps = table(StepRecord(i, t, spans={"data_wait": 0.046}) for i, t in enumerate(busy))
 
     def real_stage(workload: Workload, parts: Callable[[], LoaderParts], chosen: LoaderSetting,
                    n: int, timeout_s: float | None, progress: Progress,

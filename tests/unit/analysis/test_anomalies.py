@@ -13,6 +13,7 @@ from pipecheck.analysis.steady_state import (
     with_anomalies,
 )
 from pipecheck.records.common import StepRecord
+from tests.unit.step_tables import table
 
 
 def test_no_flags_in_a_steady_series():
@@ -80,7 +81,7 @@ def nnx_like_run():
     steps.append(step(9, 0.5, ("checkpoint",), checkpoint=0.48))
     steps += [step(i, 0.019, data_wait=0.001, dispatch=0.0005) for i in (10, 11, 12)]
     steps.append(step(13, 0.02, ("drain",)))
-    return steps
+    return table(steps)
 
 
 COMPILES = {0: {"jit(train_step)": 1.8},
@@ -143,8 +144,7 @@ def test_steady_state_leaves_anomalies_out_and_is_stable_on_tagged_records():
 
 
 def test_a_fast_step_alone_is_unexplained():
-    steps = [step(i, 0.02) for i in range(10)]
-    steps[4] = step(4, 0.004)
+    steps = table(step(i, 0.004 if i == 4 else 0.02) for i in range(10))
     found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
     assert [(a.step, a.cause) for a in found] == [(4, "unexplained")]
     assert found[0].evidence == "implausibly fast, and the step before it was not slow"
@@ -170,7 +170,7 @@ def test_the_run_of_fast_steps_after_a_slow_one_is_an_attribution_shift():
     # a 1 s stall while the loader kept filling its buffer: the next three steps are served
     # from it; then the loop is back to normal, and a later fast step is not excused
     times = [0.1] * 6 + [1.0, 0.01, 0.02, 0.01, 0.1] + [0.1] * 20 + [0.01] + [0.1] * 3
-    steps = [step(i, t) for i, t in enumerate(times)]
+    steps = table(step(i, t) for i, t in enumerate(times))
     found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
     assert [(a.step, a.cause) for a in found] == [
         (6, "waiting for the device"), (7, "attribution shift"), (8, "attribution shift"),
@@ -206,7 +206,7 @@ def test_a_burst_pattern_is_not_an_anomaly_on_10_steps_or_on_a_million():
 def test_the_run_of_below_median_steps_after_a_compile_step_is_an_attribution_shift():
     # the real Gemma log: steps 1-2 are short after the compile step, step 2 at 0.50x
     times = [31.731, 0.277, 0.215, 0.434, 0.434, 0.434, 0.443, 0.443, 0.439, 0.440]
-    steps = [step(i, t) for i, t in enumerate(times)]
+    steps = table(step(i, t) for i, t in enumerate(times))
     found = anomalies.step_anomalies(steps, STEADY_STATE_EXCLUDED_TAGS)
     assert [a.step for a in found] == [0, 2]
     assert found[1].cause == "attribution shift"
@@ -263,6 +263,7 @@ def test_ready_batches_stay_in_the_steady_state_of_step_records():
     steps = [StepRecord(0, 1.0, spans={"data_wait": 0.9})] + [
         StepRecord(i + 1, t, spans={"data_wait": w, "dispatch": t - w})
         for i, (t, w) in enumerate(zip(times, waits, strict=True))]
+    steps = table(steps)
     steady = [s.step for s in steady_state(steps)]
     waited = [1, 11, 21, 31]
     assert steady == [s.step for s in steps[1:] if s.step not in waited]
@@ -296,13 +297,14 @@ def test_the_batches_buffered_while_the_workers_started_are_ready_not_shifted():
     steps += [StepRecord(i, 0.004, spans={"data_wait": 0.0001}) for i in (1, 2, 3)]
     steps += [StepRecord(i, 0.016 * (1 + 0.01 * (i % 3)), spans={"data_wait": 0.001})
               for i in range(4, 40)]
+    steps = table(steps)
     steady = [s.step for s in steady_state(steps)]
     assert steady == list(range(1, 40))
     _, found = with_anomalies(steps)
     assert [(a.step, a.cause) for a in found] == [(0, "input wait")]
     # a slow step 0 that did not wait for its batch (it compiled): its fast followers
     # were charged less than their share, as before
-    compiled = [StepRecord(0, 1.7, ("compile",), {"data_wait": 0.001, "dispatch": 1.7}),
-                *steps[1:]]
+    compiled = table([StepRecord(0, 1.7, ("compile",), {"data_wait": 0.001, "dispatch": 1.7}),
+                      *steps[1:]])
     _, found = with_anomalies(compiled)
     assert [a.cause for a in found] == ["compilation"] + ["attribution shift"] * 3

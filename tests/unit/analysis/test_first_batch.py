@@ -11,14 +11,16 @@ from pipecheck.analysis.first_batch import (
     monitor_startup,
 )
 from pipecheck.records.common import StartUp, StepRecord
+from pipecheck.records.steps import StepTable
+from tests.unit.step_tables import table
 
 
-def _steps(first_wait: float, **own: float) -> list[StepRecord]:
+def _steps(first_wait: float, **own: float) -> StepTable[StepRecord]:
     first = StepRecord(0, first_wait + 1.0, ("compile",),
                        {"data_wait": first_wait, "dispatch": 0.9, "other": 0.3, "gc": 0.01,
                         **own})
-    return [first, *(StepRecord(i, 0.1, (), {"data_wait": 0.002, "dispatch": 0.05})
-                     for i in range(1, 20))]
+    return table([first, *(StepRecord(i, 0.1, (), {"data_wait": 0.002, "dispatch": 0.05})
+                            for i in range(1, 20))])
 
 
 def test_a_restore_before_workers_that_start_at_the_first_batch():
@@ -47,7 +49,7 @@ def test_a_loader_already_running_has_nothing_to_hide():
 def test_no_step_zero_or_no_data_wait_gives_no_startup():
     steps = _steps(2.0)
     assert monitor_startup(steps[1:], 1.0) is None
-    bare = [StepRecord(0, 1.0, (), {"dispatch": 1.0}), *steps[1:]]
+    bare = table([StepRecord(0, 1.0, (), {"dispatch": 1.0}), *steps[1:]])
     assert monitor_startup(bare, 1.0) is None
 
 
@@ -58,11 +60,3 @@ def test_compare_startup_from_the_chosen_setting_and_the_compile():
     assert first_batch_finding(compare_startup(0.3, 0.02, 5.0)) is None  # a quick start
     s = compare_startup(4.0, 0.02, 0.9, init_s=2.0)
     assert s.work == {"init": 2.0, "compile": 0.9} and s.hideable_s == pytest.approx(2.9)
-
-
-def test_a_step_table_gives_the_same_startup_as_its_rows():
-    from pipecheck.records.steps import StepTable
-
-    rows = _steps(2.5, restore=3.0)
-    table = StepTable.from_rows(StepRecord, rows)
-    assert monitor_startup(table, 0.8) == monitor_startup(rows, 0.8)

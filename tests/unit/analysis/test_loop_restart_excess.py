@@ -12,11 +12,12 @@ import pytest
 from pipecheck.analysis.loop_verdict import RESTART_TAIL_FACTOR, RESTART_TAIL_STEPS, restart_excess
 from pipecheck.records.common import LoaderStart, StepRecord
 from pipecheck.records.steps import StepTable
+from tests.unit.step_tables import table
 
 STEADY, END, FIRST = 0.001, 0.7, 1.7
 
 
-def epoch_steps(epochs: int, per_epoch: int, end_s: float) -> list[StepRecord]:
+def epoch_steps(epochs: int, per_epoch: int, end_s: float) -> StepTable[StepRecord]:
     """Steps of ``epochs`` passes; the last step of each pass but the final one holds the
     pass's end (``end_s``) and the next pass's first batch (``FIRST``)."""
     rows = []
@@ -25,7 +26,7 @@ def epoch_steps(epochs: int, per_epoch: int, end_s: float) -> list[StepRecord]:
         if (i + 1) % per_epoch == 0 and i + 1 < epochs * per_epoch:
             wait = end_s + FIRST
         rows.append(StepRecord(step=i, time_s=wait + 0.005, spans={"data_wait": wait}))
-    return rows
+    return table(rows)
 
 
 def starts(epochs: int, per_epoch: int) -> list[LoaderStart]:
@@ -33,11 +34,9 @@ def starts(epochs: int, per_epoch: int) -> list[LoaderStart]:
                                           for k in range(1, epochs)]
 
 
-@pytest.mark.parametrize("table", [False, True])
-def test_a_restart_costs_the_previous_pass_end_and_the_new_first_batch(table: bool) -> None:
+def test_a_restart_costs_the_previous_pass_end_and_the_new_first_batch() -> None:
     steps = epoch_steps(3, 20, END)
-    rows = StepTable.from_rows(StepRecord, steps) if table else steps
-    assert restart_excess(starts(3, 20), rows) == pytest.approx(2 * (END + FIRST - STEADY))
+    assert restart_excess(starts(3, 20), steps) == pytest.approx(2 * (END + FIRST - STEADY))
 
 
 def test_a_pass_that_ends_at_once_costs_its_first_batch() -> None:
@@ -46,19 +45,19 @@ def test_a_pass_that_ends_at_once_costs_its_first_batch() -> None:
 
 
 def test_a_restart_step_left_out_of_the_record_costs_its_first_batch() -> None:
-    steps = [s for s in epoch_steps(3, 20, END) if s.step != 19]
+    steps = table(s for s in epoch_steps(3, 20, END) if s.step != 19)
     assert restart_excess(starts(3, 20), steps) == pytest.approx(
         (FIRST - STEADY) + (END + FIRST - STEADY))
 
 
 def test_no_restart_costs_nothing() -> None:
     assert restart_excess([LoaderStart(0, 0, FIRST)], epoch_steps(1, 20, END)) == 0.0
-    assert restart_excess([], []) == 0.0
+    assert restart_excess([], table([])) == 0.0
 
 
-def with_waits(steps: list[StepRecord], waits: dict[int, float]) -> list[StepRecord]:
-    return [StepRecord(step=s.step, time_s=s.time_s, spans={"data_wait": waits[s.step]})
-            if s.step in waits else s for s in steps]
+def with_waits(steps: StepTable[StepRecord], waits: dict[int, float]) -> StepTable[StepRecord]:
+    return table(StepRecord(step=s.step, time_s=s.time_s, spans={"data_wait": waits[s.step]})
+                 if s.step in waits else s for s in steps)
 
 
 def test_the_other_workers_first_batches_after_a_restart_are_the_restarts() -> None:

@@ -16,6 +16,7 @@ from pipecheck.errors import LogFormatError
 from pipecheck.logs import maxtext as reader
 from pipecheck.records import store
 from pipecheck.records.imported import ImportedRun, LogEvent, LogMemory, LogStep
+from pipecheck.records.steps import StepTable
 from tests.maxtext_log import write_log
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data"
@@ -205,7 +206,8 @@ def test_a_save_never_seen_to_finish_is_in_flight_to_the_end():
 
 
 def _steps(times):
-    return [LogStep(step=i, time_s=t) for i, t in enumerate(times)]
+    return StepTable.from_rows(LogStep, [LogStep(step=i, time_s=t)
+                                         for i, t in enumerate(times)])
 
 
 STEADY = [0.50, 0.51, 0.49, 0.50, 0.52, 0.50, 0.51, 0.49]
@@ -235,7 +237,8 @@ def test_a_log_without_its_start_claims_the_first_step_only_where_its_logger_sta
     # whose first step is 1 left step 0 out (the real XPK guide's and PR 4847's excerpts);
     # Tunix's trainers (at once) count from 1, so there step 1 is the compile step
     def steps_from_1(times):
-        return [LogStep(step=i + 1, time_s=t) for i, t in enumerate(times)]
+        return StepTable.from_rows(LogStep, [LogStep(step=i + 1, time_s=t)
+                                             for i, t in enumerate(times)])
 
     for lag, cause in [(0, "compilation"), (1, "unexplained")]:
         found, _ = maxtext.explain_anomalies(steps_from_1([8.7] + STEADY), [],

@@ -8,6 +8,8 @@ import pytest
 
 from pipecheck.analysis import periodic_stall as ps
 from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
+from tests.unit.step_tables import table
 
 
 def _run(n: int, period: int, phase: int = 0, base: float = 0.010, stall: float = 0.030,
@@ -61,8 +63,8 @@ def test_stalls_that_wander_by_a_step_are_one_period(seed: int) -> None:
     found = ps.find_periodic_stall(numbers, t)
     assert found is not None and (found.period, found.phase, found.width) == (16, 0, 2)
     assert len(found.stall_steps) == 20
-    [f] = ps.periodic_stall_findings([StepRecord(0, 1.0), *(
-        StepRecord(int(i), float(x)) for i, x in zip(numbers, t, strict=True))])
+    [f] = ps.periodic_stall_findings(table([StepRecord(0, 1.0), *(
+        StepRecord(int(i), float(x)) for i, x in zip(numbers, t, strict=True))]))
     assert "on two adjacent steps" in f.message
 
 
@@ -116,9 +118,9 @@ def test_hypergeometric_tail_is_exact_on_small_cases() -> None:
 
 
 def _steps(t: np.ndarray, tags: dict[int, tuple[str, ...]] | None = None
-           ) -> list[StepRecord]:
+           ) -> StepTable[StepRecord]:
     tags = tags or {}
-    return [StepRecord(i, float(x), tags.get(i, ())) for i, x in enumerate(t)]
+    return table(StepRecord(i, float(x), tags.get(i, ())) for i, x in enumerate(t))
 
 
 def test_finding_matches_workers_and_gives_the_worker_count_that_keeps_ahead() -> None:
@@ -195,6 +197,6 @@ def test_a_busy_machines_jitter_does_not_hide_an_epoch_period() -> None:
     # its short steps jitter to 8-10 ms, past 1.5x the typical 5 ms, at random
     ms = [158, 4, 4, 5, 10, 155, 4, 4, 4, 8, 4, 155, 4, 8, 4, 5, 5, 159, 5, 8, 6, 10, 5, 155,
           5, 8, 5, 5, 5, 158, 5, 5, 5, 5, 9, 155, 5, 8, 5, 5, 7, 155, 5, 8, 5, 5, 7, 4]
-    [f] = ps.periodic_stall_findings([StepRecord(i, x / 1e3) for i, x in enumerate(ms)],
+    [f] = ps.periodic_stall_findings(table(StepRecord(i, x / 1e3) for i, x in enumerate(ms)),
                                      ps.LoaderShape(epoch_steps=6))
     assert f.numbers["period"] == 6 and f.numbers["stalls"] == 7 and f.location == "epoch"

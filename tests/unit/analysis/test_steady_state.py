@@ -19,10 +19,11 @@ from pipecheck.analysis.steady_state import (
     warmup_steps,
 )
 from pipecheck.records.common import StepRecord
+from tests.unit.step_tables import table
 
 
 def test_warmup_steps_are_kept_out_of_the_steady_state():
-    steps = [StepRecord(i, 0.01 if 0 < i < 5 else 0.05) for i in range(12)]
+    steps = table(StepRecord(i, 0.01 if 0 < i < 5 else 0.05) for i in range(12))
     tagged = tag_warmup(steps, warmup_steps(workers=2, per_worker_buffer=2))
     steady = steady_state(tagged)
     assert [s.step for s in steady] == list(range(5, 12))
@@ -31,8 +32,8 @@ def test_warmup_steps_are_kept_out_of_the_steady_state():
 
 
 def test_tagged_steps_and_the_first_are_not_steady():
-    steps = [StepRecord(0, 1.0), StepRecord(1, 0.05), StepRecord(2, 0.5, ("checkpoint",)),
-             StepRecord(3, 0.05), StepRecord(4, 0.01, ("drain",))]
+    steps = table([StepRecord(0, 1.0), StepRecord(1, 0.05), StepRecord(2, 0.5, ("checkpoint",)),
+                   StepRecord(3, 0.05), StepRecord(4, 0.01, ("drain",))])
     assert [s.step for s in steady_state(steps)] == [1, 3]
 
 
@@ -62,8 +63,8 @@ def test_a_read_prefetch_of_elements_is_counted_in_batches():
 
 def test_the_warmup_of_a_document_prefetch_leaves_a_steady_state():
     # 60 steps: the 64-document prefetch taken as 64 batches tagged every step warm-up
-    steps = [StepRecord(i, 0.001 if 0 < i < 5 else 0.02) for i in range(60)]
-    assert steady_state(tag_warmup(steps, warmup_steps(0, 2, 64))) == []
+    steps = table(StepRecord(i, 0.001 if 0 < i < 5 else 0.02) for i in range(60))
+    assert len(steady_state(tag_warmup(steps, warmup_steps(0, 2, 64)))) == 0
     steady = steady_state(tag_warmup(steps, warmup_steps(0, 2, 64, elements_per_batch=16)))
     assert [s.step for s in steady] == list(range(5, 60))
 
@@ -95,6 +96,7 @@ def test_wall_per_step_is_the_mean_over_the_steady_window_waits_included():
     burst = [0.040, 0.004, 0.004, 0.004]
     steps = [StepRecord(0, 2.0)] + [StepRecord(i + 1, t) for i, t in enumerate(burst * 6)]
     steps.insert(9, StepRecord(99, 1.0, ("eval",)))
+    steps = table(steps)
     e = wall_per_step(steps)
     assert e is not None and e.statistic == "mean" and e.n == 24
     assert e.value == pytest.approx(sum(burst) / 4)
@@ -105,5 +107,5 @@ def test_wall_per_step_is_the_mean_over_the_steady_window_waits_included():
 
 def test_wall_per_step_needs_a_window():
     steps = [StepRecord(i, 0.01) for i in range(MIN_WINDOW_STEPS)]  # the first is apart
-    assert wall_per_step(steps) is None
-    assert wall_per_step([*steps, StepRecord(MIN_WINDOW_STEPS, 0.01)]) is not None
+    assert wall_per_step(table(steps)) is None
+    assert wall_per_step(table([*steps, StepRecord(MIN_WINDOW_STEPS, 0.01)])) is not None

@@ -29,7 +29,6 @@ from pipecheck.records.codec import decode_array
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.records.profile import ProfileResult
-from pipecheck.records.steps import StepTable
 from pipecheck.records.versions import COMPARE_V4_COPIES, SETTING_V4_KNOBS
 from pipecheck.report.profile import format_profile
 
@@ -55,8 +54,6 @@ def _plain(value: Any) -> Any:
 
 def _json_of(value: Any) -> Any:
     """A value of a record as the writer puts it in JSON."""
-    if isinstance(value, StepTable):
-        return value.to_json()
     return to_dict(_Box(value))["value"]
 
 

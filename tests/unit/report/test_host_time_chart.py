@@ -11,6 +11,7 @@ import pytest
 from pipecheck.report import charts
 from pipecheck.report.page import render_page
 from tests import page_records
+from tests.unit.step_tables import table
 
 
 def keys(chart):
@@ -66,7 +67,7 @@ def test_forced_syncs_of_a_step_are_drawn_under_the_tables_name():
     steps = [StepRecord(i, 0.010, spans={"data_wait": 0.001, "dispatch": 0.001,
                                          "sync": 0.002, "forced_sync": 0.005, "other": 0.001})
              for i in range(20)]
-    chart = charts.host_time_chart(steps)
+    chart = charts.host_time_chart(table(steps))
     assert chart is not None
     names = [name for _, name in keys(chart)]
     assert WALL_ROWS[SYNC] in names and "forced_sync" not in names

@@ -13,6 +13,8 @@ import pytest
 from pipecheck.cli import main
 from pipecheck.errors import ResultFormatError
 from pipecheck.records import store
+from pipecheck.records.common import StepRecord
+from pipecheck.records.steps import StepTable
 from pipecheck.report import charts
 from pipecheck.report.blocks import Table, render_text
 from pipecheck.report.compare import compare_parts, format_compare
@@ -223,8 +225,8 @@ def test_the_gantt_note_says_which_window_it_shows():
     steps, _ = page_records.run_steps(60)
     chart = charts.gantt_chart(steps)
     assert chart is not None and "around step 30, the first checkpoint/eval/gc step" in chart.note
-    untagged = tuple(dataclasses.replace(s, tags=()) if "checkpoint" in s.tags else s
-                     for s in steps)
+    untagged = StepTable.from_rows(StepRecord, [
+        dataclasses.replace(s, tags=()) if "checkpoint" in s.tags else s for s in steps])
     chart = charts.gantt_chart(untagged)
     assert chart is not None and "from the start of the run (no checkpoint" in chart.note
     assert "around step" not in chart.note

@@ -9,15 +9,16 @@ import pytest
 from pipecheck.errors import PlotUnavailableError
 from pipecheck.records.common import StepRecord
 from pipecheck.report.plot import _pyplot, default_window, gantt_bars
+from tests.unit.step_tables import table
 
 
 def test_gantt_bars_follow_loop_order_inside_each_step() -> None:
-    steps = [
+    steps = table([
         StepRecord(4, 0.1, (), {"data_wait": 0.02, "dispatch": 0.01, "sync": 0.06,
                                 "other": 0.01}),
         StepRecord(5, 0.3, ("checkpoint",), {"checkpoint": 0.2, "mine": 0.05, "data_wait": 0.02,
                                              "sync": 0.03}),
-    ]
+    ])
     bars, intervals = gantt_bars(steps)
     assert intervals == [(4, 0.0, 0.1), (5, 0.1, 0.3)]
     assert [b[0] for b in bars] == ["data_wait", "dispatch", "sync", "other",
@@ -27,9 +28,9 @@ def test_gantt_bars_follow_loop_order_inside_each_step() -> None:
 
 
 def test_default_window_surrounds_the_first_special_step() -> None:
-    steps = [StepRecord(i, 0.1, ("checkpoint",) if i == 20 else ()) for i in range(40)]
+    steps = table(StepRecord(i, 0.1, ("checkpoint",) if i == 20 else ()) for i in range(40))
     assert default_window(steps) == (17, 28)
-    plain = [StepRecord(i, 0.1) for i in range(5)]
+    plain = table(StepRecord(i, 0.1) for i in range(5))
     assert default_window(plain) == (0, 4)
 
 
@@ -61,7 +62,7 @@ def test_a_run_without_spans_gets_the_anomaly_table_not_an_empty_gantt() -> None
     from pipecheck.records.imported import Anomaly
     from pipecheck.report.plot import anomaly_rows, render_png
 
-    steps = [StepRecord(i, 40.0 if i == 0 else 0.5) for i in range(20)]
+    steps = table(StepRecord(i, 40.0 if i == 0 else 0.5) for i in range(20))
     assert anomaly_rows(steps) == []
     anomalies = [Anomaly(0, 40.0, 80.0, "compilation", "first step")]
     assert anomaly_rows(steps, anomalies) == [["0", "40000.0", "80.0x", "compilation"]]
@@ -69,7 +70,7 @@ def test_a_run_without_spans_gets_the_anomaly_table_not_an_empty_gantt() -> None
     assert lower == "anomalies" and png[:4] == b"\x89PNG"
     _, lower = render_png(steps, default_window(steps), "t")
     assert lower == "none"  # no spans, nothing kept apart: one panel, no empty one
-    with_spans = [StepRecord(i, 0.5, (), {"sync": 0.4}) for i in range(20)]
+    with_spans = table(StepRecord(i, 0.5, (), {"sync": 0.4}) for i in range(20))
     assert render_png(with_spans, default_window(with_spans), "t")[1] == "gantt"
 
 
@@ -157,7 +158,7 @@ def test_the_plots_gantt_names_the_sync_lane_as_the_device_wait() -> None:
     from pipecheck.report.plot import ANY_SYNC, _gantt_panel
 
     plt = _pyplot()
-    steps = [StepRecord(i, 0.1, (), {"data_wait": 0.02, "sync": 0.07}) for i in range(5)]
+    steps = table(StepRecord(i, 0.1, (), {"data_wait": 0.02, "sync": 0.07}) for i in range(5))
     for label, shown in ((None, "device wait\n(lagged sync)"),
                          (ANY_SYNC, "device wait\n(syncs: lagged and forced)")):
         fig, ax = plt.subplots()
