@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
+from pipecheck.analysis.compare_gains import compare_gains
 from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state
@@ -268,9 +269,19 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
-    return CompareRun(dataclasses.replace(
+    return CompareRun(_finished(result, check, kind), real)
+
+
+def _finished(result: CompareResult, check: WhatIfCheck | None, kind: WorkloadKind
+              ) -> CompareResult:
+    """The record with its self-check, the recommendation in the kind's words, and what
+    each change it supports would buy (``analysis.compare_gains``)."""
+    result = dataclasses.replace(
         result, whatif_check=check,
-        recommendation=kind.recommendation(result.recommendation, result.tuning.chosen)), real)
+        recommendation=kind.recommendation(result.recommendation, result.tuning.chosen))
+    gains = compare_gains(result)
+    return dataclasses.replace(result, headspace_s=gains.headspace, gains=gains.gains,
+                               gains_notes=gains.notes)
 
 
 def _with_own_hooks(kind: WorkloadKind, config: RunConfig, workload: Workload,

@@ -16,6 +16,7 @@ from pipecheck.records.common import (
     StepRecord,
 )
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.gains import Gain, StepInterval
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
@@ -105,6 +106,16 @@ class CompareResult(TopRecord):
     machine_load: MachineLoad | None = None
     """The CPU other processes used during each phase compare measured, and the host's
     cores (None: nothing measured here, or a file written before it was recorded)."""
+    headspace_s: StepInterval | None = None
+    """R less T per step, its ends from their intervals: what any input, sync or host-work
+    fix can buy at most (``analysis.compare_gains``; None: T or R unusable, or a file
+    written before it was recorded)."""
+    gains: tuple[Gain, ...] = ()
+    """The changes the record supports, each with its gain per step as a range, ranked by
+    gain (``analysis.compare_gains``)."""
+    gains_notes: tuple[str, ...] = ()
+    """What bounds every gain (R within the verdict's margin of T), and why a kind of gain
+    is missing (the numbers it needs are not in the record)."""
 
     # Each of these is stored once, where the verdict took it from (format version 4
     # wrote them again, as fields of their own).
