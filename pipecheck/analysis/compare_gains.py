@@ -176,11 +176,18 @@ def _prefetch_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
     high, expected = min(wait, headspace.high), min(wait, headspace.value) / 2
     if not _material(r, high):
         return []
-    return [_bound("prefetch", "a larger prefetch (more read threads or a deeper per-worker "
-                   "buffer), so a batch is ready when a step asks", est.real.value, 0.0, high,
-                   expected, f"at most the steps' wait for batches ({ms(wait)} a step, the "
-                   "loader keeping up on average: bursts) and the headspace; at least 0: the "
-                   "device may compute queued work meanwhile")]
+    chosen = r.tuning.chosen
+    if chosen.workers == 0 and chosen.threads == 0:  # the training thread loads each batch
+        change = ("read threads with a prefetch, so batches load beside the step (the "
+                  "training thread loads each one itself now)")
+        wait_is = "its own loading"
+    else:
+        change = ("a larger prefetch (more read threads or a deeper per-worker buffer), so a "
+                  "batch is ready when a step asks")
+        wait_is = "the loader keeping up on average: bursts"
+    return [_bound("prefetch", change, est.real.value, 0.0, high, expected,
+                   f"at most the steps' wait for batches ({ms(wait)} a step, {wait_is}) and "
+                   "the headspace; at least 0: the device may compute queued work meanwhile")]
 
 
 def _host_work_gains(r: CompareResult) -> list[Gain]:
