@@ -70,7 +70,7 @@ HOOK_SPANS = ("checkpoint", "eval", "gc")
 
 
 @dataclasses.dataclass(frozen=True)
-class CompareGains:
+class RecordGains:
     """The headspace (None: T or R unusable), the ranked gains, and the notes: what bounds
     them all, and why a kind of gain is missing."""
 
@@ -99,12 +99,12 @@ def near_floor_note(target: Estimate, real: Estimate) -> str | None:
             f"margin ({ms(NEAR_FLOOR_MARGIN * target.value)} a step)")
 
 
-def compare_gains(r: CompareResult) -> CompareGains:
+def compare_gains(r: CompareResult) -> RecordGains:
     """Pure: the headspace, the gains ranked by their high end, and the notes."""
     est = r.estimates
     headspace = compare_headspace(est.target, est.real)
     if headspace is None:
-        return CompareGains(None, (), ("no gains: T or R has too few samples to subtract "
+        return RecordGains(None, (), ("no gains: T or R has too few samples to subtract "
                                        "(run more steps)",))
     notes = [n for n in (near_floor_note(est.target, est.real),) if n]
     gains = [*_sync_gains(r, headspace), *_prefetch_gains(r, headspace), *_host_work_gains(r)]
@@ -117,15 +117,15 @@ def compare_gains(r: CompareResult) -> CompareGains:
     else:
         gains += _model_gains(r, model)
     ranked = sorted(gains, key=lambda g: (-g.gain_s.high, -g.gain_s.low))
-    return CompareGains(headspace, tuple(ranked), tuple(notes))
+    return RecordGains(headspace, tuple(ranked), tuple(notes))
 
 
 def _material(r: CompareResult, gain_s: float) -> bool:
     return gain_s >= MATERIAL_GAIN_SHARE * r.estimates.real.value
 
 
-def _bound(kind: GainKind, change: str, step: float, low: float, high: float,
-           expected: float, why: str) -> Gain:
+def bound_gain(kind: GainKind, change: str, step: float, low: float, high: float,
+               expected: float, why: str) -> Gain:
     """A gain bounded by the record's numbers: ``low`` to ``high`` over ``step``."""
     return Gain(kind=kind, change=change,
                 predicted_step_s=StepInterval(step - expected, step - high, step - low),
@@ -141,8 +141,9 @@ def _modelled(kind: GainKind, change: str, real: Estimate, step: Interval, why: 
                                  max(0.0, real.value - step.low)), how="model", why=why)
 
 
-def _sync_sites(findings: Sequence[Finding]) -> list[tuple[str, float]]:
-    """(location, wait per step) of each user sync site compare named."""
+def sync_sites(findings: Sequence[Finding]) -> list[tuple[str, float]]:
+    """(location, wait per step) of each user sync site named in ``findings`` (compare's
+    and profile's sync findings)."""
     return [(f.location, f.numbers["seconds_per_step"]) for f in findings
             if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers]
 
@@ -154,12 +155,12 @@ def _sync_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
     floor = max(est.target.value, est.loader.value)
     floor_low = max(est.target.low, est.loader.low)
     out = []
-    for location, wait in _sync_sites(r.findings):
+    for location, wait in sync_sites(r.findings):
         expected = min(wait, max(0.0, est.real.value - floor))
         high = min(wait, max(0.0, est.real.high - floor_low), headspace.high)
         if not _material(r, expected):
             continue
-        out.append(_bound(
+        out.append(bound_gain(
             "sync", f"read the value at {short_location(location)} one step later, or every "
             "N steps", est.real.value, 0.0, max(high, expected), expected,
             f"at most its wait ({ms(wait)} a step) and R less the slower of T and D (the "
@@ -185,7 +186,7 @@ def _prefetch_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
         change = ("a larger prefetch (more read threads or a deeper per-worker buffer), so a "
                   "batch is ready when a step asks")
         wait_is = "the loader keeping up on average: bursts"
-    return [_bound("prefetch", change, est.real.value, 0.0, high, expected,
+    return [bound_gain("prefetch", change, est.real.value, 0.0, high, expected,
                    f"at most the steps' wait for batches ({ms(wait)} a step, {wait_is}) and "
                    "the headspace; at least 0: the device may compute queued work meanwhile")]
 
@@ -202,7 +203,7 @@ def _host_work_gains(r: CompareResult) -> list[Gain]:
         per_step = total / len(steps)
         if not math.isfinite(per_step) or not _material(r, per_step):
             continue
-        out.append(_bound(
+        out.append(bound_gain(
             "host-work", f"the {name} off the loop (asynchronous) or less often",
             r.estimates.real.value + per_step, 0.0, per_step, per_step / 2,
             f"at most the {name} spans' {ms(total)} over {len(steps)} steps, amortized (over "

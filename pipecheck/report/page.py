@@ -40,7 +40,7 @@ from pipecheck.report.diff import diff_parts, imported_parts, significance_text,
 from pipecheck.report.gains import gains_parts
 from pipecheck.report.monitor import monitor_parts, verdict_line
 from pipecheck.report.plot import sync_label_of
-from pipecheck.report.profile import profile_parts
+from pipecheck.report.profile import profile_gains_parts, profile_parts
 from pipecheck.report.synthetic import synthetic_parts
 from pipecheck.report.whatif import format_whatif
 from pipecheck.report.whatif_chart import predicted_curve_chart
@@ -157,10 +157,10 @@ def profile_page(r: ProfileResult) -> RunPage:
     device = ("device time per step",
               charts.device_time_chart(r.steps, r.device_busy_s, r.device_time,
                                        r.device_idle))
-    return RunPage(profile_parts(r), [
+    return RunPage(profile_parts(r, gains=False), [
         device, *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
                                              "device idle for input per step"))],
-        [f"recommendation: {r.recommendation}"])
+        [f"recommendation: {r.recommendation}"], profile_gains_parts(r))
 
 
 @page_for(ImportedRun)

@@ -106,7 +106,7 @@ def test_forced_sync_named_at_the_loops_line(tmp_path):
     top, real = data["gains"][0], est["real"]["value"]
     assert top["kind"] == "sync" and f"calibrated.py:{line}" in top["change"]
     assert top["gain_s"]["low"] == 0.0 and top["how"] == "bound"
-    assert 0.2 * real < top["gain_s"]["high"] <= real - est["target"]["low"]
+    assert 0.2 * real < top["gain_s"]["high"] <= est["real"]["high"] - est["target"]["low"]
     floor = max(est["target"]["value"], est["loader"]["value"])
     assert abs(top["predicted_step_s"]["value"] - floor) < 0.05 * real
     assert abs(data["headspace_s"]["value"] - (real - est["target"]["value"])) < 1e-9
