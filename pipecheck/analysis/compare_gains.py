@@ -23,7 +23,8 @@ R, the real-data median, and ranked by its high end:
 - ``host-work``: checkpoint, eval and gc spans in R's steps, amortized over every step (the
   steady median R leaves those steps out, so this gain is over R plus them), ``bound``.
 
-A change whose expected gain is under ``MATERIAL_GAIN_SHARE`` of R is left out. When R is
+A change whose expected gain (its predicted step's value against R; a ``bound`` range with
+a low end of 0, its middle) is under ``MATERIAL_GAIN_SHARE`` of R is left out. When R is
 within ``NEAR_FLOOR_MARGIN`` of T a note says no further change buys more than that margin.
 A number a gain needs that the record lacks leaves that gain out, with a note saying why.
 """
@@ -175,7 +176,7 @@ def _prefetch_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
     if not est.loader.high <= est.target.value or not math.isfinite(wait):
         return []
     high, expected = min(wait, headspace.high), min(wait, headspace.value) / 2
-    if not _material(r, high):
+    if not _material(r, expected):
         return []
     chosen = r.tuning.chosen
     if chosen.workers == 0 and chosen.threads == 0:  # the training thread loads each batch
@@ -201,7 +202,7 @@ def _host_work_gains(r: CompareResult) -> list[Gain]:
     for name in HOOK_SPANS:
         total = sum(float(s.spans.get(name, 0.0)) for s in steps)
         per_step = total / len(steps)
-        if not math.isfinite(per_step) or not _material(r, per_step):
+        if not math.isfinite(per_step) or not _material(r, per_step / 2):
             continue
         out.append(bound_gain(
             "host-work", f"the {name} off the loop (asynchronous) or less often",
