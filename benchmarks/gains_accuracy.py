@@ -12,7 +12,7 @@ R before less R after (R, the real-data median). A scenario's changes:
 
 It prints, per scenario, each gain's predicted gain (R less the predicted step's value; for
 the chosen setting, the middle of its range) and range beside the measured one, each as a
-share of the step, and checks the issue's goals: the top-ranked change is the one with the
+share of the step before the change (for the chosen setting, R at the first setting), and checks the issue's goals: the top-ranked change is the one with the
 largest measured gain; the errors' median is within 10% of the step and none beyond 25%; a
 compute-bound step's gains are all about 0 (none listed, or each within the verdict's
 margin).
@@ -103,11 +103,13 @@ def scenario(name: str, steps: int, tmp: str) -> list[tuple[str, float, float, f
                   f"({100 * lo:.1f}% to {100 * hi:.1f}%), not made here: {g['change']}")
             continue
         after, before_change = made
+        step = after if before_change else real  # the step before the change
         measured = after - real if before_change else real - after
-        rows.append((g["kind"], p / real, measured / real, rank))
-        print(f"  {rank}. {g['kind']:15s} predicted {100 * p / real:5.1f}% "
-              f"({100 * lo:.1f}% to {100 * hi:.1f}%), measured {100 * measured / real:5.1f}%"
-              f"  error {100 * abs(p - measured) / real:4.1f}% of the step")
+        lo, hi = g["gain_s"]["low"] / step, g["gain_s"]["high"] / step
+        rows.append((g["kind"], p / step, measured / step, rank))
+        print(f"  {rank}. {g['kind']:15s} predicted {100 * p / step:5.1f}% "
+              f"({100 * lo:.1f}% to {100 * hi:.1f}%), measured {100 * measured / step:5.1f}%"
+              f"  error {100 * abs(p - measured) / step:4.1f}% of the step")
     if name == "compute-bound":
         ok = all(g["gain_s"]["high"] <= NEAR_FLOOR_MARGIN * base["estimates"]["target"]["value"]
                  for g in base["gains"])
