@@ -12,10 +12,10 @@ R before less R after (R, the real-data median). A scenario's changes:
 
 It prints, per scenario, each gain's predicted gain (R less the predicted step's value; for
 the chosen setting, the middle of its range) and range beside the measured one, each as a
-share of the step before the change (for the chosen setting, R at the first setting), and checks the issue's goals: the top-ranked change is the one with the
-largest measured gain; the errors' median is within 10% of the step and none beyond 25%; a
-compute-bound step's gains are all about 0 (none listed, or each within the verdict's
-margin).
+share of the step before the change (for the chosen setting, R at the first setting), and
+checks the issue's goals: the top-ranked change is the one with the largest measured gain;
+the errors' median is within 10% of the step and none beyond 25%; a compute-bound step's
+gains are all about 0 (none listed, or each within the verdict's margin).
 
     PYTHONPATH=. python benchmarks/gains_accuracy.py [--steps 40] [--only NAME]
 """
