@@ -224,15 +224,16 @@ def _chosen_setting_gain(r: CompareResult) -> Gain | None:
     if est.baseline is None or first is None or first.settings == r.tuning.chosen:
         return None
     target, real = _interval(est.target), _interval(est.real)
-    f = interference(est.target, est.loader, est.real)
-    start, _ = lm.predict_step(_interval(est.baseline), target, f or 1.0, "")
     measured = r.sources.get("real") == "measured"
+    # R at the chosen setting gives the interference; a loop's own R (--real) does not
+    f = (interference(est.target, est.loader, est.real) or 1.0) if measured else 1.0
+    start, _ = lm.predict_step(_interval(est.baseline), target, f, "")
     chosen = real if measured else lm.predict_step(_interval(est.loader), target, 1.0, "")[0]
     gain = GainRange(max(0.0, start.low - chosen.high), max(0.0, start.high - chosen.low))
     if not _material(r, start.value - chosen.value):
         return None
     from_label = first.settings.short_label()
-    how = (f"R measured at it ({ms(real.value)}); the first setting's step predicted "
+    why = (f"R measured at it ({ms(real.value)}); the first setting's step predicted "
            f"({ms(start.value)}) from its D ({ms(est.baseline.value)}) and T: compare runs R "
            "at the chosen setting only" if measured else
            "R is your loop's own (--real); both steps predicted from their D and T")
@@ -240,7 +241,7 @@ def _chosen_setting_gain(r: CompareResult) -> Gain | None:
                 f"setting) instead of {from_label}",
                 predicted_step_s=StepInterval(chosen.value, chosen.low, chosen.high),
                 gain_s=gain, how="model", measured_step_s=real.value if measured else None,
-                why=how)
+                why=why)
 
 
 def _fitted(r: CompareResult) -> tuple[LoaderModelFit | None, str]:

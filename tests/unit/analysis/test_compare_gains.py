@@ -17,6 +17,7 @@ from pipecheck.records import store
 from pipecheck.records.common import Estimate, Finding, StepRecord
 from pipecheck.records.compare import CompareResult, Estimates
 from pipecheck.records.gains import StepInterval
+from pipecheck.records.kinds import FindingKind
 from pipecheck.report.compare import format_compare
 from tests.unit.report.test_report_compare import make_compare
 
@@ -25,7 +26,8 @@ def est(ms: float, half_ms: float = 0.5, n: int = 20) -> Estimate:
     return Estimate(ms / 1e3, (ms - half_ms) / 1e3, (ms + half_ms) / 1e3, n)
 
 
-def sync_finding(location: str, per_step_ms: float, kind: str = "forced-sync") -> Finding:
+def sync_finding(location: str, per_step_ms: float, kind: FindingKind = "forced-sync"
+                 ) -> Finding:
     return Finding(kind, f"sync at {location} waits {per_step_ms} ms", location=location,
                    numbers={"seconds_per_step": per_step_ms / 1e3, "share_of_step": 0.5,
                             "samples": 10.0})
