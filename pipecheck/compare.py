@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Protocol
 
 from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
+from pipecheck.analysis.compare_gains import compare_gains
 from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state, wall_per_step
@@ -268,8 +269,7 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
-    return CompareRun(dataclasses.replace(_the_kinds_way(kind, result), whatif_check=check),
-                      real)
+    return CompareRun(_finished(_the_kinds_way(kind, result), check), real)
 
 
 def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
@@ -284,6 +284,15 @@ def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
                      if f.fix and advice in f.fix else f for f in result.findings)
     return dataclasses.replace(result, findings=findings,
                                recommendation=kind.recommendation(result.recommendation, chosen))
+
+
+def _finished(result: CompareResult, check: WhatIfCheck | None) -> CompareResult:
+    """The record with its self-check and what each change it supports would buy
+    (``analysis.compare_gains``)."""
+    result = dataclasses.replace(result, whatif_check=check)
+    gains = compare_gains(result)
+    return dataclasses.replace(result, headspace_s=gains.headspace, gains=gains.gains,
+                               gains_notes=gains.notes)
 
 
 def _with_own_hooks(kind: WorkloadKind, config: RunConfig, workload: Workload,

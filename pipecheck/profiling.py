@@ -12,6 +12,7 @@ import numpy as np
 from pipecheck.analysis import profile as ap
 from pipecheck.analysis import steady_state, unmarked
 from pipecheck.analysis.findings import sync_findings, user_sync_share
+from pipecheck.analysis.profile_gains import profile_gains
 from pipecheck.analysis.straggler import HostValue, find_straggler
 from pipecheck.analysis.verdict import Verdict
 from pipecheck.errors import CaptureError
@@ -220,13 +221,16 @@ def _result(t: ap.CaptureTimeline, options: ProfileOptions, steps_from: str, ver
     sync_text = next((f.message for f in findings if f.kind == "forced-sync"), None)
     config = {"capture": options.path, "file": t.host, "steps_from": steps_from,
               "device": t.device, "thread": t.thread, "python_frames": t.python_frames}
-    return ProfileResult(
+    result = ProfileResult(
         env=dict(t.env), config=config, verdict=verdict.verdict, reason=verdict.reason,
         estimates=CaptureEstimates(est.compute, est.loader, est.step, est.sync_share,
                                    est.idle_share, est.background_loader, est.data_wait),
         findings=tuple(findings),
         recommendation=ap.profile_recommendation(verdict, est, sync_text),
         **fields)
+    gains = profile_gains(result)
+    return dataclasses.replace(result, headspace_s=gains.headspace, gains=gains.gains,
+                               gains_notes=gains.notes)
 
 
 def _host_profile(r: ProfileResult) -> HostProfile:

@@ -149,16 +149,23 @@ class SyncCost:
     why_low: str
 
 
+def overlap_unknown_why(backend: str, who: str) -> str:
+    """Why a sync's gain may be 0, for a record that times the host only (``who``: what
+    timed it): on a backend whose device is the host's cores the host's work cannot overlap
+    it; elsewhere the device's busy time after the wait is not in the record."""
+    if backend in SHARED_CORES_BACKENDS:
+        return ("host and device share the cores on this backend: the host's work cannot "
+                "overlap the device's")
+    return (f"{who} does not see how long the device stays busy after the wait "
+            "(pipecheck profile on a capture shows it)")
+
+
 def sync_costs(times: LoopTimes, sites: Sequence[SyncSiteRecord], backend: str
                ) -> list[SyncCost]:
     """Each user sync site's cost range (costliest first): at most its wait and at most the
     host's own work that could overlap the device once it is gone (shared by the sites, in
     order); at least 0 (``why_low`` says why)."""
-    shared = backend in SHARED_CORES_BACKENDS
-    why = ("host and device share the cores on this backend: the host's work cannot overlap "
-           "the device's" if shared else
-           "the loop does not see how long the device stays busy after the wait "
-           "(pipecheck profile on a capture shows it)")
+    why = overlap_unknown_why(backend, "the loop")
     room = times.host_work_s
     out = []
     for s in sorted((s for s in sites if not s.internal), key=lambda s: -s.seconds):

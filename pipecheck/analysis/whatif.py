@@ -103,8 +103,14 @@ def interference_of(m: Measured) -> float | None:
     """R / max(T, D) at the setting the compare run chose (None without T and R)."""
     if m.target is None or m.real is None or m.chosen_loader is None:
         return None
-    slower = max(m.target.value, m.chosen_loader.value)
-    return m.real.value / slower if slower > 0 and math.isfinite(m.real.value) else None
+    return interference(m.target, m.chosen_loader, m.real)
+
+
+def interference(target: Estimate, chosen_loader: Estimate, real: Estimate) -> float | None:
+    """R / max(T, D): how much slower real training ran than its slower part (None where it
+    is not a number)."""
+    slower = max(target.value, chosen_loader.value)
+    return real.value / slower if slower > 0 and math.isfinite(real.value) else None
 
 
 def host_sizing(model: LoaderModelFit, g: GrainSettings, goal_s: float, cores: int

@@ -16,6 +16,7 @@ from pipecheck.records.common import (
     StepRecord,
 )
 from pipecheck.records.dataloader import LoaderSetting
+from pipecheck.records.gains import Gain, StepInterval
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.hosts import HostSummary, Straggler
 from pipecheck.records.kinds import Scaling, StopKind, VerdictKind
@@ -111,6 +112,16 @@ class CompareResult(TopRecord):
     (steps after the first, none tagged apart; anomalies and input waits included), the
     mean with its interval (``steady_state.wall_per_step``; None: fewer than 3 such steps,
     or a record written before it was)."""
+    headspace_s: StepInterval | None = None
+    """R less T per step, its ends from their intervals: what any input, sync or host-work
+    fix can buy at most (``analysis.compare_gains``; None: T or R unusable, or a file
+    written before it was recorded)."""
+    gains: tuple[Gain, ...] = ()
+    """The changes the record supports, each with its gain per step as a range, ranked by
+    gain (``analysis.compare_gains``)."""
+    gains_notes: tuple[str, ...] = ()
+    """What bounds every gain (R within the verdict's margin of T), and why a kind of gain
+    is missing (the numbers it needs are not in the record)."""
 
     # Each of these is stored once, where the verdict took it from (format version 4
     # wrote them again, as fields of their own).

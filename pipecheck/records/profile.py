@@ -15,6 +15,7 @@ from pipecheck.records.common import (
     Finding,
     StepRecord,
 )
+from pipecheck.records.gains import Gain, StepInterval
 from pipecheck.records.hosts import Straggler
 from pipecheck.records.kinds import HOST_BOUND, VerdictKind
 from pipecheck.records.steps import StepTable, as_step_table
@@ -156,6 +157,16 @@ class ProfileResult(TopRecord):
     """No steps found (no markers, no ``--step-fn``, no function picked): the capture read
     as one window. ``steps`` is then empty and the estimates are single numbers (n = 1) over
     the capture (see docs/profile.md)."""
+    headspace_s: StepInterval | None = None
+    """The step less the device's busy time, per steady step, its ends from their
+    intervals: what any input, sync or host-work fix can buy at most
+    (``analysis.profile_gains``; None: a capture read whole, or a file written before it
+    was recorded)."""
+    gains: tuple[Gain, ...] = ()
+    """The changes the capture supports (its syncs, the device's idle time for input and
+    checkpoints), each with its gain per step as a range, ranked by gain."""
+    gains_notes: tuple[str, ...] = ()
+    """What bounds every gain, and why there are none."""
 
     @property
     def host_bound(self) -> bool:

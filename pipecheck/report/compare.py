@@ -18,6 +18,7 @@ from pipecheck.records.whatif import WhatIfCheck
 from pipecheck.report.anomalies import anomalies_parts
 from pipecheck.report.blocks import Part, Table, render_text
 from pipecheck.report.format import WALL_PER_STEP_ROW, findings_text, warnings_text
+from pipecheck.report.gains import INTERVALS_LOW_WHY, gains_parts
 from pipecheck.units import ms
 
 
@@ -108,9 +109,15 @@ def startup_line(s: StartUp) -> str:
             f"{work_text(s.work) or 'no start-up work recorded'}")
 
 
-def compare_parts(r: CompareResult) -> list[Part]:
+def compare_gains_parts(r: CompareResult) -> list[Part]:
+    """What each change buys: the headspace, the notes and the ranked gains."""
+    return gains_parts(r.headspace_s, r.gains, r.gains_notes, INTERVALS_LOW_WHY)
+
+
+def compare_parts(r: CompareResult, gains: bool = True) -> list[Part]:
     """The compare report as parts: verdict, evidence, settings tried, host time,
-    anomalies, findings, recommendation, warnings."""
+    anomalies, findings, what each change buys (``gains`` False leaves it out: a page shows
+    it in a section of its own), recommendation, warnings."""
     goal = r.tuning.target_s * r.tuning.headroom
     total = sum(r.host_spans.values())
     host = [[name, ms(v), f"{100 * v / total:.0f}%" if total else "-"]
@@ -142,6 +149,9 @@ def compare_parts(r: CompareResult) -> list[Part]:
         parts += ["", *anomalies_parts(r.anomalies, "real-data ")]
     if r.findings:
         parts += ["", "findings:", findings_text(r.findings)]
+    what_buys = compare_gains_parts(r) if gains else []
+    if what_buys:
+        parts += ["", *what_buys]
     parts += ["", recommendation_line(r)]
     if r.warnings:
         parts += ["", warnings_text(r.warnings)]

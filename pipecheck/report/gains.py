@@ -13,18 +13,29 @@ from pipecheck.units import ms
 GAINS_TITLE = "what each change buys (per step; low: what overlap may already hide):"
 
 
-def headspace_line(h: StepInterval) -> str:
-    """The headspace in one line: its range and what it bounds."""
+LOOP_LOW_WHY = ("the record cannot say how much of the host's time the device computed "
+                "through")
+"""Why a loop's headspace starts at 0 (a Monitor record times the host only)."""
+
+INTERVALS_LOW_WHY = "R's and T's intervals overlap"
+"""Why a headspace taken from two estimates' intervals starts at 0."""
+
+
+def headspace_line(h: StepInterval, low_why: str = LOOP_LOW_WHY) -> str:
+    """The headspace in one line: its range and what it bounds (``low_why``: why a low end
+    of 0 is 0)."""
     return (f"headspace (R less T: what any input, sync or host-work fix can buy at most): "
             f"{ms(h.low)} to {ms(h.high)} per step"
-            + (" (low 0: the record cannot say how much of the host's time the device "
-               "computed through)" if h.low == 0.0 and h.high > 0.0 else ""))
+            + (f" (low 0: {low_why})" if h.low == 0.0 and h.high > 0.0 else ""))
 
 
-def gains_parts(headspace: StepInterval | None, gains: Sequence[Gain]) -> list[Part]:
-    """The headspace line, the gains table ranked as the record holds it, and each row's
-    reason (a row's number in the table)."""
-    parts: list[Part] = [headspace_line(headspace)] if headspace is not None else []
+def gains_parts(headspace: StepInterval | None, gains: Sequence[Gain],
+                notes: Sequence[str] = (), low_why: str = LOOP_LOW_WHY) -> list[Part]:
+    """The headspace line, the notes (what bounds every gain, why a kind is missing), the
+    gains table ranked as the record holds it, and each row's reason (a row's number in
+    the table)."""
+    parts: list[Part] = [headspace_line(headspace, low_why)] if headspace is not None else []
+    parts += list(notes)
     if not gains:
         return parts
     rows = [[str(i), g.kind, g.change, f"{ms(g.gain_s.low)} to {ms(g.gain_s.high)}",

@@ -35,13 +35,13 @@ from pipecheck.records.whatif import WhatIfResult
 from pipecheck.report import charts
 from pipecheck.report.blocks import Part, Table
 from pipecheck.report.charts import Chart, ForcedSync, SeriesRun
-from pipecheck.report.compare import compare_parts, recommendation_line
+from pipecheck.report.compare import compare_gains_parts, compare_parts, recommendation_line
 from pipecheck.report.dataloader import dataloader_parts
 from pipecheck.report.diff import diff_parts, imported_parts, significance_text, value_text
 from pipecheck.report.gains import gains_parts
 from pipecheck.report.monitor import monitor_parts, verdict_line
 from pipecheck.report.plot import sync_label_of
-from pipecheck.report.profile import profile_parts
+from pipecheck.report.profile import profile_gains_parts, profile_parts
 from pipecheck.report.synthetic import synthetic_parts
 from pipecheck.report.whatif import format_whatif
 from pipecheck.report.whatif_chart import predicted_curve_chart
@@ -127,7 +127,7 @@ def compare_page(r: CompareResult) -> RunPage:
     goal = r.tuning.target_s * r.tuning.headroom
     chosen = next((i for i, s in enumerate(r.loader) if s.settings == r.tuning.chosen), None)
     limits = {f.location: f.message for f in r.findings if f.location}
-    return RunPage(compare_parts(r), [
+    return RunPage(compare_parts(r, gains=False), [
         *_run_charts(r, r.real),
         ("loader settings tried: the tuning path",
          charts.tuning_chart(r.loader, goal, chosen, limits) if r.loader else None),
@@ -136,7 +136,7 @@ def compare_page(r: CompareResult) -> RunPage:
          predicted_curve_chart(r.loader, r.tuning.chosen, int(r.env.get("cpu_count") or 1),
                                goal, r.tuning.ram_budget_mb, r.whatif_check)
          if r.loader else None),
-    ], [recommendation_line(r)])
+    ], [recommendation_line(r)], compare_gains_parts(r))
 
 
 @page_for(SyntheticResult)
@@ -158,10 +158,10 @@ def profile_page(r: ProfileResult) -> RunPage:
     device = ("device time per step",
               charts.device_time_chart(r.steps, r.device_busy_s, r.device_time,
                                        r.device_idle))
-    return RunPage(profile_parts(r), [
+    return RunPage(profile_parts(r, gains=False), [
         device, *steps, ("hosts", charts.hosts_chart(hosts, r.straggler,
                                              "device idle for input per step"))],
-        [f"recommendation: {r.recommendation}"])
+        [f"recommendation: {r.recommendation}"], profile_gains_parts(r))
 
 
 @page_for(ImportedRun)

@@ -15,6 +15,7 @@ from pipecheck.report.format import (
     ms,
     warnings_text,
 )
+from pipecheck.report.gains import INTERVALS_LOW_WHY, gains_parts
 
 
 def _estimate(e: object) -> str:
@@ -28,8 +29,14 @@ def format_profile(result: ProfileResult) -> str:
     return render_text(profile_parts(result))
 
 
-def profile_parts(result: ProfileResult) -> list[Part]:
-    """The profile report as parts (``report.blocks``)."""
+def profile_gains_parts(result: ProfileResult) -> list[Part]:
+    """What each change buys: the headspace, the notes and the ranked gains."""
+    return gains_parts(result.headspace_s, result.gains, result.gains_notes, INTERVALS_LOW_WHY)
+
+
+def profile_parts(result: ProfileResult, gains: bool = True) -> list[Part]:
+    """The profile report as parts (``report.blocks``); ``gains`` False leaves out what each
+    change buys (a page shows it in a section of its own)."""
     parts: list[Part] = [verdict_line(result), f"why: {result.reason}"]
     if (how := steps_found(result)) is not None:
         parts.append(how)
@@ -48,6 +55,9 @@ def profile_parts(result: ProfileResult) -> list[Part]:
         parts += ["", *anomalies_parts(result.anomalies)]
     if result.findings:
         parts += ["", "findings:", findings_text(result.findings)]
+    what_buys = profile_gains_parts(result) if gains else []
+    if what_buys:
+        parts += ["", *what_buys]
     parts += ["", f"recommendation: {result.recommendation}"]
     if result.xprof is not None:
         parts += ["", *xprof_parts(result)]

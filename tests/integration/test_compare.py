@@ -82,6 +82,11 @@ def test_input_bound_fixed_by_tuning(tmp_path):
     finding = next(f for f in data["findings"] if f["kind"] == "input-bound")
     assert f"{chosen['workers']} workers" in finding["message"]
     assert f"num_threads={chosen['threads']}" in data["recommendation"]
+    # the chosen setting's gain: R measured at it, the first setting's step from the model
+    (gain,) = [g for g in data["gains"] if g["kind"] == "loader-setting"
+               and "(the chosen setting)" in g["change"]]
+    assert gain["how"] == "model" and gain["measured_step_s"] == est["real"]["value"]
+    assert gain["gain_s"]["high"] > est["real"]["value"]  # 60 ms loads against 20 ms steps
     assert skeleton_problems("compare-input-bound", proc.stdout) == []  # docs/compare.md
 
 
@@ -96,6 +101,16 @@ def test_forced_sync_named_at_the_loops_line(tmp_path):
     assert sync["location"] == f"{CALIBRATED}:{line}"
     assert sync["numbers"]["share_of_step"] > 0.3
     assert f"calibrated.py:{line}" in data["recommendation"]
+    # what each change buys: the sync at that line first, at most R less the slower part,
+    # at least 0 (a host-only timing cannot see the overlap), the headspace R less T
+    top, real = data["gains"][0], est["real"]["value"]
+    assert top["kind"] == "sync" and f"calibrated.py:{line}" in top["change"]
+    assert top["gain_s"]["low"] == 0.0 and top["how"] == "bound"
+    assert 0.2 * real < top["gain_s"]["high"] <= est["real"]["high"] - est["target"]["low"]
+    floor = max(est["target"]["value"], est["loader"]["value"])
+    assert abs(top["predicted_step_s"]["value"] - floor) < 0.05 * real
+    assert abs(data["headspace_s"]["value"] - (real - est["target"]["value"])) < 1e-9
+    assert "what each change buys" in proc.stdout
     assert skeleton_problems("compare-forced-sync", proc.stdout) == []  # docs/compare.md
 
 

@@ -168,7 +168,8 @@ def test_the_profile_page_draws_the_device_first_and_its_findings_wrap(records):
     finding = next(f for f in r.findings if f.kind == "forced-sync")
     per_step = charts.ms(finding.numbers["seconds_per_step"])
     assert f"forced sync (sync locator): {per_step} per step" in page
-    lines = re.search(r'<div class="lines">(.*?)</div>', page)
+    report = page[page.index('<div class="panel words-rest">'):]  # after the gains' panel
+    lines = re.search(r'<div class="lines">(.*?)</div>', report)
     assert lines is not None and finding.message in lines[1]
     assert not re.search(r"<pre>[^<]*forced-sync", page)  # no longer a scrolling <pre>
     assert re.search(r"<pre>where the device&#x27;s time went", page)  # a text table stays

@@ -52,3 +52,16 @@ def test_the_monitor_page_has_a_section_for_the_gains_and_its_verdict_on_top() -
             "bound"] in page.rows
     assert "verdict: forced-sync (its syncs took 30%)" in "".join(parse(html).lead)
     assert "headspace" in render_text(gains_parts(record.headspace_s, record.gains))
+
+
+def test_the_compare_page_has_the_section_and_its_notes_once() -> None:
+    note = "R (41.0 ms) is within 10% of T (40.0 ms): nothing buys more than 4.00 ms a step"
+    record = dataclasses.replace(page_records.every_kind()["compare"], gains=(SYNC,),
+                                 headspace_s=StepInterval(0.001, 0.0, 0.002),
+                                 gains_notes=(note,))
+    html = render_page([("c.json", record)])
+    section = html[html.index('<div class="panel gains">'):]
+    section = section[:section.index('<div class="panel words-rest">')]
+    assert "what each change buys" in section and note in section
+    assert "(low 0: R&#x27;s and T&#x27;s intervals overlap)" in section
+    assert html.count(SYNC.change) == 1 and html.count(note) == 1
