@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 
-from pipecheck.analysis.compare_gains import NEAR_FLOOR_MARGIN
+from pipecheck.analysis.gain_ranges import NEAR_FLOOR_MARGIN
 
 SCENARIOS = {
     # name: (keys, fixed loader options or None for compare's search)

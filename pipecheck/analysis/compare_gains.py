@@ -31,30 +31,30 @@ A number a gain needs that the record lacks leaves that gain out, with a note sa
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from typing import Sequence
 
 from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.gain_ranges import (
+    RecordGains,
+    bound_gain,
+    near_floor_note,
+    sync_sites,
+)
 from pipecheck.analysis.loop_verdict import MATERIAL_GAIN_SHARE, overlap_unknown_why
 from pipecheck.analysis.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
-from pipecheck.analysis.verdict import INPUT_BOUND_MARGIN, LOADER_HEADROOM
+from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.analysis.whatif import (
     host_sizing,
     interference,
     measured_of,
     stage_what_if,
 )
-from pipecheck.records.common import Estimate, Finding
+from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.gains import Gain, GainKind, GainRange, StepInterval
 from pipecheck.records.grain_settings import GrainSettings
 from pipecheck.records.whatif import Interval, LoaderModelFit, WhatIfSetting
 from pipecheck.units import ms, short_location
-
-NEAR_FLOOR_MARGIN = INPUT_BOUND_MARGIN
-"""R within this share of T leaves nothing to buy beyond it: the verdict tells two step
-times apart only past this margin (``verdict.INPUT_BOUND_MARGIN``)."""
 
 CANDIDATE_WORKERS_PER_CORE = 2
 """Other loader settings are looked at up to 2 workers per host core (at least
@@ -63,21 +63,8 @@ CANDIDATE_WORKERS_PER_CORE = 2
 CANDIDATE_MIN_WORKERS = 8
 """The fewest workers other loader settings are looked at up to, on a small host."""
 
-SYNC_FINDINGS = ("forced-sync", "harmless-sync")
-"""compare's findings that name a user's sync site with its wait per step."""
-
 HOOK_SPANS = ("checkpoint", "eval", "gc")
 """The host spans of work a loop can move off its path or do less often."""
-
-
-@dataclasses.dataclass(frozen=True)
-class RecordGains:
-    """The headspace (None: T or R unusable), the ranked gains, and the notes: what bounds
-    them all, and why a kind of gain is missing."""
-
-    headspace: StepInterval | None
-    gains: tuple[Gain, ...]
-    notes: tuple[str, ...]
 
 
 def compare_headspace(target: Estimate, real: Estimate) -> StepInterval | None:
@@ -87,17 +74,6 @@ def compare_headspace(target: Estimate, real: Estimate) -> StepInterval | None:
         return None
     return StepInterval(max(0.0, real.value - target.value), max(0.0, real.low - target.high),
                         max(0.0, real.high - target.low))
-
-
-def near_floor_note(target: Estimate, real: Estimate) -> str | None:
-    """The one line said when R is within ``NEAR_FLOOR_MARGIN`` of T (None otherwise)."""
-    if not (target.usable and real.usable) or \
-            real.value > target.value * (1.0 + NEAR_FLOOR_MARGIN):
-        return None
-    return (f"R ({ms(real.value)}) is within {100 * NEAR_FLOOR_MARGIN:.0f}% of T "
-            f"({ms(target.value)}), the margin inside which the verdict tells no two step "
-            "times apart: compute is the floor, and no further change buys more than that "
-            f"margin ({ms(NEAR_FLOOR_MARGIN * target.value)} a step)")
 
 
 def compare_gains(r: CompareResult) -> RecordGains:
@@ -125,14 +101,6 @@ def _material(r: CompareResult, gain_s: float) -> bool:
     return gain_s >= MATERIAL_GAIN_SHARE * r.estimates.real.value
 
 
-def bound_gain(kind: GainKind, change: str, step: float, low: float, high: float,
-               expected: float, why: str) -> Gain:
-    """A gain bounded by the record's numbers: ``low`` to ``high`` over ``step``."""
-    return Gain(kind=kind, change=change,
-                predicted_step_s=StepInterval(step - expected, step - high, step - low),
-                gain_s=GainRange(low, high), how="bound", why=why)
-
-
 def _modelled(kind: GainKind, change: str, real: Estimate, step: Interval, why: str
               ) -> Gain:
     """A gain the loader model predicts: R less the predicted step's interval."""
@@ -140,13 +108,6 @@ def _modelled(kind: GainKind, change: str, real: Estimate, step: Interval, why: 
                 predicted_step_s=StepInterval(step.value, step.low, step.high),
                 gain_s=GainRange(max(0.0, real.value - step.high),
                                  max(0.0, real.value - step.low)), how="model", why=why)
-
-
-def sync_sites(findings: Sequence[Finding]) -> list[tuple[str, float]]:
-    """(location, wait per step) of each user sync site named in ``findings`` (compare's
-    and profile's sync findings)."""
-    return [(f.location, f.numbers["seconds_per_step"]) for f in findings
-            if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers]
 
 
 def _sync_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:

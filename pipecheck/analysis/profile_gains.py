@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from pipecheck.analysis.compare_gains import (
+from pipecheck.analysis.gain_ranges import (
     RecordGains,
     bound_gain,
     near_floor_note,
