@@ -1,4 +1,4 @@
-"""How well compare's gains (``analysis.compare_gains``) predict what a change buys.
+"""How well compare's gains (``analysis.loader.compare_gains``) predict what a change buys.
 
 For each calibrated scenario, ``pipecheck compare`` runs once as it is; each gain it lists
 whose change a config can make is then made, and compare runs again: the measured gain is

@@ -178,7 +178,7 @@ def explain_cost(d: str, n: int) -> dict[str, float]:
     and, up to ``SCAN_UP_TO`` steps, by the scan of every op per anomaly it replaced."""
     from unittest import mock
 
-    from pipecheck.analysis import maxtext
+    from pipecheck.analysis.logs import maxtext
     from pipecheck.logs.maxtext import parse_lines
     from tests.maxtext_log import write_log
 

@@ -1,4 +1,4 @@
-"""The model-guided search (``analysis.model_tuner``) against the exhaustive grid, on the
+"""The model-guided search (``analysis.loader.model_tuner``) against the exhaustive grid, on the
 calibrated pipelines of ``benchmarks/tuner_joint_search.py``.
 
 Each pipeline's grid (workers 0..--max-workers x read threads 1, 4, 16 x per-worker buffer
@@ -20,8 +20,8 @@ import os
 import sys
 import time
 
-from pipecheck.analysis.model_tuner import trial_of, tune_by_model
-from pipecheck.analysis.tuner import choose, tune_grain
+from pipecheck.analysis.loader.model_tuner import trial_of, tune_by_model
+from pipecheck.analysis.loader.tuner import choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import ensure_absl_flags_parsed
 from pipecheck.host_cpus import usable_cores

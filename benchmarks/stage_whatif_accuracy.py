@@ -14,7 +14,7 @@ x read threads 1 and 4, in interleaved rounds, each setting's median round kept,
 
 The loader model is fitted to the whole grid with the stage, the stage's seconds per batch
 (Grain's stage timing) are taken out, and each setting of the pipeline without the stage is
-predicted as ``pipecheck whatif`` predicts it (``analysis.whatif.stage_what_if``, its
+predicted as ``pipecheck whatif`` predicts it (``analysis.loader.whatif.stage_what_if``, its
 ``precomputed_loader_s``): |predicted - measured| / measured, its median and largest.
 
     PYTHONPATH=. python benchmarks/stage_whatif_accuracy.py [--max-workers 3] [--batches 30]
@@ -28,8 +28,8 @@ import statistics
 import sys
 from typing import Callable
 
-from pipecheck.analysis import loader_model as lm
-from pipecheck.analysis.whatif import stage_what_if
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.whatif import stage_what_if
 from pipecheck.data.grain_pipeline import BatchedExamples, InputPipeline, ensure_absl_flags_parsed
 from pipecheck.data.sources import IndexedSource, open_records
 from pipecheck.data.tokenizer import TokenizeAndPack

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from pipecheck.analysis.whatif import Asked, what_if
+from pipecheck.analysis.loader.whatif import Asked, what_if
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult
 from pipecheck.testing.slow_mount import SlowStorage, mounted

@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 
-from pipecheck.analysis.tuner import Trial, choose, tune_grain
+from pipecheck.analysis.loader.tuner import Trial, choose, tune_grain
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.errors import PipecheckError

@@ -22,8 +22,8 @@ import os
 import grain
 import psutil
 
-from pipecheck.analysis.findings import loader_time
-from pipecheck.analysis.tuner import Trial, choose, tune
+from pipecheck.analysis.loader.findings import loader_time
+from pipecheck.analysis.loader.tuner import Trial, choose, tune
 from pipecheck.data.grain_pipeline import IN_PROCESS, build_iter_dataset, ensure_absl_flags_parsed
 from pipecheck.measure.dataloader import measure_setting
 from pipecheck.measure.loader_search import batches_for

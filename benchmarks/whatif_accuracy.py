@@ -1,4 +1,4 @@
-"""How well the loader model (``analysis.loader_model``, ``pipecheck whatif``) predicts
+"""How well the loader model (``analysis.loader.loader_model``, ``pipecheck whatif``) predicts
 settings it did not see.
 
 For each pipeline (the calibrated workload with different cost structures, and the demo)
@@ -35,7 +35,7 @@ import statistics
 import sys
 import time
 
-from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.loader import loader_model as lm
 from pipecheck.data.grain_pipeline import InputPipeline, ensure_absl_flags_parsed
 from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import measure_setting

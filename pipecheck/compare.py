@@ -4,7 +4,7 @@
 searched (``measure.loader_search``); 3. R, real-data training at the chosen setting
 (``measure.real_run``); each read from a file instead when one is given. 4. T again, so a
 drift of the machine's speed is seen. 5. The verdict on T, D and R (``analysis.verdict``),
-the findings and the recommendation (``analysis.findings``).
+the findings and the recommendation (``analysis.loader.findings``).
 
 What a framework does its own way comes from its workload kind (``workloads.WorkloadKind``):
 R runs with the kind's host work between steps (MaxText's metric logger, checkpoint and
@@ -19,13 +19,13 @@ import functools
 import time
 from typing import Callable, Mapping, Protocol
 
-from pipecheck.analysis import findings as fnd
 from pipecheck.analysis.breakdown import host_span_means
-from pipecheck.analysis.compare_gains import compare_gains
 from pipecheck.analysis.first_batch import compare_startup, first_batch_finding
+from pipecheck.analysis.loader import findings as fnd
+from pipecheck.analysis.loader.compare_gains import compare_gains
+from pipecheck.analysis.loader.storage import storage_finding
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.analysis.steady_state import steady_state, wall_per_step
-from pipecheck.analysis.storage import storage_finding
 from pipecheck.analysis.verdict import LOADER_HEADROOM, decide
 from pipecheck.config import RunConfig
 from pipecheck.host_cpus import usable_cores
@@ -288,7 +288,7 @@ def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
 
 def _finished(result: CompareResult, check: WhatIfCheck | None) -> CompareResult:
     """The record with its self-check and what each change it supports would buy
-    (``analysis.compare_gains``)."""
+    (``analysis.loader.compare_gains``)."""
     result = dataclasses.replace(result, whatif_check=check)
     gains = compare_gains(result)
     return dataclasses.replace(result, headspace_s=gains.headspace, gains=gains.gains,

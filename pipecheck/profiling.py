@@ -11,7 +11,7 @@ import numpy as np
 
 from pipecheck.analysis import profile as ap
 from pipecheck.analysis import steady_state, unmarked
-from pipecheck.analysis.findings import sync_findings, user_sync_share
+from pipecheck.analysis.loader.findings import sync_findings, user_sync_share
 from pipecheck.analysis.profile_gains import profile_gains
 from pipecheck.analysis.straggler import HostValue, find_straggler
 from pipecheck.analysis.verdict import Verdict

@@ -41,7 +41,7 @@ Anomalous steps are kept out of the steady state (``measure.loop.steady_state`` 
 - a fast step right after a slow one is an *attribution shift*: part of its time was
   charged to the slow step before it (the host ran ahead of the device, or a timer
   started late), so the two must be read together;
-- MaxText steps are explained from the log's events (``analysis.maxtext``).
+- MaxText steps are explained from the log's events (``analysis.logs.maxtext``).
 """
 
 from __future__ import annotations

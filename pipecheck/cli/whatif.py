@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from pipecheck.analysis.loader_model import MissingNumbers, NotPredictable
-from pipecheck.analysis.whatif import MAX_KNOB, Asked, what_if
+from pipecheck.analysis.loader.loader_model import MissingNumbers, NotPredictable
+from pipecheck.analysis.loader.whatif import MAX_KNOB, Asked, what_if
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.option_specs import OptionSpec, declare
 from pipecheck.cli.options import Duration

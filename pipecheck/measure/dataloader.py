@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Callable, Iterator, Mapping, Sequence, TypeVar
 import numpy as np
 
 from pipecheck import stats
-from pipecheck.analysis.loader_limits import limit_findings
-from pipecheck.analysis.slow_samples import slow_samples, slow_samples_finding
+from pipecheck.analysis.loader.loader_limits import limit_findings
+from pipecheck.analysis.loader.slow_samples import slow_samples, slow_samples_finding
+from pipecheck.analysis.loader.storage import reads_of, storage_finding
+from pipecheck.analysis.loader.warm_cache import cache_warnings
 from pipecheck.analysis.steady_state import (
     loader_estimate,
     steady_batch_samples,
     steady_batch_start,
 )
-from pipecheck.analysis.storage import reads_of, storage_finding
-from pipecheck.analysis.warm_cache import cache_warnings
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_dataloader import is_data_loader
 from pipecheck.data.grain_pipeline import (

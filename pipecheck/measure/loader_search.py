@@ -13,9 +13,8 @@ import os
 import time
 from typing import Callable, Mapping, Sequence
 
-from pipecheck.analysis.model_tuner import trial_of, tune_by_model
-from pipecheck.analysis.steady_state import buffered_at_start
-from pipecheck.analysis.tuner import (
+from pipecheck.analysis.loader.model_tuner import trial_of, tune_by_model
+from pipecheck.analysis.loader.tuner import (
     MIN_GAIN,
     UNKNOWN_SCALING,
     Trial,
@@ -27,6 +26,7 @@ from pipecheck.analysis.tuner import (
     tune,
     tune_grain,
 )
+from pipecheck.analysis.steady_state import buffered_at_start
 from pipecheck.config import RunConfig
 from pipecheck.data.grain_pipeline import (
     Asked,
@@ -56,8 +56,8 @@ DEFAULT_MAX_WORKERS = max(8, 2 * (os.cpu_count() or 1))
 """Above the core count on purpose: latency-bound pipelines keep gaining past the cores."""
 SEARCHES = ("model", "joint")
 """How compare searches the loader settings: ``model``, the loader model picks each next
-setting (``analysis.model_tuner``, at most 4); ``joint``, the tuner's joint search over the
-four knobs (``analysis.tuner.tune_grain``). The first is the default."""
+setting (``analysis.loader.model_tuner``, at most 4); ``joint``, the tuner's joint search over the
+four knobs (``analysis.loader.tuner.tune_grain``). The first is the default."""
 
 TUNING_STAGE_WAIT_S = 0.5
 """During the worker search, stage reports are not waited for long (they lag ~5 s)."""
@@ -289,7 +289,7 @@ def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
 
 
 def cache_warnings_of(settings: Sequence[LoaderSetting]) -> list[str]:
-    """The settings' page-cache warnings (``analysis.warm_cache``), each naming its
+    """The settings' page-cache warnings (``analysis.loader.warm_cache``), each naming its
     setting: what compare's report lists of the loader."""
     return [f"{s.settings.short_label()}: {w}" for s in settings
             for w in (s.page_cache.warnings if s.page_cache is not None else ())]

@@ -8,8 +8,8 @@ import math
 import time
 from typing import Callable
 
-from pipecheck.analysis.loader_model import NotPredictable, fit_loader_model, predict_loader
-from pipecheck.analysis.whatif import check_setting
+from pipecheck.analysis.loader.loader_model import NotPredictable, fit_loader_model, predict_loader
+from pipecheck.analysis.loader.whatif import check_setting
 from pipecheck.data.grain_pipeline import read_elements_per_batch
 from pipecheck.data.per_setting import at_setting
 from pipecheck.measure.dataloader import LoaderParts, measure_setting

@@ -8,12 +8,12 @@ from typing import Mapping, Sequence
 
 from pipecheck.analysis.anomalies import compiles_by_step
 from pipecheck.analysis.breakdown import breakdown, charge_forced_syncs
-from pipecheck.analysis.findings import host_sync_findings
 from pipecheck.analysis.first_batch import (
     first_batch_finding,
     loader_restart_findings,
     monitor_startup,
 )
+from pipecheck.analysis.loader.findings import host_sync_findings
 from pipecheck.analysis.loop_verdict import (
     LoopTimes,
     SyncCost,

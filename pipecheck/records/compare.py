@@ -102,7 +102,7 @@ class CompareResult(TopRecord):
     estimates: Estimates = dataclasses.field(kw_only=True)
     """T, D and R with their intervals, as the verdict was decided on them."""
     whatif_check: WhatIfCheck | None = None
-    """compare's self-check: a loader setting the model (``analysis.loader_model``) did not
+    """compare's self-check: a loader setting the model (``analysis.loader.loader_model``) did not
     see, predicted from the settings tried, then measured (None: not made)."""
     machine_load: MachineLoad | None = None
     """The CPU other processes used during each phase compare measured, and the host's
@@ -114,11 +114,11 @@ class CompareResult(TopRecord):
     or a record written before it was)."""
     headspace_s: StepInterval | None = None
     """R less T per step, its ends from their intervals: what any input, sync or host-work
-    fix can buy at most (``analysis.compare_gains``; None: T or R unusable, or a file
+    fix can buy at most (``analysis.loader.compare_gains``; None: T or R unusable, or a file
     written before it was recorded)."""
     gains: tuple[Gain, ...] = ()
     """The changes the record supports, each with its gain per step as a range, ranked by
-    gain (``analysis.compare_gains``)."""
+    gain (``analysis.loader.compare_gains``)."""
     gains_notes: tuple[str, ...] = ()
     """What bounds every gain (R within the verdict's margin of T), and why a kind of gain
     is missing (the numbers it needs are not in the record)."""

@@ -94,7 +94,7 @@ class Resources(Record):
 @dataclasses.dataclass(frozen=True)
 class Reads(Record):
     """The pipeline's reading stage at one setting, from Grain's stage timing: the stage that
-    reads records from the data source (``analysis.storage.read_stage``)."""
+    reads records from the data source (``analysis.loader.storage.read_stage``)."""
 
     stage: str
     """The reading stage's name (Grain's ``SourceMapDataset(source=...)``)."""
@@ -135,7 +135,7 @@ class PageCache(Record):
     """``--cold``: the files were evicted from the page cache just before (then
     ``resident_before`` is what eviction left)."""
     warnings: tuple[str, ...] = ()
-    """What the cache did to this setting's D (``analysis.warm_cache``): measured warm on
+    """What the cache did to this setting's D (``analysis.loader.warm_cache``): measured warm on
     data larger than the cache can hold; a level change where the pass over the data turned
     warm."""
 
@@ -209,16 +209,16 @@ class DataloaderResult(TopRecord):
     ram_budget_mb: float | None = None
     """The RAM budget the settings were judged against (``--ram-budget-mb``)."""
     limit_findings: tuple[Finding, ...] = ()
-    """Why more workers stop helping, per setting (``analysis.loader_limits``: its limit,
+    """Why more workers stop helping, per setting (``analysis.loader.loader_limits``: its limit,
     then memory), judged when measured against the cores this process may use and
     ``ram_budget_mb``."""
     element_costs: ElementCosts | None = None
     """The expensive stage's per-element costs (None: not timed, or no plain map)."""
     sample_findings: tuple[Finding, ...] = ()
     """A ``slow-samples`` finding when a few elements cost many times the rest
-    (``analysis.slow_samples``)."""
+    (``analysis.loader.slow_samples``)."""
     storage_findings: tuple[Finding, ...] = ()
     """A ``storage-bound`` finding when loading waits on storage rather than computing
-    (``analysis.storage``)."""
+    (``analysis.loader.storage``)."""
     cold: bool = False
     """``--cold``: the data files were evicted from the page cache before each setting."""

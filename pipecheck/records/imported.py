@@ -86,7 +86,7 @@ class TimeShare(Record):
 @dataclasses.dataclass(frozen=True)
 class OutsideSteps(Record):
     """A stretch of the run's wall time no step's ``seconds`` covers
-    (``analysis.wall_time``), in seconds since the log's first timestamp."""
+    (``analysis.logs.wall_time``), in seconds since the log's first timestamp."""
 
     where: str
     """``before`` the first step, ``between`` two, or ``after`` the last."""
@@ -110,7 +110,7 @@ class WallTime(Record):
     wall_s: float
     in_steps_s: float
     outside: tuple[OutsideSteps, ...] = ()
-    """The stretches outside the steps of ``analysis.wall_time.OUTSIDE_MIN_S`` or more."""
+    """The stretches outside the steps of ``analysis.logs.wall_time.OUTSIDE_MIN_S`` or more."""
     start_s: float = 0.0
     """Where the wall time starts, in seconds since the log's first timestamp (a step that
     began before it moves it earlier)."""

@@ -143,8 +143,8 @@ together, one host stalling, or hosts equal; what limits a loader setting (why m
 workers stop helping: the training process, the cores, latency, not sure which of the
 last two, or memory); a device waiting for the host to dispatch its work (profile); slow
 steps recurring with a period (``analysis.periodic_stall``); a few elements of the
-pipeline's expensive stage costing many times the rest (``analysis.slow_samples``); a
+pipeline's expensive stage costing many times the rest (``analysis.loader.slow_samples``); a
 first batch that could have been prepared during start-up (``analysis.first_batch``); a loader
 started again each pass (epoch) at a material cost (``analysis.first_batch``); loading that
-waits on storage (latency per read), not CPU work (``analysis.storage``)."""
+waits on storage (latency per read), not CPU work (``analysis.loader.storage``)."""
 FINDING_KINDS: tuple[FindingKind, ...] = typing.get_args(FindingKind)

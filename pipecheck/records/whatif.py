@@ -51,7 +51,7 @@ class WhatIfSetting(Record):
 @dataclasses.dataclass(frozen=True)
 class LoaderModelFit(Record):
     """The loader model's numbers, as fitted to the measured settings
-    (``analysis.loader_model``; docs/whatif.md)."""
+    (``analysis.loader.loader_model``; docs/whatif.md)."""
 
     worker_cpu_s: float
     """CPU seconds a batch costs in the transforms (measured: the workers' CPU per batch)."""

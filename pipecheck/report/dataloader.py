@@ -7,8 +7,8 @@ from typing import Sequence
 
 from tabulate import tabulate
 
-from pipecheck.analysis.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
-from pipecheck.analysis.storage import evidence_of, is_storage_bound
+from pipecheck.analysis.loader.loader_limits import MEMORY_BOUND, cpu_per_worker, main_share
+from pipecheck.analysis.loader.storage import evidence_of, is_storage_bound
 from pipecheck.records.common import Finding
 from pipecheck.records.dataloader import DataloaderResult, LoaderSetting, Stage, slowest_stage
 from pipecheck.report.blocks import Part, Table, render_text

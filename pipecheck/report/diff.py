@@ -90,7 +90,7 @@ def inflation_line(label: str, run: RunSummary | ImportedRun) -> str:
 
 
 def wall_time_lines(label: str, w: WallTime | None) -> list[str]:
-    """The goodput-style account of a run's wall time (``analysis.wall_time``): wall time,
+    """The goodput-style account of a run's wall time (``analysis.logs.wall_time``): wall time,
     time in steps, time outside them, then each stretch outside them by cause; none where
     the log has no timestamps to tell."""
     if w is None:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.loader import loader_model as lm
 from pipecheck.records.common import Estimate
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import GrainSettings

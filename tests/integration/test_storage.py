@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from pipecheck.analysis.storage import storage_bound, storage_finding
+from pipecheck.analysis.loader.storage import storage_bound, storage_finding
 from pipecheck.cli import main
 from pipecheck.data.grain_pipeline import BatchedExamples
 from pipecheck.measure.dataloader import LoaderParts, loader_parts, measure_dataloader

@@ -9,7 +9,7 @@ from typing import Callable, cast
 import pytest
 
 from pipecheck import compare
-from pipecheck.analysis.tuner import outcome
+from pipecheck.analysis.loader.tuner import outcome
 from pipecheck.config import RunConfig
 from pipecheck.errors import ConfigError
 from pipecheck.measure.dataloader import LoaderParts

@@ -222,13 +222,91 @@ def test_the_table_has_layers_and_no_part_imports_another_that_imports_it() -> N
     assert set(ALLOWED_IMPORTS) == _units()
 
 
+ANALYSIS_WINGS = ("loader", "logs")
+"""analysis/'s wings (sub-packages): each imports itself and analysis/'s shared modules only;
+the shared modules import no wing."""
+
+
+def _analysis_part(module: str) -> str | None:
+    """``loader``, ``logs`` or ``shared`` for a module of pipecheck.analysis, else None."""
+    parts = module.split(".")
+    if parts[:2] != ["pipecheck", "analysis"] or len(parts) < 3:
+        return None
+    return parts[2] if parts[2] in ANALYSIS_WINGS else "shared"
+
+
+def _analysis_imports(name: str, tree: ast.Module) -> list[tuple[int, str]]:
+    """``_own_imports``, with ``from pipecheck.analysis[.WING] import a, b`` read as the
+    modules a and b."""
+    packages = {"pipecheck.analysis", *(f"pipecheck.analysis.{w}" for w in ANALYSIS_WINGS)}
+    out = [(line, m) for line, m in _own_imports(name, tree) if m not in packages]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in packages:
+            out += [(node.lineno, f"{node.module}.{a.name}") for a in node.names
+                    if a.name not in ANALYSIS_WINGS]
+    return out
+
+
+def wall_problems(modules: list[tuple[str, ast.Module, list[str]]]) -> list[str]:
+    """Imports across analysis/'s walls, and import cycles between its modules."""
+    problems, graph = [], {}
+    for name, tree, _ in modules:
+        source = "pipecheck." + name.removesuffix(".py").replace("/", ".")
+        here = _analysis_part(source)
+        if here is None:
+            continue
+        graph[source] = set()
+        for line, module in _analysis_imports(name, tree):
+            there = _analysis_part(module)
+            if there is None:
+                continue
+            graph[source].add(module)
+            if there != here and not (here in ANALYSIS_WINGS and there == "shared"):
+                problems.append(f"{name}:{line} imports {module} ({here} -> {there} crosses "
+                                "analysis/'s walls)")
+    seen: dict[str, int] = {}
+
+    def visit(m: str, path: tuple[str, ...]) -> None:
+        if m in path:
+            problems.append("import cycle: " + " -> ".join((*path[path.index(m):], m)))
+            return
+        if seen.get(m):
+            return
+        for n in sorted(graph.get(m, ())):
+            visit(n, (*path, m))
+        seen[m] = 1
+
+    for m in sorted(graph):
+        visit(m, ())
+    return problems
+
+
+def test_analysis_wings_import_only_themselves_and_the_shared_modules() -> None:
+    assert wall_problems(_modules()) == []
+
+
+def test_the_wall_check_fails_on_a_crossing_and_a_cycle() -> None:
+    def mod(name: str, text: str) -> tuple[str, ast.Module, list[str]]:
+        return name, ast.parse(text), text.splitlines()
+
+    modules = [
+        mod("analysis/loader/tuner.py", "from pipecheck.analysis.logs import maxtext\n"),
+        mod("analysis/logs/maxtext.py", "from pipecheck.analysis import verdict\n"),
+        mod("analysis/verdict.py", "from pipecheck.analysis.loader.tuner import x\n"),
+    ]
+    got = wall_problems(modules)
+    assert any("loader -> logs crosses" in p for p in got)
+    assert any("shared -> loader crosses" in p for p in got)
+    assert any(p.startswith("import cycle:") for p in got)
+
+
 def test_architecture_doc_draws_the_checked_table() -> None:
     assert _doc_drawing() == drawing(ALLOWED_IMPORTS)
 
 
 MODULE_NAME = re.compile(r"(?<![\w/.])(\w+\.py)\b")
 """A module's file name as the package tree names it: ``loop.py``, alone or in a list
-(``compile_watch.py, sync_locator.py``); not ``analysis/maxtext.py``, a module of another
+(``compile_watch.py, sync_locator.py``); not ``analysis/logs/maxtext.py``, a module of another
 sub-package named in passing."""
 
 
@@ -266,7 +344,7 @@ def tree_sections(lines: list[str]) -> dict[str, str]:
 
 
 def unmapped_modules(files: list[str], sections: dict[str, str]) -> list[str]:
-    """The modules (``analysis/whatif.py``, relative to the package) that the tree does not
+    """The modules (``analysis/loader/whatif.py``, relative to the package) that the tree does not
     name under their sub-package's heading, each with where to add it; ``__init__.py`` files
     need not be named."""
     problems = []

@@ -1,4 +1,4 @@
-"""MaxText training logs read into ``analysis.maxtext.ParsedLog`` (``pipecheck import``).
+"""MaxText training logs read into ``analysis.logs.maxtext.ParsedLog`` (``pipecheck import``).
 
 Only the lines that matter are read; everything else is ignored. Lines carry an absl
 header (``I1122 10:23:54.123456 140234567 train.py:512] ...``: level, date, time, thread
@@ -53,7 +53,7 @@ from typing import TextIO
 
 import numpy as np
 
-from pipecheck.analysis.maxtext import ParsedLog, summarize
+from pipecheck.analysis.logs.maxtext import ParsedLog, summarize
 from pipecheck.errors import LogFormatError
 from pipecheck.logs.maxtext.blocks import physical_lines
 from pipecheck.logs.maxtext.finish import parsed

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from pipecheck.analysis.maxtext import ParsedLog
+from pipecheck.analysis.logs.maxtext import ParsedLog
 from pipecheck.logs.maxtext.clock import new_years
 from pipecheck.logs.maxtext.columns import StepColumns
 from pipecheck.logs.maxtext.reader import Reader

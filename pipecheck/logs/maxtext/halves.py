@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pipecheck.analysis.maxtext import ParsedLog
+from pipecheck.analysis.logs.maxtext import ParsedLog
 from pipecheck.logs import forked
 from pipecheck.logs.maxtext.finish import parsed
 from pipecheck.logs.maxtext.reader import Reader, read_binary

@@ -12,7 +12,7 @@ from typing import BinaryIO, TextIO
 
 import numpy as np
 
-from pipecheck.analysis.maxtext import ParsedLog
+from pipecheck.analysis.logs.maxtext import ParsedLog
 from pipecheck.logs.maxtext.blocks import byte_blocks, file_lines, split_block
 from pipecheck.logs.maxtext.clock import day_and_seconds
 from pipecheck.logs.maxtext.columns import StepColumns

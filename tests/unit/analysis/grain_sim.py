@@ -13,7 +13,7 @@ import dataclasses
 import itertools
 import random
 
-from pipecheck.analysis.tuner import (
+from pipecheck.analysis.loader.tuner import (
     BUFFER_LADDER,
     PREFETCH_FACTORS,
     THREAD_LADDER,

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from pipecheck.analysis.compare_gains import compare_gains, compare_headspace
 from pipecheck.analysis.gain_ranges import NEAR_FLOOR_MARGIN
+from pipecheck.analysis.loader.compare_gains import compare_gains, compare_headspace
 from pipecheck.analysis.loop_verdict import MATERIAL_GAIN_SHARE
 from pipecheck.records import store
 from pipecheck.records.common import Estimate, Finding, StepRecord

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.analysis.findings import (
+from pipecheck.analysis.loader.findings import (
     loader_findings,
     recommendation_for,
     sync_findings,
     user_sync_share,
 )
+from pipecheck.analysis.loader.tuner import Trial, TuningOutcome
 from pipecheck.analysis.steady_state import loader_estimate
-from pipecheck.analysis.tuner import Trial, TuningOutcome
 from pipecheck.analysis.verdict import COMPUTE_BOUND, FORCED_SYNC, INPUT_BOUND, Verdict
 from pipecheck.records.common import Distribution, Finding, SyncSite
 from pipecheck.records.dataloader import LoaderSetting

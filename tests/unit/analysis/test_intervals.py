@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipecheck.analysis import maxtext
-from pipecheck.analysis.intervals import RowIndex
+from pipecheck.analysis.logs import maxtext
+from pipecheck.analysis.logs.intervals import RowIndex
 from pipecheck.records.imported import LogEvent
 
 

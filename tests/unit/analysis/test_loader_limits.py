@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pipecheck.analysis.loader_limits import (
+from pipecheck.analysis.loader.loader_limits import (
     CPU_BOUND,
     LATENCY_BOUND,
     LATENCY_BOUND_SHARE,

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipecheck.analysis import loader_model as lm
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.whatif import stage_what_if
 from pipecheck.analysis.steady_state import loader_estimate
-from pipecheck.analysis.whatif import stage_what_if
 from pipecheck.records import store
 from pipecheck.records.base import from_dict
 from pipecheck.records.common import Distribution

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from pipecheck.analysis import maxtext
+from pipecheck.analysis.logs import maxtext
 from pipecheck.errors import LogFormatError
 from pipecheck.logs import maxtext as reader
 from pipecheck.records import store
@@ -533,7 +533,7 @@ def test_without_the_blocking_line_older_orbax_logs_still_explain_the_stalls(pat
 
 
 def test_sliding_min_equals_the_window_view_minimum():
-    from pipecheck.analysis.maxtext import sliding_min
+    from pipecheck.analysis.logs.maxtext import sliding_min
 
     rng = np.random.default_rng(0)
     for n in (1, 5, 128, 129, 130, 1000, 20_001):
@@ -570,7 +570,7 @@ def _searched_step_intervals(numbers, seconds, line_at, lag, window=64):
 
 
 def test_step_intervals_equal_the_searched_ones():
-    from pipecheck.analysis import maxtext as mt
+    from pipecheck.analysis.logs import maxtext as mt
 
     rng = np.random.default_rng(3)
     n = 3000

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.analysis.model_tuner import MAX_TRIALS, tune_by_model
-from pipecheck.analysis.tuner import choose
+from pipecheck.analysis.loader.model_tuner import MAX_TRIALS, tune_by_model
+from pipecheck.analysis.loader.tuner import choose
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 
 from .grain_sim import SimPipeline, grid

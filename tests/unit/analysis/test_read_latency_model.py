@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipecheck.analysis import loader_model as lm
-from pipecheck.analysis.whatif import Asked, what_if
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.whatif import Asked, what_if
 from pipecheck.records import store
 from pipecheck.records.dataloader import Reads
 from pipecheck.records.grain_settings import GrainSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipecheck.analysis.slow_samples import (
+from pipecheck.analysis.loader.slow_samples import (
     HEAVY_RATIO,
     matters,
     slow_samples,

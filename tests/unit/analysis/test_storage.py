@@ -10,7 +10,7 @@ import itertools
 
 import pytest
 
-from pipecheck.analysis import storage as st
+from pipecheck.analysis.loader import storage as st
 from pipecheck.analysis.steady_state import loader_estimate
 from pipecheck.records.common import Distribution
 from pipecheck.records.dataloader import LoaderSetting, Reads, Resources, Stage

@@ -1,6 +1,6 @@
 """The worker search against modelled pipelines (exact, no timing)."""
 
-from pipecheck.analysis.tuner import CPU_BOUND, LATENCY_BOUND, choose, tune
+from pipecheck.analysis.loader.tuner import CPU_BOUND, LATENCY_BOUND, choose, tune
 
 
 def latency_bound(load_s):
@@ -75,7 +75,7 @@ def test_fixed_workers_measure_exactly_those():
 
 
 def test_choose_prefers_fewest_workers_meeting_goal():
-    from pipecheck.analysis.tuner import Trial
+    from pipecheck.analysis.loader.tuner import Trial
     from pipecheck.records.grain_settings import GrainSettings
 
     trials = [Trial(GrainSettings(4, threads=0), 0.010),

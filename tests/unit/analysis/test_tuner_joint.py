@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from pipecheck.analysis.tuner import (
+from pipecheck.analysis.loader.tuner import (
     MIN_GAIN,
     Trial,
     choose,

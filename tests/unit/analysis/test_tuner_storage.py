@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipecheck.analysis.model_tuner import tune_by_model
-from pipecheck.analysis.tuner import tune_grain
+from pipecheck.analysis.loader.model_tuner import tune_by_model
+from pipecheck.analysis.loader.tuner import tune_grain
 from pipecheck.records.grain_settings import GrainSettings
 
 from .grain_sim import SimPipeline

@@ -1,4 +1,4 @@
-"""Where a run's wall time went (``analysis.wall_time``): the time its steps cover and the
+"""Where a run's wall time went (``analysis.logs.wall_time``): the time its steps cover and the
 time outside them by cause, checked on real logs against their own timestamps and on
 hand-built intervals; the record field is read from older records as None."""
 
@@ -9,9 +9,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from pipecheck.analysis import wall_time
 from pipecheck.analysis.diff import diff_runs, summary_from_imported
-from pipecheck.analysis.maxtext import activities
+from pipecheck.analysis.logs import wall_time
+from pipecheck.analysis.logs.maxtext import activities
 from pipecheck.logs.maxtext import import_log, parse_file
 from pipecheck.records.base import to_dict
 from pipecheck.records.diff import RunSummary

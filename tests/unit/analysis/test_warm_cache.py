@@ -4,7 +4,7 @@ that pass ended."""
 
 from __future__ import annotations
 
-from pipecheck.analysis import warm_cache as wc
+from pipecheck.analysis.loader import warm_cache as wc
 from pipecheck.records.dataloader import PageCache, Reads
 
 READS = Reads("SourceMapDataset(source=ArrayRecordDataSource)", "main", 0.005, 8.0, 0.9)

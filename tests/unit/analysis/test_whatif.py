@@ -1,7 +1,7 @@
 """The what-if's pure parts: which setting compare's self-check measures, the setting asked
 over the run's choice."""
 
-from pipecheck.analysis.whatif import Asked, check_setting, setting_of
+from pipecheck.analysis.loader.whatif import Asked, check_setting, setting_of
 from pipecheck.records.grain_settings import GrainSettings
 
 
@@ -44,8 +44,8 @@ def test_a_pipeline_that_runs_its_own_workers_is_not_predicted():
 
     import pytest
 
-    from pipecheck.analysis.loader_model import NotPredictable
-    from pipecheck.analysis.whatif import OWN_WORKERS, what_if
+    from pipecheck.analysis.loader.loader_model import NotPredictable
+    from pipecheck.analysis.loader.whatif import OWN_WORKERS, what_if
     from pipecheck.records import store
 
     data = Path(__file__).parents[2] / "data" / "whatif"

@@ -13,7 +13,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from pipecheck.analysis import maxtext
+from pipecheck.analysis.logs import maxtext
 from pipecheck.logs.maxtext import import_log, parse_file
 
 REAL = pathlib.Path(__file__).resolve().parents[2] / "data" / "real"

@@ -130,7 +130,7 @@ def test_a_nan_loss_is_reported_from_its_first_step_and_is_the_final_loss():
 
 
 def test_the_lag_of_each_log_is_told_from_its_timestamps():
-    from pipecheck.analysis.maxtext import log_lag
+    from pipecheck.analysis.logs.maxtext import log_lag
     from pipecheck.logs.maxtext import parse_lines
 
     def lag(name: str) -> int:

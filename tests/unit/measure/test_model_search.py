@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipecheck.analysis.model_tuner import MAX_TRIALS, trial_of
+from pipecheck.analysis.loader.model_tuner import MAX_TRIALS, trial_of
 from pipecheck.data.grain_pipeline import OwnSettings
 from pipecheck.measure import loader_search as ls
 from pipecheck.records.grain_settings import GrainSettings

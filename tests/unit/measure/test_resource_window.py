@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipecheck.analysis.loader_limits import MAIN_PROCESS_BOUND, limit_of, main_share
+from pipecheck.analysis.loader.loader_limits import MAIN_PROCESS_BOUND, limit_of, main_share
 from pipecheck.analysis.steady_state import loader_estimate, steady_batch_start
 from pipecheck.measure.dataloader import time_batches
 from pipecheck.measure.resources import ResourceWindow

@@ -34,7 +34,7 @@ def test_format_dataloader_exact():
 def _with_resources():
     from dataclasses import replace
 
-    from pipecheck.analysis.loader_limits import limit_findings
+    from pipecheck.analysis.loader.loader_limits import limit_findings
     from pipecheck.records.dataloader import Resources
 
     result = make_result()

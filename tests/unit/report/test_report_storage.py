@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pipecheck.analysis.storage import storage_finding
+from pipecheck.analysis.loader.storage import storage_finding
 from pipecheck.records.dataloader import DataloaderResult, PageCache
 from pipecheck.report.dataloader import format_dataloader, storage_parts
 from tests.unit.analysis.test_storage import SLOW_MOUNT_1_THREAD, setting

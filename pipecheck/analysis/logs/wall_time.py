@@ -3,7 +3,7 @@ own ``seconds`` cover, and the time outside every step, each stretch of it split
 the log says ran then (a goodput-style account).
 
 MaxText's step times are differences of consecutive clock readings, so its steps tile the
-training loop (``analysis.maxtext.step_intervals`` chains them on the step lines' times):
+training loop (``analysis.logs.maxtext.step_intervals`` chains them on the step lines' times):
 what a checkpoint or an eval costs inside the loop is in the next step's ``seconds``. Time
 outside the steps is before the first step starts (start-up: initialization, a restore),
 where the chain breaks (a restart, steps the log does not show), and after the last step
@@ -23,14 +23,11 @@ excerpt, steps after its last step line too).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from pipecheck.records.imported import LogEvent, OutsideSteps, TimeShare, WallTime
-
-if TYPE_CHECKING:
-    from pipecheck.analysis.maxtext import Activity, Background
 
 OUTSIDE_MIN_S = 0.05
 """A stretch outside the steps shorter than this is not listed (it still counts in the
@@ -87,9 +84,36 @@ def save_blocking(events: Sequence[LogEvent]) -> list[Stretch]:
     return out
 
 
-def named_stretches(events: Sequence[LogEvent], ops: Iterable[Background],
+class Op(Protocol):
+    """Something that ran beside the steps (``analysis.logs.maxtext.Background``)."""
+
+    @property
+    def start(self) -> float: ...
+    @property
+    def end(self) -> float: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def evidence(self) -> str: ...
+
+
+class Activity(Protocol):
+    """A stretch of other work, first line to last (``analysis.logs.maxtext.Activity``)."""
+
+    @property
+    def family(self) -> str: ...
+    @property
+    def first(self) -> LogEvent: ...
+    @property
+    def last(self) -> LogEvent: ...
+    @property
+    def timed(self) -> bool: ...
+    def evidence(self) -> str: ...
+
+
+def named_stretches(events: Sequence[LogEvent], ops: Iterable[Op],
                     acts: Iterable[Activity]) -> list[Stretch]:
-    """Every timed stretch the log names (``ops``: ``analysis.maxtext.background``;
+    """Every timed stretch the log names (``ops``: ``analysis.logs.maxtext.background``;
     ``acts``: its ``activities``)."""
     out = save_blocking(events)
     for op in ops:

@@ -112,7 +112,7 @@ class Trial(SettingsKnobs):
     main_rss_mb: float = math.nan
     """Peak resident memory of the training process, MB."""
     storage: str = ""
-    """Why this setting's reads wait on storage (``analysis.storage.storage_note``: latency
+    """Why this setting's reads wait on storage (``analysis.loader.storage.storage_note``: latency
     per read, reads per batch, the CPU share), "" when they do not: a search that reads it
     on its first setting tries read threads before worker processes."""
 

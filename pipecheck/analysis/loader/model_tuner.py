@@ -19,15 +19,15 @@ import dataclasses
 import math
 from typing import Callable, Sequence
 
-from pipecheck.analysis import loader_model as lm
-from pipecheck.analysis.storage import (
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.storage import (
     evidence_of,
     is_storage_bound,
     read_threads_for,
     storage_note,
     threads_first_reason,
 )
-from pipecheck.analysis.tuner import (
+from pipecheck.analysis.loader.tuner import (
     BUFFER_LADDER,
     MIN_GAIN,
     PREFETCH_FACTORS,

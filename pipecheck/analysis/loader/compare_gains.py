@@ -9,7 +9,7 @@ R, the real-data median, and ranked by its high end:
   at the chosen setting (its ``measured_step_s``); the first setting's step is predicted
   from its D and T (the slower of the two, times the interference R / max(T, D) measured at
   the chosen one): compare runs R at the chosen setting only, so the gain is ``model``.
-  Another setting the loader model predicts faster (``analysis.whatif``): ``model``;
+  Another setting the loader model predicts faster (``analysis.loader.whatif``): ``model``;
 - ``sync``: each sync site compare's sampler found in the user's code: at most its wait a
   step and R less the slower of T and D (the device still computes, the loader still
   loads); at least 0, since compare times the host only (``loop_verdict.overlap_unknown_why``
@@ -33,22 +33,22 @@ from __future__ import annotations
 
 import math
 
-from pipecheck.analysis import loader_model as lm
 from pipecheck.analysis.gain_ranges import (
     RecordGains,
     bound_gain,
     near_floor_note,
     sync_sites,
 )
-from pipecheck.analysis.loop_verdict import MATERIAL_GAIN_SHARE, overlap_unknown_why
-from pipecheck.analysis.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
-from pipecheck.analysis.verdict import LOADER_HEADROOM
-from pipecheck.analysis.whatif import (
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
+from pipecheck.analysis.loader.whatif import (
     host_sizing,
     interference,
     measured_of,
     stage_what_if,
 )
+from pipecheck.analysis.loop_verdict import MATERIAL_GAIN_SHARE, overlap_unknown_why
+from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.gains import Gain, GainKind, GainRange, StepInterval

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence, TypeVar
 
 import numpy as np
 
-from pipecheck.analysis.loader_limits import main_time_per_batch
+from pipecheck.analysis.loader.loader_limits import main_time_per_batch
 from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.records.whatif import Interval, LoaderModelFit

@@ -45,7 +45,8 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from pipecheck import stats
-from pipecheck.analysis import anomalies, intervals, level_shift, wall_time
+from pipecheck.analysis import anomalies, level_shift
+from pipecheck.analysis.logs import intervals, wall_time
 from pipecheck.analysis.periodic_stall import periodic_stall_findings
 from pipecheck.records.common import Distribution
 from pipecheck.records.imported import (
@@ -725,7 +726,7 @@ def summarize(p: ParsedLog, source: str) -> ImportedRun:
 
 
 def _wall_time(p: ParsedLog, numbers: np.ndarray, lag: int | None) -> WallTime | None:
-    """Where the run's wall time went (``analysis.wall_time``), by the steps' intervals and
+    """Where the run's wall time went (``analysis.logs.wall_time``), by the steps' intervals and
     the stretches the log names."""
     start, end = step_intervals(numbers, p.steps.column("time_s"), p.line_at,
                                 lag=LOG_LAG_STEPS if lag is None else lag)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 from typing import Mapping, Sequence
 
-from pipecheck.analysis.loader_limits import limit_findings
-from pipecheck.analysis.tuner import TuningOutcome
+from pipecheck.analysis.loader.loader_limits import limit_findings
+from pipecheck.analysis.loader.tuner import TuningOutcome
 from pipecheck.analysis.verdict import HARMLESS_SYNC_SHARE, Verdict, beyond_loader_cpu
 from pipecheck.records.common import Finding, SyncSite
 from pipecheck.records.compare import Estimates

@@ -8,8 +8,8 @@ import dataclasses
 import math
 from typing import Sequence
 
-from pipecheck.analysis import loader_model as lm
-from pipecheck.analysis.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
+from pipecheck.analysis.loader import loader_model as lm
+from pipecheck.analysis.loader.tuner import BUFFER_LADDER, PREFETCH_FACTORS, THREAD_LADDER
 from pipecheck.analysis.verdict import LOADER_HEADROOM
 from pipecheck.records.common import Estimate
 from pipecheck.records.compare import CompareResult

@@ -1,0 +1,1 @@
+"""The log wing: MaxText training logs read into steps, events and wall time."""
