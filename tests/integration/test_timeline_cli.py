@@ -40,7 +40,7 @@ def test_checkpoint_cost_lands_on_checkpoint_steps(ckpt_run: dict[str, pathlib.P
     by = {s.step: s for s in steps}
     assert [s.step for s in steps if "checkpoint" in s.tags] == [5, 10, 15]
     assert [s.step for s in steps if "eval" in s.tags] == [7, 14]
-    steady = steady_state(steps)
+    steady = steady_state(res.steps)
     fastest = min(s.time_s for s in steady)
     assert sorted(res.step_time.samples_s) == sorted(s.time_s for s in steady)
     assert not any(t in s.tags for s in steady for t in ("checkpoint", "eval", "compile"))
