@@ -30,6 +30,19 @@ MAX_KNOB = 1024
 """The largest worker, thread, buffer or prefetch count a prediction is asked for: beyond
 it no machine runs the processes, and the model's extrapolation means nothing."""
 
+CHECK_PRECISION = 0.05
+"""A reading whose D interval's half-width is more than this share of D is read longer: the
+goal is an error within 10% (docs/whatif.md), and a reading only +-5% sure leaves a
+prediction 10% off no longer told from one within 5%."""
+
+MAX_LONGER_SECONDS = 2.0
+"""The longer reading's batches take at most this long at the D first read (plus the
+workers' start-up with workers): compare's run time grows by a second or two at most."""
+
+MAX_LONGER_BATCHES = 16_000
+"""No longer reading times more batches than this, however short they are (eight times the
+first reading's ceiling, ``measure.whatif_check.MAX_CHECK_BATCHES``)."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Asked:
@@ -238,3 +251,24 @@ def check_setting(measured: Sequence[GrainSettings], chosen: GrainSettings,
         if g is not None and not any(same(g, m) for m in measured):
             return g
     return None
+
+
+def too_unsure(d: Interval) -> bool:
+    """Whether the reading ``d`` is too unsure to judge a 10% error: its interval's
+    half-width above ``CHECK_PRECISION`` of its value (or no usable value)."""
+    width = d.relative_half_width()
+    return not math.isfinite(width) or width > CHECK_PRECISION
+
+
+def longer_batches(batches: int, d: Interval) -> int | None:
+    """Batches for a longer reading of a setting read over ``batches`` at ``d``: enough for
+    its interval to narrow to ``CHECK_PRECISION`` (a mean's interval narrows as the square
+    root of the batches), at least twice ``batches``, within ``MAX_LONGER_SECONDS`` at
+    ``d`` and ``MAX_LONGER_BATCHES``. None when ``d`` is sure enough, has no usable value,
+    or the bound allows fewer than twice ``batches``."""
+    width = d.relative_half_width()
+    if not too_unsure(d) or not (math.isfinite(width) and d.value > 0):
+        return None
+    wanted = max(2 * batches, math.ceil(batches * (width / CHECK_PRECISION) ** 2))
+    n = min(wanted, math.floor(MAX_LONGER_SECONDS / d.value), MAX_LONGER_BATCHES)
+    return n if n >= 2 * batches else None
