@@ -1,5 +1,6 @@
 """``pipecheck whatif``: a compare or dataloader record's measured settings, the loader model
-fitted to them, and one setting's predicted D, step time, what binds, and the host's size.
+fitted to them, and one setting's predicted D, step time, what binds, and the host's size;
+and compare's self-check's choices: the setting it checks, and whether to read it longer.
 Pure: the record is read by the caller."""
 
 from __future__ import annotations

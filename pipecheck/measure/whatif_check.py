@@ -129,6 +129,8 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
     g = check_setting([s.settings for s in loader.settings], loader.chosen.settings,
                       opts.max_workers)
     if g is None:
+        progress.say("      what-if self-check skipped: every setting next to the chosen one "
+                     "was measured")
         return None
     g = parts.own.applied(g)
     predicted = predict_loader(model, g, cores)
