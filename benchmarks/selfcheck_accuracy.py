@@ -54,10 +54,10 @@ def pipelines() -> dict[str, tuple[str, dict]]:
             for name, (workload, keys) in GRID_PIPELINES.items()}
 
 
-def compare(workload: str, keys: dict, out: pathlib.Path) -> tuple[dict, float]:
-    """One fresh ``pipecheck compare --json`` run: its record and wall seconds."""
+def compare(workload: str, keys: dict, out: pathlib.Path) -> tuple[dict, float, str]:
+    """One fresh ``pipecheck compare --json`` run: its record, wall seconds and progress."""
     sets = [f"workload={workload}", *(f"{k}={v:g}" for k, v in keys.items())]
-    cmd = [sys.executable, "-m", "pipecheck", "compare", "--json", str(out), "--quiet",
+    cmd = [sys.executable, "-m", "pipecheck", "compare", "--json", str(out),
            *(x for kv in sets for x in ("--set", kv)),
            *(DEMO_OPTIONS if workload == "demo" else ())]
     start = time.perf_counter()
@@ -65,7 +65,7 @@ def compare(workload: str, keys: dict, out: pathlib.Path) -> tuple[dict, float]:
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
-    return json.loads(out.read_text()), wall
+    return json.loads(out.read_text()), wall, proc.stderr
 
 
 def half(d: dict) -> float:
@@ -81,7 +81,7 @@ def one_run(name: str, workload: str, keys: dict, d: pathlib.Path, i: int
             ) -> tuple[float, float] | None:
     """One run's errors (kept reading, first reading), printed; None when no check."""
     load_before = os.getloadavg()[0]
-    record, wall = compare(workload, keys, d / f"{name}-{i}.json")
+    record, wall, progress = compare(workload, keys, d / f"{name}-{i}.json")
     load = f"load {load_before:.1f} -> {os.getloadavg()[0]:.1f}"
     phases = (record.get("machine_load") or {})
     loader = phases.get("loader") or {}
@@ -89,8 +89,10 @@ def one_run(name: str, workload: str, keys: dict, d: pathlib.Path, i: int
         load += f", others {loader['other_cpu_s'] / loader['wall_s']:.2f} cores (loader)"
     c = record.get("whatif_check")
     if c is None:
-        print(f"  {name} run {i + 1}: no check ({len(record['loader'])} setting(s) read: "
-              f"{record['tuning']['stop_reason']}); {wall:.0f} s, {load}", flush=True)
+        said = [ln.split("skipped: ", 1)[1] for ln in progress.splitlines()
+                if "self-check skipped: " in ln]
+        why = said[0] if said else f"{len(record['loader'])} setting(s) read"
+        print(f"  {name} run {i + 1}: no check ({why}); {wall:.0f} s, {load}", flush=True)
         return None
     p = c["predicted_loader_s"]["value"]
     kept = c["measured_loader_s"]

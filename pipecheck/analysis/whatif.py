@@ -261,6 +261,12 @@ def too_unsure(d: Interval) -> bool:
     return not math.isfinite(width) or width > CHECK_PRECISION
 
 
+def plus_minus(width: float) -> str:
+    """A relative half-width as the check says it: ``+-4.9%`` under 10% (where it is
+    weighed against ``CHECK_PRECISION``), ``+-12%`` above."""
+    return f"+-{100 * width:.1f}%" if width < 0.1 else f"+-{100 * width:.0f}%"
+
+
 def longer_batches(batches: int, d: Interval) -> int | None:
     """Batches for a longer reading of a setting read over ``batches`` at ``d``: enough for
     its interval to narrow to ``CHECK_PRECISION`` (a mean's interval narrows as the square

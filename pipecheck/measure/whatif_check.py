@@ -16,6 +16,7 @@ from pipecheck.analysis.whatif import (
     MAX_LONGER_SECONDS,
     check_setting,
     longer_batches,
+    plus_minus,
     too_unsure,
 )
 from pipecheck.data.grain_pipeline import read_elements_per_batch
@@ -103,7 +104,7 @@ def read_until_sure(measure: Callable[[int], LoaderSetting], batches: int,
 
 def _said(s: LoaderSetting) -> str:
     width = _interval(s).relative_half_width()
-    sure = f" +-{100 * width:.0f}%" if math.isfinite(width) else ""
+    sure = f" {plus_minus(width)}" if math.isfinite(width) else ""
     return f"{ms(s.loader_time.value)}{sure}"
 
 

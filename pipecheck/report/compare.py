@@ -9,7 +9,7 @@ from typing import Sequence
 
 from pipecheck.analysis.first_batch import work_text
 from pipecheck.analysis.machine_load import machine_was_shared, phase_loads
-from pipecheck.analysis.whatif import too_unsure
+from pipecheck.analysis.whatif import plus_minus, too_unsure
 from pipecheck.records.common import Estimate, StartUp
 from pipecheck.records.compare import CompareResult
 from pipecheck.records.dataloader import LoaderSetting
@@ -98,11 +98,11 @@ def whatif_check_line(c: WhatIfCheck) -> str:
 def _how_read(c: WhatIfCheck) -> str:
     """How sure the check's reading is, where that is news: read twice, or too unsure."""
     m, first = c.measured_loader_s, c.first_measured_loader_s
-    sure = f"+-{100 * m.relative_half_width():.0f}%"
+    sure = plus_minus(m.relative_half_width())
     if c.reads > 1 and first is not None:
         still = ", still too unsure" if too_unsure(m) else ""
         return (f" over {c.batches} batches, {sure}{still} (read longer: the first reading, "
-                f"{ms(first.value)} +-{100 * first.relative_half_width():.0f}%, was too "
+                f"{ms(first.value)} {plus_minus(first.relative_half_width())}, was too "
                 "unsure to judge a 10% error)")
     return f" ({sure}: too unsure to judge a 10% error)" if too_unsure(m) else ""
 

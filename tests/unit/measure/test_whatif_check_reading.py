@@ -11,6 +11,7 @@ from pipecheck.analysis.whatif import (
     MAX_LONGER_BATCHES,
     MAX_LONGER_SECONDS,
     longer_batches,
+    plus_minus,
     too_unsure,
 )
 from pipecheck.measure.whatif_check import read_until_sure
@@ -64,6 +65,12 @@ def test_a_reading_within_the_precision_is_sure_enough():
     assert too_unsure(Interval(0.0, 0.0, 0.0))
 
 
+def test_a_width_near_the_precision_is_said_to_a_tenth():
+    # +-5.04% is too unsure: said "+-5.0%", not "+-5%", beside "too unsure"
+    assert (plus_minus(0.0504), plus_minus(0.049), plus_minus(0.6)) == \
+        ("+-5.0%", "+-4.9%", "+-60%")
+
+
 def test_no_longer_reading_where_the_first_is_sure_enough():
     assert longer_batches(25, around(0.010, 0.04)) is None
 
@@ -95,18 +102,18 @@ def test_a_sure_reading_is_read_once():
     measure, lines = FakeMeasure((0.010, 0.02)), Lines()
     r = read_until_sure(measure, 25, lines)
     assert (measure.asked, r.batches, r.reads, r.first) == ([25], 25, 1, None)
-    assert lines.lines == ["      measured 10.0 ms +-2%"]
+    assert lines.lines == ["      measured 10.0 ms +-2.0%"]
 
 
 def test_an_unsure_reading_is_read_longer_and_says_so():
-    measure, lines = FakeMeasure((0.002, 0.10), (0.0021, 0.04)), Lines()
+    measure, lines = FakeMeasure((0.002, 0.12), (0.0021, 0.04)), Lines()
     r = read_until_sure(measure, 125, lines)
-    assert measure.asked == [125, 500]
-    assert (r.batches, r.reads, r.setting.loader_time.value) == (500, 2, 0.0021)
+    assert measure.asked == [125, 720]  # 125 x (12 / 5)^2
+    assert (r.batches, r.reads, r.setting.loader_time.value) == (720, 2, 0.0021)
     assert r.first is not None and r.first.loader_time.value == 0.002
-    assert lines.lines == ["      measured 2.00 ms +-10%",
-                           "      too unsure to judge a 10% error: reading 500 batches",
-                           "      measured 2.10 ms +-4%"]
+    assert lines.lines == ["      measured 2.00 ms +-12%",
+                           "      too unsure to judge a 10% error: reading 720 batches",
+                           "      measured 2.10 ms +-4.0%"]
 
 
 def test_a_reading_still_unsure_at_the_bound_is_judged_as_read_and_says_so():
@@ -134,7 +141,7 @@ def test_the_report_line_says_how_the_setting_was_read():
     assert "measured 10.0 ms: error 3%" in sure
     longer = whatif_check_line(check(around(0.0095, 0.04), batches=222, reads=2,
                                      first_measured_loader_s=around(0.0093, 0.6)))
-    assert ("measured 9.50 ms over 222 batches, +-4% (read longer: the first reading, "
+    assert ("measured 9.50 ms over 222 batches, +-4.0% (read longer: the first reading, "
             "9.30 ms +-60%, was too unsure to judge a 10% error): error 8%") in longer
     still = whatif_check_line(check(around(0.0095, 0.2), batches=222, reads=2,
                                     first_measured_loader_s=around(0.0093, 0.6)))
