@@ -135,8 +135,8 @@ def main() -> None:
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     print("pipeline: kept reading | first reading alone")
     for name, kept, first in rows:
-        met = " (median over 10%)" if kept and statistics.median(kept) > GOAL else ""
-        print(f"  {name}: {summary(kept)}{met} | {summary(first)}")
+        over = " (median over 10%)" if kept and statistics.median(kept) > GOAL else ""
+        print(f"  {name}: {summary(kept)}{over} | {summary(first)}")
     print(f"  all: {summary(kept_all)} | {summary(first_all)}")
     if kept_all:
         met = statistics.median(kept_all) <= GOAL

@@ -276,6 +276,7 @@ def longer_batches(batches: int, d: Interval) -> int | None:
     width = d.relative_half_width()
     if not too_unsure(d) or not (math.isfinite(width) and d.value > 0):
         return None
-    wanted = max(2 * batches, math.ceil(batches * (width / CHECK_PRECISION) ** 2))
+    # rounded first: 125 x (0.12 / 0.05)^2 is 720.0000000000001 in floating point
+    wanted = max(2 * batches, math.ceil(round(batches * (width / CHECK_PRECISION) ** 2, 6)))
     n = min(wanted, math.floor(MAX_LONGER_SECONDS / d.value), MAX_LONGER_BATCHES)
     return n if n >= 2 * batches else None
