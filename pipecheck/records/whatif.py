@@ -160,7 +160,7 @@ class WhatIfCheck(Record):
     """The batches the reading kept timed (0: a record written before they were kept)."""
     reads: int = 1
     """The readings taken: 2 when the first's interval was too wide to judge a 10% error
-    (``measure.whatif_check.CHECK_PRECISION``) and the setting was read again, longer."""
+    (``analysis.whatif.CHECK_PRECISION``) and the setting was read again, longer."""
     first_measured_loader_s: Interval | None = None
     """The first, shorter reading when there were two (None: read once)."""
 
