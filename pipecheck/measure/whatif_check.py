@@ -1,15 +1,24 @@
 """compare's self-check: after choosing, one loader setting the model did not see is
 predicted from the settings measured, then measured (a few dozen batches, at least a
-quarter of a second of them)."""
+quarter of a second of them); read once more, longer, when that reading is too unsure to
+judge a 10% error (``analysis.loader.whatif.longer_batches``: within two seconds of batches)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Callable
 
 from pipecheck.analysis.loader.loader_model import NotPredictable, fit_loader_model, predict_loader
-from pipecheck.analysis.loader.whatif import check_setting
+from pipecheck.analysis.loader.whatif import (
+    CHECK_PRECISION,
+    MAX_LONGER_SECONDS,
+    check_setting,
+    longer_batches,
+    plus_minus,
+    too_unsure,
+)
 from pipecheck.data.grain_pipeline import read_elements_per_batch
 from pipecheck.data.per_setting import at_setting
 from pipecheck.measure.dataloader import LoaderParts, measure_setting
@@ -21,6 +30,7 @@ from pipecheck.measure.loader_search import (
 )
 from pipecheck.measure.page_cache import CacheWatch
 from pipecheck.progress import Progress
+from pipecheck.records.dataloader import LoaderSetting
 from pipecheck.records.whatif import Interval, WhatIfCheck, WhatIfSetting
 from pipecheck.units import ms
 
@@ -56,6 +66,53 @@ def check_batches(predicted_s: float, fastest_measured_s: float = math.nan) -> i
     return min(MAX_CHECK_BATCHES, max(CHECK_BATCHES, math.ceil(CHECK_SECONDS / predicted_s)))
 
 
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """The checked setting as read: the reading kept, the batches it timed, how many
+    readings were taken, and the first when there were more."""
+
+    setting: LoaderSetting
+    batches: int
+    reads: int = 1
+    first: LoaderSetting | None = None
+
+
+def read_until_sure(measure: Callable[[int], LoaderSetting], batches: int,
+                    progress: Progress) -> Reading:
+    """The setting read by ``measure`` over ``batches`` and, while its D is too unsure to
+    judge a 10% error, once more over ``longer_batches`` (replacing it: a window of its own,
+    started afresh); each reading, and why it was or was not read longer, said on
+    ``progress``."""
+    first = measure(batches)
+    progress.say(f"      measured {_said(first)}")
+    d = _interval(first)
+    if not too_unsure(d):
+        return Reading(first, batches)
+    more = longer_batches(batches, d)
+    if more is None:
+        why = (f"twice the batches take more than {MAX_LONGER_SECONDS:g} s"
+               if math.isfinite(d.value) and d.value > 0 else "no D to size a reading by")
+        progress.say(f"      wider than +-{100 * CHECK_PRECISION:.0f}%; not read longer: {why}")
+        return Reading(first, batches)
+    progress.say(f"      too unsure to judge a 10% error: reading {more} batches")
+    last = measure(more)
+    progress.say(f"      measured {_said(last)}"
+                 + (" (still too unsure: judged as read)" if too_unsure(_interval(last))
+                    else ""))
+    return Reading(last, more, 2, first)
+
+
+def _said(s: LoaderSetting) -> str:
+    width = _interval(s).relative_half_width()
+    sure = f" {plus_minus(width)}" if math.isfinite(width) else ""
+    return f"{ms(s.loader_time.value)}{sure}"
+
+
+def _interval(s: LoaderSetting) -> Interval:
+    d = s.loader_time
+    return Interval(d.value, d.low, d.high)
+
+
 def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, cores: int,
                  progress: Progress, clock: Callable[[], float] = time.perf_counter
                  ) -> WhatIfCheck | None:
@@ -73,6 +130,8 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
     g = check_setting([s.settings for s in loader.settings], loader.chosen.settings,
                       opts.max_workers)
     if g is None:
+        progress.say("      what-if self-check skipped: every setting next to the chosen one "
+                     "was measured")
         return None
     g = parts.own.applied(g)
     predicted = predict_loader(model, g, cores)
@@ -83,11 +142,15 @@ def whatif_check(parts: LoaderParts, loader: LoaderChoice, opts: SearchOptions, 
                     read_elements_per_batch(at_setting(dataset, g)))
     progress.say(f"[2/4] what-if self-check: {g.label()}, predicted "
                  f"{ms(predicted.interval.value)}; measuring {n} batches")
-    s = measure_setting(dataset, g, n, put=parts.put, tokens_key=parts.tokens_key,
-                        timeout_s=opts.timeout_s, clock=clock,
-                        stage_wait_s=TUNING_STAGE_WAIT_S, own=parts.own,
-                        cache=CacheWatch(parts.files, opts.cold))
-    d = s.loader_time
-    progress.say(f"      measured {ms(d.value)}")
+
+    def measure(batches: int) -> LoaderSetting:
+        return measure_setting(dataset, g, batches, put=parts.put, tokens_key=parts.tokens_key,
+                               timeout_s=opts.timeout_s, clock=clock,
+                               stage_wait_s=TUNING_STAGE_WAIT_S, own=parts.own,
+                               cache=CacheWatch(parts.files, opts.cold))
+
+    r = read_until_sure(measure, n, progress)
     return WhatIfCheck(WhatIfSetting.of(g, cores), predicted.interval,
-                       Interval(d.value, d.low, d.high), predicted.binding)
+                       _interval(r.setting), predicted.binding, batches=r.batches,
+                       reads=r.reads,
+                       first_measured_loader_s=None if r.first is None else _interval(r.first))

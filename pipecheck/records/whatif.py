@@ -148,12 +148,21 @@ class WhatIfResult(TopRecord):
 
 @dataclasses.dataclass(frozen=True)
 class WhatIfCheck(Record):
-    """compare's self-check: a setting the model did not see, predicted, then measured."""
+    """compare's self-check: a setting the model did not see, predicted, then measured
+    (read again, longer, when the first reading was too unsure to judge a 10% error)."""
 
     setting: WhatIfSetting
     predicted_loader_s: Interval
     measured_loader_s: Interval
+    """D as read over ``batches``: the longer reading when there were two."""
     binding: str = ""
+    batches: int = 0
+    """The batches the reading kept timed (0: a record written before they were kept)."""
+    reads: int = 1
+    """The readings taken: 2 when the first's interval was too wide to judge a 10% error
+    (``analysis.loader.whatif.CHECK_PRECISION``) and the setting was read again, longer."""
+    first_measured_loader_s: Interval | None = None
+    """The first, shorter reading when there were two (None: read once)."""
 
     @property
     def error(self) -> float:

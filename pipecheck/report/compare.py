@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from pipecheck.analysis.first_batch import work_text
+from pipecheck.analysis.loader.whatif import plus_minus, too_unsure
 from pipecheck.analysis.machine_load import machine_was_shared, phase_loads
 from pipecheck.records.common import Estimate, StartUp
 from pipecheck.records.compare import CompareResult
@@ -94,7 +95,19 @@ def whatif_check_line(c: WhatIfCheck) -> str:
     p, m = c.predicted_loader_s, c.measured_loader_s
     return (f"what-if self-check: {c.setting.grain().short_label()} (not tried by the search) "
             f"predicted D = {ms(p.value)} ({ms(p.low)} .. {ms(p.high)}), measured "
-            f"{ms(m.value)}: error {100 * c.error:.0f}% (docs/whatif.md)")
+            f"{ms(m.value)}{_how_read(c)}: error {100 * c.error:.0f}% (docs/whatif.md)")
+
+
+def _how_read(c: WhatIfCheck) -> str:
+    """How sure the check's reading is, where that is news: read twice, or too unsure."""
+    m, first = c.measured_loader_s, c.first_measured_loader_s
+    sure = plus_minus(m.relative_half_width())
+    if c.reads > 1 and first is not None:
+        still = ", still too unsure" if too_unsure(m) else ""
+        return (f" over {c.batches} batches, {sure}{still} (read longer: the first reading, "
+                f"{ms(first.value)} {plus_minus(first.relative_half_width())}, was too "
+                "unsure to judge a 10% error)")
+    return f" ({sure}: too unsure to judge a 10% error)" if too_unsure(m) else ""
 
 
 def machine_load_line(m: MachineLoad) -> str:

@@ -13,7 +13,9 @@ import re
 import pytest
 import yaml
 
+from pipecheck.analysis.loader.whatif import too_unsure
 from pipecheck.measure.whatif_check import CHECK_SECONDS
+from pipecheck.records.whatif import Interval
 
 from ..conftest import run_cli
 from .doc_examples import skeleton_problems
@@ -126,6 +128,16 @@ def test_compare_searches_read_threads_and_saves_the_setting_it_chose(tmp_path):
     assert said is not None, proc.stderr[-2000:]
     seconds = float(said[1]) * (1e-3 if said[2] == "ms" else 1.0)
     assert int(said[3]) * seconds >= CHECK_SECONDS * 0.99, said[0]
+    # a reading too unsure to judge a 10% error is read once more, longer, and says so
+    first_n, first = int(said[3]), check["first_measured_loader_s"]
+    if check["reads"] == 2:
+        assert first is not None and check["batches"] >= 2 * first_n, check
+        assert too_unsure(Interval.from_dict(first)), check
+        assert f"reading {check['batches']} batches" in proc.stderr
+    else:
+        assert (check["reads"], check["batches"], first) == (1, first_n, None), check
+        assert (not too_unsure(Interval.from_dict(measured))
+                or "not read longer" in proc.stderr), proc.stderr[-2000:]
     cfg = yaml.safe_load(saved.read_text())
     assert (cfg["num_workers"], cfg["num_threads"], cfg["per_worker_buffer_size"],
             cfg["prefetch_buffer_size"]) == (chosen["workers"], chosen["threads"],

@@ -1,5 +1,6 @@
 """``pipecheck whatif``: a compare or dataloader record's measured settings, the loader model
-fitted to them, and one setting's predicted D, step time, what binds, and the host's size.
+fitted to them, and one setting's predicted D, step time, what binds, and the host's size;
+and compare's self-check's choices: the setting it checks, and whether to read it longer.
 Pure: the record is read by the caller."""
 
 from __future__ import annotations
@@ -29,6 +30,19 @@ keep gaining past the cores, and no tuner ceiling goes further (DEFAULT_MAX_WORK
 MAX_KNOB = 1024
 """The largest worker, thread, buffer or prefetch count a prediction is asked for: beyond
 it no machine runs the processes, and the model's extrapolation means nothing."""
+
+CHECK_PRECISION = 0.05
+"""A reading whose D interval's half-width is more than this share of D is read longer: the
+goal is an error within 10% (docs/whatif.md), and a reading only +-5% sure leaves a
+prediction 10% off no longer told from one within 5%."""
+
+MAX_LONGER_SECONDS = 2.0
+"""The longer reading's batches take at most this long at the D first read (plus the
+workers' start-up with workers): compare's run time grows by a second or two at most."""
+
+MAX_LONGER_BATCHES = 16_000
+"""No longer reading times more batches than this, however short they are (eight times the
+first reading's ceiling, ``measure.whatif_check.MAX_CHECK_BATCHES``)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,3 +258,31 @@ def check_setting(measured: Sequence[GrainSettings], chosen: GrainSettings,
         if g is not None and not any(same(g, m) for m in measured):
             return g
     return None
+
+
+def too_unsure(d: Interval) -> bool:
+    """Whether the reading ``d`` is too unsure to judge a 10% error: its interval's
+    half-width above ``CHECK_PRECISION`` of its value (or no usable value)."""
+    width = d.relative_half_width()
+    return not math.isfinite(width) or width > CHECK_PRECISION
+
+
+def plus_minus(width: float) -> str:
+    """A relative half-width as the check says it: ``+-4.9%`` under 10% (where it is
+    weighed against ``CHECK_PRECISION``), ``+-12%`` above."""
+    return f"+-{100 * width:.1f}%" if width < 0.1 else f"+-{100 * width:.0f}%"
+
+
+def longer_batches(batches: int, d: Interval) -> int | None:
+    """Batches for a longer reading of a setting read over ``batches`` at ``d``: enough for
+    its interval to narrow to ``CHECK_PRECISION`` (a mean's interval narrows as the square
+    root of the batches), at least twice ``batches``, within ``MAX_LONGER_SECONDS`` at
+    ``d`` and ``MAX_LONGER_BATCHES``. None when ``d`` is sure enough, has no usable value,
+    or the bound allows fewer than twice ``batches``."""
+    width = d.relative_half_width()
+    if not too_unsure(d) or not (math.isfinite(width) and d.value > 0):
+        return None
+    # rounded first: 125 x (0.12 / 0.05)^2 is 720.0000000000001 in floating point
+    wanted = max(2 * batches, math.ceil(round(batches * (width / CHECK_PRECISION) ** 2, 6)))
+    n = min(wanted, math.floor(MAX_LONGER_SECONDS / d.value), MAX_LONGER_BATCHES)
+    return n if n >= 2 * batches else None
