@@ -223,14 +223,18 @@ def pool_ready(seconds: np.ndarray, waits: np.ndarray | None, pool: np.ndarray
     return ready_batches(seconds, waits, float(np.median(seconds[pool])))[pool]
 
 
+def span_seconds(steps: StepTable[StepRecord], name: str) -> np.ndarray:
+    """Seconds each step spent in span ``name`` (0 where it has none, or not a number)."""
+    column = steps.map_columns("spans").get(name)
+    if column is None:
+        return np.zeros(len(steps))
+    return np.where(np.isfinite(column), column, 0.0)
+
+
 def input_waits(steps: StepTable[StepRecord]) -> np.ndarray:
     """Seconds each step waited for its batch (``INPUT_WAIT_SPANS``; 0 where it has none)."""
-    columns = _span_columns(steps)
-    out = np.zeros(len(steps))
-    for name in INPUT_WAIT_SPANS:
-        if name in columns:
-            out += columns[name]
-    return out
+    return sum((span_seconds(steps, name) for name in INPUT_WAIT_SPANS),
+               np.zeros(len(steps)))
 
 
 def isolated(arr: np.ndarray, side: np.ndarray) -> np.ndarray:
@@ -325,7 +329,7 @@ def candidate_mask(steps: StepTable[StepRecord], excluded_tags: Sequence[str],
 
 def steady_mask(steps: StepTable[StepRecord], excluded_tags: Sequence[str],
                 skip_first: int = 1) -> np.ndarray:
-    """Which of ``steps`` (rows or a StepTable) are in the steady state: none before
+    """Which of ``steps`` are in the steady state: none before
     ``skip_first``, none with a tag in ``excluded_tags``, none that ``flag_outliers`` finds
     among the rest. Anomaly tags are ignored (recomputed), so a record read back gives the
     same steady state."""

@@ -28,6 +28,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from pipecheck.analysis.anomalies import span_seconds
 from pipecheck.records.common import Finding, LoaderStart, StartUp, StepRecord
 from pipecheck.records.kinds import STEP_SPAN_NAMES
 from pipecheck.records.steps import StepTable
@@ -55,15 +56,9 @@ def monitor_startup(steps: StepTable[StepRecord], compile_s: float | None) -> St
             if name not in NOT_START_UP and s > 0}
     if compile_s:
         work["compile"] = float(compile_s)
-    waits = _data_waits(steps)[1:]
+    waits = span_seconds(steps, "data_wait")[1:]
     typical = float(np.median(waits)) if waits.size else 0.0
     return StartUp(float(first["data_wait"]), work, typical)
-
-
-def _data_waits(steps: StepTable[StepRecord]) -> np.ndarray:
-    """Each step's data wait (0 where it has none)."""
-    column = steps.map_columns("spans").get("data_wait")
-    return np.zeros(len(steps)) if column is None else np.nan_to_num(column)
 
 
 def compare_startup(first_batch_s: float, loader_s: float, compile_s: float | None,
@@ -116,7 +111,7 @@ def steady_wait(starts: Sequence[LoaderStart], steps: StepTable[StepRecord]) -> 
         return 0.0
     numbers = steps.column("step")
     steady = ~np.isin(numbers, [0, *(s.step for s in starts if s.index >= 1)])
-    waits = _data_waits(steps)
+    waits = span_seconds(steps, "data_wait")
     return float(np.median(waits[steady])) if steady.any() else 0.0
 
 

@@ -28,14 +28,15 @@ shows it). The verdict (``loop_verdict``, named thresholds):
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Sequence
 
 import numpy as np
 
+from pipecheck.analysis.anomalies import span_seconds
 from pipecheck.analysis.first_batch import steady_wait
+from pipecheck.analysis.gain_ranges import bound_gain
 from pipecheck.records.common import Breakdown, LoaderStart, StepRecord
-from pipecheck.records.gains import Gain, GainRange, StepInterval
+from pipecheck.records.gains import Gain, GainKind, StepInterval
 from pipecheck.records.kinds import (
     CHECKPOINT,
     COMPILE,
@@ -202,16 +203,13 @@ def restart_excess(starts: Sequence[LoaderStart], steps: StepTable[StepRecord]) 
 
 
 def step_data_waits(steps: StepTable[StepRecord], wanted: set[int]) -> dict[int, float]:
-    """The data wait of each step of ``wanted`` in ``steps`` (rows or a StepTable)."""
+    """The data wait of each step of ``wanted`` in ``steps``."""
     if not len(steps) or not wanted:
         return {}
     numbers = steps.column("step")
-    rows = np.flatnonzero(np.isin(numbers, sorted(wanted))).tolist()
-    out = {}
-    for i in rows:
-        wait = float(steps[i].spans.get("data_wait", 0.0))
-        out[int(numbers[i])] = wait if math.isfinite(wait) else 0.0
-    return out
+    rows = np.flatnonzero(np.isin(numbers, sorted(wanted)))
+    waits = span_seconds(steps, "data_wait")
+    return {int(numbers[i]): float(waits[i]) for i in rows.tolist()}
 
 
 def _pct(x: float) -> str:
@@ -278,14 +276,10 @@ def loop_gains(times: LoopTimes, costs: Sequence[SyncCost]) -> tuple[Gain, ...]:
     step = times.total_s / n
     out: list[Gain] = []
 
-    def add(kind: str, change: str, low: float, high: float, why: str) -> None:
+    def add(kind: GainKind, change: str, low: float, high: float, why: str) -> None:
         lo, hi = low / n, high / n
-        if hi < MATERIAL_GAIN_SHARE * step:
-            return
-        out.append(Gain(kind=kind, change=change,  # type: ignore[arg-type]
-                        predicted_step_s=StepInterval(step - (lo + hi) / 2, step - hi,
-                                                      step - lo),
-                        gain_s=GainRange(lo, hi), how="bound", why=why))
+        if hi >= MATERIAL_GAIN_SHARE * step:
+            out.append(bound_gain(kind, change, step, lo, hi, (lo + hi) / 2, why))
 
     for c in costs:
         s = c.site

@@ -437,7 +437,7 @@ def find_periodic_stall(numbers: np.ndarray, seconds: np.ndarray) -> PeriodicSta
 
 
 def steps_looked_at(steps: Steps) -> np.ndarray:
-    """Which steps (rows or a StepTable) the detector looks at: not the first, none tagged
+    """Which steps the detector looks at: not the first, none tagged
     ``EXCLUDED_TAGS``."""
     return (steps.column("step") >= 1) & ~steps.tag_mask(EXCLUDED_TAGS)
 
