@@ -53,3 +53,8 @@ def sync_sites(findings: Sequence[Finding]) -> list[tuple[str, float]]:
     and profile's sync findings)."""
     return [(f.location, f.numbers["seconds_per_step"]) for f in findings
             if f.kind in SYNC_FINDINGS and f.location and "seconds_per_step" in f.numbers]
+
+
+def ranked(gains: Sequence[Gain]) -> tuple[Gain, ...]:
+    """The gains by their high end, largest first (ties: by the low end)."""
+    return tuple(sorted(gains, key=lambda g: (-g.gain_s.high, -g.gain_s.low)))

@@ -34,7 +34,7 @@ import numpy as np
 
 from pipecheck.analysis.anomalies import span_seconds
 from pipecheck.analysis.first_batch import steady_wait
-from pipecheck.analysis.gain_ranges import bound_gain
+from pipecheck.analysis.gain_ranges import bound_gain, ranked
 from pipecheck.records.common import Breakdown, LoaderStart, StepRecord
 from pipecheck.records.gains import Gain, GainKind, StepInterval
 from pipecheck.records.kinds import (
@@ -297,4 +297,4 @@ def loop_gains(times: LoopTimes, costs: Sequence[SyncCost]) -> tuple[Gain, ...]:
         add("host-work", f"the {name} off the loop (asynchronous) or less often", 0.0,
             seconds, f"at most the {name} spans' time, amortized over the steps; at least 0: "
             "the device may run queued steps during it")
-    return tuple(sorted(out, key=lambda g: (-g.gain_s.high, -g.gain_s.low)))
+    return ranked(out)

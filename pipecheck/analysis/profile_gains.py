@@ -25,6 +25,7 @@ from pipecheck.analysis.gain_ranges import (
     RecordGains,
     bound_gain,
     near_floor_note,
+    ranked,
     sync_sites,
 )
 from pipecheck.analysis.loop_verdict import (
@@ -50,8 +51,7 @@ def profile_gains(r: ProfileResult) -> RecordGains:
         return RecordGains(None, (), (f"no gains: {why}",))
     notes = [n for n in (near_floor_note(est.compute, est.step),) if n]
     gains = [*_sync_gains(r, headspace), *_idle_gains(r, headspace)]
-    ranked = sorted(gains, key=lambda g: (-g.gain_s.high, -g.gain_s.low))
-    return RecordGains(headspace, tuple(ranked), tuple(notes))
+    return RecordGains(headspace, ranked(gains), tuple(notes))
 
 
 def paired_headspace(r: ProfileResult) -> StepInterval | None:

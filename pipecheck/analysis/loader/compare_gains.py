@@ -37,6 +37,7 @@ from pipecheck.analysis.gain_ranges import (
     RecordGains,
     bound_gain,
     near_floor_note,
+    ranked,
     sync_sites,
 )
 from pipecheck.analysis.loader import loader_model as lm
@@ -93,8 +94,7 @@ def compare_gains(r: CompareResult) -> RecordGains:
                      f"cores): {why_not}")
     else:
         gains += _model_gains(r, model)
-    ranked = sorted(gains, key=lambda g: (-g.gain_s.high, -g.gain_s.low))
-    return RecordGains(headspace, tuple(ranked), tuple(notes))
+    return RecordGains(headspace, ranked(gains), tuple(notes))
 
 
 def _material(r: CompareResult, gain_s: float) -> bool:
