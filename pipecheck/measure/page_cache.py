@@ -40,6 +40,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from pipecheck import mounts
 from pipecheck.data.grain_pipeline import (
     BatchedExamples,
     InputPipeline,
@@ -166,33 +167,15 @@ def data_files(dataset: InputPipeline | None) -> DataFiles:
 
 
 # --- the mount table ----------------------------------------------------------------------
-def _unescape(field: str) -> str:
-    """A mount table field with its octal escapes (``\\040`` for a space) undone."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
-
-
 def filesystem_of(path: str, mountinfo: str) -> str:
     """The file system type of the mount holding ``path`` (an absolute, resolved path), from
     the text of ``/proc/self/mountinfo``: the longest mount point above it ("" if none)."""
     best, fstype = "", ""
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        fields = head.split()
-        if not sep or len(fields) < 5 or not tail.split():
-            continue
-        point = _unescape(fields[4])
-        inside = path == point or path.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, fstype = point, tail.split()[0]
+    for m in mounts.parse(mountinfo):
+        inside = path == m.point or path.startswith(m.point.rstrip("/") + "/")
+        if inside and len(m.point) >= len(best):
+            best, fstype = m.point, m.fstype
     return fstype
-
-
-def _mountinfo() -> str:
-    try:
-        with open("/proc/self/mountinfo") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 # --- residency: mincore on a mapping -------------------------------------------------------
@@ -251,7 +234,7 @@ def residency(paths: Sequence[str], mountinfo: str | None = None) -> float | Non
     mapped, or the files hold no bytes). A FUSE file is not opened to read it: the kernel
     drops a FUSE file's cached pages on every open unless its server keeps them, so reading
     residency there would change what is measured."""
-    table = _mountinfo() if mountinfo is None else mountinfo
+    table = mounts.read() if mountinfo is None else mountinfo
     if any(filesystem_of(p, table).startswith(NOT_OPENED) for p in paths):
         return None
     libc = _libc()
@@ -280,7 +263,7 @@ def cold_problem(files: DataFiles, mountinfo: str | None = None) -> str | None:
         return ("--cold cannot tell which files this pipeline reads (its source is not an "
                 "ArrayRecord source pipecheck can see into); drop --cold, or read the data "
                 "through grain.sources.ArrayRecordDataSource")
-    table = _mountinfo() if mountinfo is None else mountinfo
+    table = mounts.read() if mountinfo is None else mountinfo
     for p in files.paths:
         fstype = filesystem_of(p, table)
         why = cannot_evict(fstype)

@@ -20,7 +20,6 @@ import ctypes.util
 import importlib.util
 import os
 import pathlib
-import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from pipecheck import mounts
 from pipecheck.errors import ConfigError, PipecheckError, one_line
 from pipecheck.testing.slow_storage import ReadStats, ServerArgs, SlowStorage, server_command
 
@@ -135,14 +135,9 @@ def _read_stats(path: pathlib.Path, tries: int = 20) -> ReadStats:
     return ReadStats.from_text(path.read_text())
 
 
-def _unescape(field: str) -> str:
-    """A path as /proc/self/mountinfo writes it (space, tab, newline, backslash as \\ooo)."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def _mount_points() -> list[pathlib.Path]:
-    with open("/proc/self/mountinfo") as f:
-        return [pathlib.Path(_unescape(line.split()[4])) for line in f if line.strip()]
+    with open(mounts.MOUNTINFO) as f:
+        return [pathlib.Path(m.point) for m in mounts.parse(f.read())]
 
 
 def fuse_mounts_under(directory: str | os.PathLike[str]) -> list[pathlib.Path]:

@@ -42,6 +42,8 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "units": frozenset(),
     "step_types": frozenset(),
     "host_cpus": frozenset(),
+    # The mount table, read by measure/ (the page cache) and testing/ (the slow mount).
+    "mounts": frozenset(),
     "stats": frozenset({"progress"}),
     "config": frozenset({"errors"}),
     "records": frozenset({"errors", "stats"}),
@@ -50,7 +52,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "data": frozenset({"errors", "records", "step_types"}),
     "user_code": frozenset({"errors", "step_types", "units"}),
     # Tools for tests and benchmarks, shipped: a slow FUSE mount (remote storage simulated).
-    "testing": frozenset({"errors"}),
+    "testing": frozenset({"errors", "mounts"}),
     # Pure functions of what was measured (files are opened in logs/).
     "analysis": frozenset({"errors", "progress", "records", "stats", "units"}),
     # A record's large arrays compressed on threads, ahead of a write and during it (the
@@ -65,7 +67,7 @@ ALLOWED_IMPORTS: dict[str, frozenset[str]] = {
     "workloads": frozenset({"config", "data", "errors", "records", "step_types", "user_code"}),
     # What touches the clock or the machine.
     "measure": frozenset({"analysis", "config", "data", "errors", "host_cpus", "progress",
-                          "records", "stats", "step_types", "units", "user_code",
+                          "mounts", "records", "stats", "step_types", "units", "user_code",
                           "workloads"}),
     # pipecheck.Monitor, in the user's own loop: measures with measure/, renders its own
     # report with report/.
