@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pathlib
 
+import pytest
+
 from pipecheck.cli import main
 from pipecheck.records import store
 from pipecheck.records.dataloader import DataloaderResult
@@ -28,6 +30,7 @@ def _dataloader(mount_dir: pathlib.Path, tmp: pathlib.Path, name: str, *args: st
     return store.load(out, expect=DataloaderResult)
 
 
+@pytest.mark.timing  # it judges a measured D: run with the timing tests, on pinned cores
 def test_prediction_at_an_unseen_latency_is_near_its_measurement(slow_mount, tmp_path,  # noqa: F811
                                                                  capsys):
     src = tmp_path / "src"
