@@ -19,7 +19,9 @@ R, the real-data median, and ranked by its high end:
 - ``cores``: the fewest host cores the model says keep up at the chosen setting
   (``whatif.host_sizing``), ``model``;
 - ``prefetch``: a loader that keeps up on average whose batches still kept R's steps
-  waiting (bursts): at most that wait, ``bound``;
+  waiting: at most that wait, ``bound``; expected all of it where the training thread loads
+  each batch itself (read threads take that off its path), half where the loader already
+  runs beside the step (bursts: ``PREFETCH_BURST_SHARE``);
 - ``host-work``: checkpoint, eval and gc spans in R's steps, amortized over every step (the
   steady median R leaves those steps out, so this gain is over R plus them), ``bound``.
 
@@ -63,6 +65,11 @@ CANDIDATE_WORKERS_PER_CORE = 2
 
 CANDIDATE_MIN_WORKERS = 8
 """The fewest workers other loader settings are looked at up to, on a small host."""
+
+PREFETCH_BURST_SHARE = 0.5
+"""The share of the steps' wait for batches a deeper prefetch is expected to hide when the
+loader keeps up on average and already runs beside the step: its waits are bursts, and how
+many of them a deeper buffer absorbs is not in the record (the range runs 0 to all of it)."""
 
 HOOK_SPANS = ("checkpoint", "eval", "gc")
 """The host spans of work a loop can move off its path or do less often."""
@@ -131,23 +138,27 @@ def _sync_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
 
 
 def _prefetch_gains(r: CompareResult, headspace: StepInterval) -> list[Gain]:
-    """Batches waited for in R's steps although the loader keeps up on average (bursts): a
-    deeper prefetch may hide up to that wait."""
+    """Batches waited for in R's steps although the loader keeps up on average: read threads
+    where the training thread loads each batch itself (its whole wait is its own loading, on
+    its path: expected all of it, as far as the headspace goes), a deeper prefetch where
+    they run already (bursts, which a buffer hides in part: expected half)."""
     est, wait = r.estimates, r.host_spans.get("data_wait", 0.0)
     if not est.loader.high <= est.target.value or not math.isfinite(wait):
         return []
-    high, expected = min(wait, headspace.high), min(wait, headspace.value) / 2
+    chosen = r.tuning.chosen
+    inline = chosen.workers == 0 and chosen.threads == 0
+    high = min(wait, headspace.high)
+    expected = min(wait, headspace.value) * (1.0 if inline else PREFETCH_BURST_SHARE)
     if not _material(r, expected):
         return []
-    chosen = r.tuning.chosen
-    if chosen.workers == 0 and chosen.threads == 0:  # the training thread loads each batch
+    if inline:
         change = ("read threads with a prefetch, so batches load beside the step (the "
                   "training thread loads each one itself now)")
-        wait_is = "its own loading"
+        wait_is = "its own loading, all of it on the step's path"
     else:
         change = ("a larger prefetch (more read threads or a deeper per-worker buffer), so a "
                   "batch is ready when a step asks")
-        wait_is = "the loader keeping up on average: bursts"
+        wait_is = "the loader keeping up on average: bursts, half of it expected hidden"
     return [bound_gain("prefetch", change, est.real.value, 0.0, high, expected,
                    f"at most the steps' wait for batches ({ms(wait)} a step, {wait_is}) and "
                    "the headspace; at least 0: the device may compute queued work meanwhile")]

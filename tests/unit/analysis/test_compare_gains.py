@@ -163,3 +163,28 @@ def test_the_compare_report_prints_the_headspace_and_the_gains_as_ranges() -> No
             "32.0 ms to 34.0 ms per step") in text
     row = next(line for line in text.splitlines() if line.startswith("1 ") and "sync" in line)
     assert "0.00 ms to 34.0 ms" in row and "bound" in row
+
+
+def _chosen(r: CompareResult, workers: int, threads: int) -> CompareResult:
+    chosen = dataclasses.replace(r.tuning.chosen, workers=workers, threads=threads)
+    return dataclasses.replace(r, tuning=dataclasses.replace(r.tuning, chosen=chosen))
+
+
+def test_a_training_thread_that_loads_expects_its_whole_wait_back_a_prefetch_half() -> None:
+    # the loader keeps up on average (D 30 ms < T 40 ms), yet R's steps wait 20 ms each
+    base = record(40.0, 30.0, 62.0, host_spans={"data_wait": 0.020, "sync": 0.040})
+    inline = _chosen(base, 0, 0)
+    (threads,) = [x for x in compare_gains(inline).gains if x.kind == "prefetch"]
+    assert "read threads" in threads.change and "all of it" in threads.why
+    assert abs(threads.predicted_step_s.value - 0.042) < 1e-9  # 62 less its 20 ms wait
+    assert threads.gain_s.low == 0.0 and abs(threads.gain_s.high - 0.020) < 1e-9
+    (deeper,) = [x for x in compare_gains(_chosen(base, 1, 1)).gains if x.kind == "prefetch"]
+    assert "a larger prefetch" in deeper.change and "half" in deeper.why
+    assert abs(deeper.predicted_step_s.value - 0.052) < 1e-9  # half the wait expected
+    assert deeper.gain_s == threads.gain_s  # the same bounds: 0 to the whole wait
+    # the wait beyond the headspace buys nothing more: R less T caps both ends
+    capped = _chosen(record(40.0, 30.0, 50.0, host_spans={"data_wait": 0.020,
+                                                         "sync": 0.040}), 0, 0)
+    (g,) = [x for x in compare_gains(capped).gains if x.kind == "prefetch"]
+    assert abs(g.predicted_step_s.value - 0.040) < 1e-9  # 50 less the 10 ms headspace
+    assert abs(g.gain_s.high - 0.011) < 1e-9  # its high end: 50.5 less 39.5 ms
