@@ -47,13 +47,18 @@ MIN_STEADY_STEPS = 10
 of the median needs several blocks, and 10 steps give a median whose interval is ~as wide
 as the changes users ask about (measured: benchmarks/diff_power.py)."""
 
-LOAD_DIFF_MIN_CORES = 0.5
-"""Other programs using at least half a core more during one run than the other: on the
-2-core machines pipecheck is tested on that is a quarter of the CPU, which slows a CPU step
-by more than the smallest change diff reports."""
+LOAD_DIFF_MIN_CORES = 0.1
+"""Other programs using at least a tenth of a core more during one run than the other: the
+least a run's load reading resolves (over a phase of at least
+``machine_load.MIN_PHASE_WALL_S`` the kernel's CPU accounting is good to ~0.05 of a core),
+with a margin. On the shared 2-core machine, A/A pairs whose runs differed by 0.1-0.4 of a
+core gave 42% false verdicts (benchmarks/diff_power.py): a step that uses every core slows
+by far more than the load's share when another program takes a slice of it."""
 
-LOAD_DIFF_SHARE_OF_HOST = 0.10
-"""...and at least 10% of the host's cores (on a 64-core host, half a core explains nothing)."""
+LOAD_DIFF_SHARE_OF_HOST = 0.05
+"""...and at least 5% of the host's cores: a step that uses all N cores loses about the
+share other programs take, so 5% of them is the load that slows it by ``MIN_CHANGE`` (5%),
+the smallest change a single-run diff judges (on a 64-core host, 3.2 cores)."""
 
 STEPS_OPTION_KINDS = ("synthetic", "compare")
 """Record kinds whose command takes ``--steps`` (a Monitor run's steps are the user's loop;
@@ -107,7 +112,7 @@ def _load_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotC
         return []
     busier = "A" if la > lb else "B"
     return [NotComparable(
-        "machine-load", f"other programs' load (cores of {cores})", f"{la:.1f}", f"{lb:.1f}",
+        "machine-load", f"other programs' load (cores of {cores})", f"{la:.2f}", f"{lb:.2f}",
         f"{busier} ran on a busier machine: rerun {busier} when the machine is quiet, or "
         "pass --allow machine-load")]
 

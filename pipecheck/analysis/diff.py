@@ -22,6 +22,7 @@ import numpy as np
 from pipecheck import stats
 from pipecheck.analysis import anomalies
 from pipecheck.analysis.comparable import not_comparable, unchecked, unchecked_line
+from pipecheck.analysis.machine_load import MIN_PHASE_WALL_S
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
 from pipecheck.progress import NO_PROGRESS, Progress
@@ -187,12 +188,14 @@ def summary_from_record(data: Mapping[str, object], origin: str) -> RunSummary:
 
 def _load_of(data: Mapping[str, object], kind: str) -> tuple[float | None, int | None]:
     """``other_cores`` and ``host_cores`` of a record's ``machine_load``: the phase its steps
-    were timed in (synthetic: ``target``; compare: ``real``); None when it has none."""
+    were timed in (synthetic: ``target``; compare: ``real``); None when it has none, or when
+    that phase is shorter than ``MIN_PHASE_WALL_S`` (its reading says nothing of the load)."""
     load = _section(data, "machine_load")
     phase = _section(load, "real" if kind == "compare" else "target")
     wall, other = _number(phase.get("wall_s")), _number(phase.get("other_cpu_s"))
     cores = load.get("cores")
-    if not wall or other is None or not isinstance(cores, int):
+    if (wall is None or wall < MIN_PHASE_WALL_S or other is None
+            or not isinstance(cores, int)):
         return None, None
     return max(0.0, other) / wall, cores
 

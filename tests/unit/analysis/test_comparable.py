@@ -8,6 +8,7 @@ import json
 import pytest
 
 from pipecheck.analysis import comparable, diff
+from pipecheck.analysis.machine_load import MIN_PHASE_WALL_S
 from pipecheck.cli import main
 
 from .test_diff import ENV, run_dict, write, written
@@ -15,11 +16,13 @@ from .test_diff import ENV, run_dict, write, written
 CONFIG = {"workload": "calibrated", "compute_ms": 40.0, "batch_size": 32, "num_workers": 2}
 
 
-def summary(step_s=0.04, seed=0, n=30, env=None, config=None, load=None):
+def summary(step_s=0.04, seed=0, n=30, env=None, config=None, load=None, cores=2,
+            wall_s=10.0):
     data = written(run_dict(step_s, seed, n, env={**ENV, "pipecheck": "0.9", **(env or {})},
                             config={**CONFIG, **(config or {})}))
-    if load is not None:
-        data["machine_load"] = {"cores": 2, "target": {"wall_s": 10.0, "other_cpu_s": load}}
+    if load is not None:  # other programs' CPU seconds over the steps' wall_s
+        data["machine_load"] = {"cores": cores,
+                                "target": {"wall_s": wall_s, "other_cpu_s": load}}
     return diff.summary_from_record(data, "run")
 
 
@@ -65,9 +68,36 @@ def test_a_config_key_can_be_allowed_by_name():
 def test_machine_load_reason_names_the_busier_run():
     a, b = summary(load=1.0), summary(seed=1, load=12.0)  # 0.1 vs 1.2 of 2 cores
     (reason,) = comparable.not_comparable(a, b)
-    assert (reason.rule, reason.a, reason.b) == ("machine-load", "0.1", "1.2")
+    assert (reason.rule, reason.a, reason.b) == ("machine-load", "0.10", "1.20")
     assert "B ran on a busier machine" in reason.fix
-    assert comparable.not_comparable(summary(load=1.0), summary(load=5.0)) == ()  # 0.4 core
+    (reason,) = comparable.not_comparable(summary(load=5.0), summary(seed=1, load=1.0))
+    assert "A ran on a busier machine" in reason.fix
+
+
+@pytest.mark.parametrize("cores, a_load, b_load, fires", [
+    (2, 1.0, 1.9, False),   # 0.09 of a core more: under the 0.1 the readings resolve
+    (2, 1.0, 2.1, True),    # 0.11 more: the A/A pairs that misled diff differed by 0.1-0.4
+    (2, 0.0, 4.0, True),    # 0.4 more, under the old half-core threshold
+    (64, 0.0, 30.0, False), # 3.0 of 64 cores: under 5% of the host (3.2)
+    (64, 0.0, 34.0, True),  # 3.4 of 64
+])
+def test_machine_load_threshold_is_a_tenth_of_a_core_or_5_percent_of_the_host(
+        cores, a_load, b_load, fires):
+    assert comparable.LOAD_DIFF_MIN_CORES == 0.1 and comparable.LOAD_DIFF_SHARE_OF_HOST == 0.05
+    a = summary(load=a_load, cores=cores)
+    b = summary(seed=1, load=b_load, cores=cores)
+    assert [r.rule for r in comparable.not_comparable(a, b)] == (
+        ["machine-load"] if fires else [])
+
+
+def test_a_load_phase_shorter_than_the_minimum_wall_gives_no_reading():
+    """A phase of a few milliseconds reads anything (machine_load.MIN_PHASE_WALL_S): it must
+    not make the diff inconclusive."""
+    short = summary(seed=1, load=0.4, wall_s=0.2)  # would read 2 cores
+    assert (short.other_cores, short.host_cores) == (None, None)
+    assert comparable.not_comparable(summary(load=0.0), short) == ()
+    at_the_minimum = summary(seed=1, load=1.0, wall_s=MIN_PHASE_WALL_S)
+    assert at_the_minimum.other_cores == pytest.approx(1.0 / MIN_PHASE_WALL_S)
 
 
 def test_too_few_steady_steps_is_inconclusive_and_cannot_be_allowed():
