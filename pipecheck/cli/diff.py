@@ -45,8 +45,9 @@ def diff(a: str, b: str, allow: tuple[str, ...], min_change_pct: float | None,
     against the between-run spread, and the other rows are each side's first run. Step
     times are compared over the steady state (no compile step, no anomalies): median, p90
     and mean, with B-A, the relative change, and whether the median moved significantly
-    (block-bootstrap interval of the median difference and Mann-Whitney U must both agree, and the change be at least --min-change; with
-    folders, Welch's t on the logs of the runs' medians).
+    (block-bootstrap interval of the median difference and Mann-Whitney U must both
+    agree, and the change be at least --min-change; with folders, Welch's t on the logs
+    of the runs' medians).
     Anomalous steps are listed with a likely cause.
     Runs that differ in more than the change under test (batch size, model, devices,
     versions, loader setting, machine load, two config keys or more), or with too few
