@@ -15,6 +15,8 @@ from pipecheck.analysis import between_runs, comparable, diff
 from pipecheck.logs.runs import load_run
 from pipecheck.records import store
 from pipecheck.records.diff import BetweenRuns, DiffResult
+from pipecheck.report.blocks import render_text
+from pipecheck.report.diff import format_diff, run_medians_table, sources_lines
 
 from .test_comparable import summary
 from .test_diff import DATA, LOG_A, LOG_B
@@ -193,3 +195,23 @@ def test_between_runs_round_trips_and_older_records_read_it_as_none():
 
 def test_a_version_4_diff_record_reads_without_between_runs():
     assert store.load(V4_DIFF, expect=DiffResult).between_runs is None
+
+
+def test_the_report_lists_every_run_and_says_how_many_a_side():
+    a, b = _side(0.04, [0, 1, 2], "a"), _side(0.044, [0, 1, 2], "b")
+    result = diff.diff_sides(a, b)
+    assert sources_lines(result) == [
+        "A: 3 runs, the first a1.json (pipecheck synthetic run)",
+        "B: 3 runs, the first b1.json (pipecheck synthetic run)"]
+    between = BetweenRuns(("a1.json", "a2.json"), ("b1.json",), (0.0208, 0.02013), (0.1,))
+    assert render_text([run_medians_table(between)]) == "\n".join([
+        "side    run    median    source",
+        "------  -----  --------  --------",
+        "A       1      20.8 ms   a1.json",
+        "A       2      20.1 ms   a2.json",
+        "B       1      100.0 ms  b1.json"])
+    text = format_diff(result)
+    assert "each run's steady-state median" in text and "b3.json" in text
+    single = diff.diff_sides(a[:1], b[:1])
+    assert "each run's steady-state median" not in format_diff(single)
+    assert sources_lines(single)[0] == "A: a1.json (pipecheck synthetic run)"
