@@ -574,3 +574,65 @@ def _mann_whitney_sorted(sa: np.ndarray, sb: np.ndarray) -> float:
     z = (abs(u1 - mu) - 0.5) / math.sqrt(sigma_sq)
     z = max(z, 0.0)
     return float(math.erfc(z / math.sqrt(2.0)))
+
+
+BETA_FRACTION_TERMS = 300
+"""Terms of the incomplete beta's continued fraction at most: it converges in a few dozen
+for the degrees of freedom a t-test of run medians has (1 to a few hundred)."""
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta (modified Lentz), for
+    ``x < (a + 1) / (a + b + 2)`` where it converges fast."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, BETA_FRACTION_TERMS):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return h
+
+
+def regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function (0 at x <= 0, 1 at x >= 1)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (any df > 0)."""
+    if math.isinf(t):
+        return 0.0
+    return min(1.0, regularized_beta(df / (df + t * t), df / 2.0, 0.5))
+
+
+def t_quantile(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (0 < q < 1), by
+    bisection on ``t_two_sided_p`` to 1e-12 of its scale."""
+    if q == 0.5:
+        return 0.0
+    tail = 2.0 * min(q, 1.0 - q)  # the two-sided p at the quantile
+    hi = 1.0
+    while t_two_sided_p(hi, df) > tail:
+        hi *= 2.0
+    lo = 0.0
+    while hi - lo > 1e-12 * hi:
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if t_two_sided_p(mid, df) > tail else (lo, mid)
+    t = (lo + hi) / 2.0
+    return t if q > 0.5 else -t

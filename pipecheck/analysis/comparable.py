@@ -86,14 +86,15 @@ def _keyed(rule: str, what: str, keys: Sequence[str], a: Mapping[str, object],
         "are testing") for k, va, vb in differences(a, b, held)]
 
 
-def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
-    """Other config keys: one may differ (the change under test); two or more, unallowed,
-    leave the difference unattributable."""
+def _config_rule(a: RunSummary, b: RunSummary, allow: frozenset[str],
+                 free: int = 1) -> list[NotComparable]:
+    """Other config keys: ``free`` of them may differ (the change under test); more,
+    unallowed, leave the difference unattributable."""
     named = set(BATCH_KEYS + MODEL_KEYS + LOADER_KEYS + RUN_NAME_KEYS)
     keys = sorted(k for k in set(a.config) & set(b.config)
                   if k not in named and not k.endswith(PATH_KEY_SUFFIXES)
                   and k not in allow and a.config[k] != b.config[k])
-    if len(keys) < 2:
+    if len(keys) <= free:
         return []
     shown = ", ".join(f"{k} {_show(a.config[k])} vs {_show(b.config[k])}" for k in keys)
     return [NotComparable(
@@ -150,6 +151,8 @@ CHECKS: tuple[Callable[[RunSummary, RunSummary, frozenset[str]], list[NotCompara
                                allow),
     _load_rule, _steps_rule,
 )
+"""Every rule's check, in ``RULES`` order (``within_side`` runs those from the devices to
+the machine's load, and the config ones its own way)."""
 
 
 def not_comparable(a: RunSummary, b: RunSummary,
@@ -161,6 +164,52 @@ def not_comparable(a: RunSummary, b: RunSummary,
     found = [r for check in CHECKS for r in check(a, b, allowed)
              if r.rule not in allowed or r.rule not in ALLOWABLE_RULES]
     return tuple(sorted(found, key=lambda r: RULES.index(r.rule)))
+
+
+SIDE_ALLOWABLE_RULES = ("machine-load",)
+"""The rules ``--allow`` also relaxes among the runs of one side: the machine's load, which
+the user may accept varying from run to run. The others allowed name the change from A to
+B; the runs of one side are repeats and may differ in none of them."""
+
+
+def _within(r: NotComparable, side: str, i: int, runs: Sequence[RunSummary]) -> NotComparable:
+    """A reason between a side's first run and its ``i``-th (1-based) as that side's."""
+    first, run = runs[0], runs[i - 1]
+    fix = (f"{side}'s runs must be repeats of one setup: rerun {run.source} as "
+           f"{first.source}, or take it out of {side}")
+    if r.rule == "machine-load":
+        busier = "its first run" if float(r.a) > float(r.b) else f"run {i}"
+        fix = (f"the machine was busier during {busier}; " + fix
+               + ", or pass --allow machine-load")
+    return NotComparable(r.rule, f"{side}'s run {i} of {len(runs)} ({run.source}) against "
+                         f"its first: {r.what}", r.a, r.b, fix)
+
+
+def within_side(runs: Sequence[RunSummary], side: str,
+                allow: Sequence[str] = ()) -> tuple[NotComparable, ...]:
+    """Every reason the runs of one side (``side``: "A" or "B") are not repeats of its first
+    run: the rules of ``not_comparable`` (only ``SIDE_ALLOWABLE_RULES`` allowed), every
+    config key that differs, and each run with too few steady steps."""
+    allowed = frozenset(r for r in allow if r in SIDE_ALLOWABLE_RULES)
+    out: list[NotComparable] = []
+    for i, run in enumerate(runs[1:], start=2):
+        found = [r for check in CHECKS[1:-1] for r in check(runs[0], run, allowed)
+                 if r.rule not in allowed]
+        found += (_keyed("batch", "batch size", BATCH_KEYS, runs[0].config, run.config,
+                         allowed)
+                  + _keyed("model", "model", MODEL_KEYS, runs[0].config, run.config, allowed)
+                  + _config_rule(runs[0], run, allowed, free=0))
+        out += [_within(r, side, i, runs)
+                for r in sorted(found, key=lambda r: RULES.index(r.rule))]
+    for i, run in enumerate(runs[1:], start=2):  # the first's: A's first against B's
+        n = run.step_time.summary.n
+        if n < MIN_STEADY_STEPS:
+            out.append(NotComparable(
+                "steady-steps", f"{side}'s run {i} of {len(runs)} ({run.source}): "
+                "steady-state steps", str(n), f"at least {MIN_STEADY_STEPS}",
+                f"each run needs at least {MIN_STEADY_STEPS} steady steps: rerun it with "
+                f"{2 * MIN_STEADY_STEPS + 10} steps or more, or take it out of {side}"))
+    return tuple(out)
 
 
 KEYED_RULES: tuple[tuple[str, str, str, Sequence[str]], ...] = (

@@ -20,8 +20,13 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from pipecheck import stats
-from pipecheck.analysis import anomalies
-from pipecheck.analysis.comparable import not_comparable, unchecked, unchecked_line
+from pipecheck.analysis import anomalies, between_runs
+from pipecheck.analysis.comparable import (
+    not_comparable,
+    unchecked,
+    unchecked_line,
+    within_side,
+)
 from pipecheck.analysis.machine_load import MIN_PHASE_WALL_S
 from pipecheck.analysis.steady_state import steady_mask, step_anomalies
 from pipecheck.errors import ResultFormatError
@@ -30,6 +35,7 @@ from pipecheck.records.codec import SERIAL, ArrayEncoder, float_column
 from pipecheck.records.common import Distribution, StepRecord
 from pipecheck.records.diff import (
     DEFAULT_CONFIDENCE,
+    BetweenRuns,
     DiffResult,
     DiffRow,
     NotComparable,
@@ -49,22 +55,21 @@ MAX_LISTED_DIFFERENCES = 8
 
 MIN_CHANGE = 0.05
 """The smallest change of the median step time (relative to A's) the verdict calls
-significant. The steps' own test (bootstrap and Mann-Whitney) sees only the noise within
-each run; two runs of one workload differ by more than that (start-up, compile, what else
-ran on the machine): on the shared 2-core machine, identical runs of the demo differed by a
-median 3.8% (benchmarks/diff_power.py), which the steps' test alone calls significant. A
-difference smaller than this is reported, with the steps' test, as not significant. Tools
-that diff profiles use the same +-5% (issue 44)."""
+significant when each side is one run. The steps' own test (bootstrap and Mann-Whitney)
+sees only the noise within each run; two runs of one workload differ by more than that
+(start-up, compile, what else ran on the machine): on the shared 2-core machine, identical
+runs of the demo differed by a median 3.8% (benchmarks/diff_power.py), which the steps'
+test alone calls significant. A difference smaller than this is reported, with the steps'
+test, as not significant. Tools that diff profiles use the same +-5% (issue 44). With
+several runs on a side the between-run spread is measured (``analysis.between_runs``) and
+no floor is needed: ``default_min_change``."""
 
 
-
-
-
-
-
-
-
-
+def default_min_change(runs_a: int, runs_b: int) -> float:
+    """The ``min_change`` a diff of ``runs_a`` runs of A and ``runs_b`` of B uses unless
+    ``--min-change`` is given: ``MIN_CHANGE`` for one run a side, else 0 (the test over the
+    runs' medians already allows for how much runs differ)."""
+    return MIN_CHANGE if runs_a == 1 and runs_b == 1 else 0.0
 
 
 # --- reading runs ------------------------------------------------------------------------
@@ -482,3 +487,98 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
         min_change=min_change,
         unchecked=blind,
     )
+
+
+# --- several runs a side -----------------------------------------------------------------
+
+
+def run_median(run: RunSummary) -> float:
+    """A run's steady-state median as the verdict compares it (``last_level``); NaN for a
+    run without steady steps."""
+    samples, _ = last_level(run, "")
+    return float(np.median(samples)) if len(samples) else math.nan
+
+
+def between_row(between: BetweenRuns) -> DiffRow:
+    """The step-time median row of several runs a side: the geometric means of each side's
+    run medians, and the test over them (the interval in seconds of A's)."""
+    a = between_runs.geometric_mean(between.runs_a)
+    b = between_runs.geometric_mean(between.runs_b)
+    if not between.significance:
+        return _plain_row("step time median", "s", a, b)
+    lo, hi = between.ci_low, between.ci_high
+    return DiffRow("step time median", "s", a, b, b - a, between.relative,
+                   between.significance, between.p_value,
+                   None if lo is None else lo * a, None if hi is None else hi * a)
+
+
+def _runs_said(between: BetweenRuns) -> str:
+    na, nb = len(between.runs_a), len(between.runs_b)
+    said = f"over {na} run{'s' if na > 1 else ''} of A and {nb} of B"
+    if between.spread_from in ("A", "B"):
+        side = between.spread_from
+        count = na if side == "A" else nb
+        said += f" (the between-run spread from {side}'s {count} runs, taken for both)"
+    return said
+
+
+def runs_verdict(between: BetweenRuns, row: DiffRow, confidence: float,
+                 min_change: float) -> str:
+    """The step-time sentence when a side holds several runs (``row``: ``between_row``)."""
+    if not between.significance:
+        return ("step time: not compared; every run needs steady-state steps for its "
+                "median")
+    assert row.a is not None and row.b is not None and row.diff is not None
+    ci = (f"{confidence:.0%} CI of the change {between.ci_low or 0.0:+.1%} .. "
+          f"{between.ci_high or 0.0:+.1%}")
+    test = (f"{'Welch' if between.spread_from == 'A and B' else 'Student'}'s t on the logs "
+            f"of the runs' medians {p_value(between.p_value)}")
+    rel = between.relative or 0.0
+    medians = (f"geometric mean of the runs' steady-state medians {ms(row.a)} -> "
+               f"{ms(row.b)}, {ms(row.diff, signed=True)}")
+    if between.significance == "significant" and abs(rel) < min_change:
+        return (f"step time: not significant. {_runs_said(between)}, the runs' medians "
+                f"differ by {rel:+.1%}, under the {min_change:.0%} diff judges "
+                f"(--min-change): the test over the runs finds it ({ci}; {test})")
+    if between.significance == "significant":
+        way = "longer" if rel > 0 else "less time"
+        return (f"step time: B takes {abs(rel):.1%} {way} per step than A: significant "
+                f"{_runs_said(between)} ({medians}; {ci}; {test})")
+    alpha = 1.0 - confidence
+    return (f"step time: not significant {_runs_said(between)}. The runs' medians differ "
+            f"by {rel:+.1%} ({medians}), but the {ci} includes zero ({test} >= "
+            f"{alpha:.2g}); treat A and B as equally fast, or add runs to each side to "
+            "narrow the interval")
+
+
+def diff_sides(side_a: Sequence[RunSummary], side_b: Sequence[RunSummary],
+               confidence: float = DEFAULT_CONFIDENCE, progress: Progress = NO_PROGRESS,
+               encoder: ArrayEncoder = SERIAL, allow: Sequence[str] = (),
+               min_change: float | None = None) -> DiffResult:
+    """Compare the runs of A with those of B (each side one run or several repeats).
+
+    One run a side is ``diff_runs``. With several on a side, the step-time verdict is the
+    test over the runs' steady-state medians (``between_runs.compare_runs``); every other
+    row, and the record's ``a`` and ``b``, are each side's first run. Each side's runs are
+    checked against its first (``comparable.within_side``), A's first against B's first as
+    ``diff_runs`` does. ``min_change``: ``default_min_change`` unless given."""
+    if not side_a or not side_b:
+        raise ValueError("diff_sides needs a run on each side")
+    floor = (default_min_change(len(side_a), len(side_b)) if min_change is None
+             else min_change)
+    first = diff_runs(side_a[0], side_b[0], confidence, progress, encoder, allow, floor)
+    if len(side_a) == 1 and len(side_b) == 1:
+        return first
+    between = between_runs.compare_runs(
+        [r.source for r in side_a], [run_median(r) for r in side_a],
+        [r.source for r in side_b], [run_median(r) for r in side_b], confidence)
+    tested = between_row(between)
+    row = below_min_change(tested, floor)
+    reasons = (first.not_comparable + within_side(side_a, "A", allow)
+               + within_side(side_b, "B", allow))
+    verdict = (inconclusive_verdict(reasons) if reasons else "\n".join(filter(None, (
+        runs_verdict(between, tested, confidence, floor), unchecked_line(first.unchecked)))))
+    return dataclasses.replace(
+        first, rows=tuple(row if r.name == "step time median" else r for r in first.rows),
+        verdict=verdict, outcome=outcome_of(row, reasons), not_comparable=reasons,
+        between_runs=between)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from pipecheck.analysis.comparable import ALLOWABLE_RULES, check_allow
-from pipecheck.analysis.diff import MIN_CHANGE, diff_runs
+from pipecheck.analysis.diff import MIN_CHANGE, diff_sides
 from pipecheck.cli.group import CONTEXT_SETTINGS, cli
 from pipecheck.cli.options import (
     check_outputs,
@@ -16,32 +16,38 @@ from pipecheck.cli.options import (
 from pipecheck.cli.progress import command_progress
 from pipecheck.encoding import ParallelEncoder
 from pipecheck.logs.maxtext import import_log
-from pipecheck.logs.side_by_side import load_runs
+from pipecheck.logs.side_by_side import load_sides
 from pipecheck.records.codec import SERIAL
 from pipecheck.report.diff import format_diff, format_imported
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
-@click.argument("a", type=click.Path(exists=True, dir_okay=False))
-@click.argument("b", type=click.Path(exists=True, dir_okay=False))
+@click.argument("a", type=click.Path(exists=True))
+@click.argument("b", type=click.Path(exists=True))
 @click.option("--allow", "allow", multiple=True, metavar="RULE|KEY",
               help=f"a difference that is the change under test: a rule "
                    f"({', '.join(ALLOWABLE_RULES)}) or a config key; repeatable")
 @click.option("--min-change", "min_change_pct", type=click.FloatRange(min=0, max=100),
-              default=100 * MIN_CHANGE, show_default=True, metavar="PERCENT",
-              help="the smallest change of the median step time called significant, in "
-                   "percent of A's (two runs of one workload differ by a few percent)")
+              default=None, metavar="PERCENT",
+              help=f"the smallest change of the median step time called significant, in "
+                   f"percent of A's [default: {100 * MIN_CHANGE:g} with one run a side (two "
+                   "runs of one workload differ by a few percent); 0 with a folder of "
+                   "several runs on a side (their spread is measured)]")
 @output_options
 @quiet_option
-def diff(a: str, b: str, allow: tuple[str, ...], min_change_pct: float,
+def diff(a: str, b: str, allow: tuple[str, ...], min_change_pct: float | None,
          json_path: str | None, force: bool, quiet: bool) -> None:
     """Compare run B with run A side by side.
 
     A and B are pipecheck result JSON files or MaxText training logs, in any mix, told
-    apart by their content. Step times are compared over the steady state (no compile
-    step, no anomalies): median, p90 and mean, with B-A, the relative change, and whether
-    the median moved significantly (block-bootstrap interval of the median difference
-    and Mann-Whitney U must both agree, and the change be at least --min-change).
+    apart by their content; or folders, each holding several runs of its side (every file
+    in it a run, read in name order): the step-time verdict then tests the runs' medians
+    against the between-run spread, and the other rows are each side's first run. Step
+    times are compared over the steady state (no compile step, no anomalies): median, p90
+    and mean, with B-A, the relative change, and whether the median moved significantly
+    (block-bootstrap interval of the median difference and Mann-Whitney U must both
+    agree, and the change be at least --min-change; with folders, Welch's t on the logs
+    of the runs' medians).
     Anomalous steps are listed with a likely cause.
     Runs that differ in more than the change under test (batch size, model, devices,
     versions, loader setting, machine load, two config keys or more), or with too few
@@ -51,10 +57,10 @@ def diff(a: str, b: str, allow: tuple[str, ...], min_change_pct: float,
     progress = command_progress(quiet)
     encoder = ParallelEncoder()  # with --json, the columns are compressed while diff works
     ahead = encoder if json_path is not None else SERIAL
-    run_a, run_b = load_runs(a, b, progress, encoder=ahead)
-    check_allow(allow, run_a, run_b)
-    result = diff_runs(run_a, run_b, progress=progress, encoder=ahead, allow=allow,
-                       min_change=min_change_pct / 100)
+    side_a, side_b = load_sides(a, b, progress, encoder=ahead)
+    check_allow(allow, side_a[0], side_b[0])
+    result = diff_sides(side_a, side_b, progress=progress, encoder=ahead, allow=allow,
+                        min_change=None if min_change_pct is None else min_change_pct / 100)
     click.echo(format_diff(result))
     save_json(result, json_path, force, encoder)
 

@@ -56,3 +56,25 @@ def load_run(path: str | os.PathLike[str], progress: Progress = NO_PROGRESS) -> 
             "format_version) nor a MaxText training log (no 'completed step:' lines)"
         ) from None
     return summary_from_imported(run)
+
+
+def side_files(path: str | os.PathLike[str]) -> list[str]:
+    """The runs of one side of a diff: ``path`` itself for a file; for a folder, its files
+    (not sub-folders, not hidden files such as ``.DS_Store``) sorted by name. A folder with
+    no file is a ResultFormatError."""
+    if not os.path.isdir(path):
+        return [str(path)]
+    names = sorted(n for n in os.listdir(path)
+                   if not n.startswith(".") and os.path.isfile(os.path.join(path, n)))
+    if not names:
+        raise ResultFormatError(
+            f"{path} is a folder holding no run: put the runs of one side in it (pipecheck "
+            "result JSON files or MaxText training logs), or pass a run's file")
+    return [os.path.join(path, n) for n in names]
+
+
+def load_side(path: str | os.PathLike[str],
+              progress: Progress = NO_PROGRESS) -> tuple[RunSummary, ...]:
+    """Every run of one side (``side_files``), each read as ``load_run`` reads a file: a
+    file in the folder that is not a run is its ResultFormatError, naming that file."""
+    return tuple(load_run(f, progress) for f in side_files(path))

@@ -1,7 +1,8 @@
 """Two runs read side by side: run B in a forked child process while this process reads run
 A; B's ``RunSummary`` comes back pickled through a pipe.
 
-``load_runs`` is what ``pipecheck diff`` reads its inputs with. Where a second process
+``load_runs`` is what ``pipecheck diff`` reads two files with (``load_sides``: files or
+folders of runs). Where a second process
 cannot help or is not safe (``why_one_after_the_other``: one core, no ``os.fork``, JAX or a
 second thread already running, small inputs, a result JSON) it reads them one after the
 other with ``load_run``. Either way the summaries are the same,
@@ -18,7 +19,7 @@ import os
 
 from pipecheck.errors import PipecheckError
 from pipecheck.logs.forked import Child, sigint_held, why_not_fork
-from pipecheck.logs.runs import is_result_file, load_run
+from pipecheck.logs.runs import is_result_file, load_run, load_side
 from pipecheck.progress import NO_PROGRESS, Progress
 from pipecheck.records.codec import SERIAL, ArrayEncoder
 from pipecheck.records.diff import RunSummary
@@ -76,6 +77,18 @@ def load_runs(a: str | os.PathLike[str], b: str | os.PathLike[str],
         if child is not None:
             child.reap()
     return run_a, run_b
+
+
+def load_sides(a: str | os.PathLike[str], b: str | os.PathLike[str],
+               progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL
+               ) -> tuple[tuple[RunSummary, ...], tuple[RunSummary, ...]]:
+    """The runs of each side of a diff: two files as ``load_runs`` reads them (side by side
+    when it helps); where A or B is a folder of runs, every run of each side
+    (``runs.load_side``), A's before B's."""
+    if os.path.isdir(a) or os.path.isdir(b):
+        return load_side(a, progress), load_side(b, progress)
+    run_a, run_b = load_runs(a, b, progress, encoder=encoder)
+    return (run_a,), (run_b,)
 
 
 def _load_a(a: str | os.PathLike[str], progress: Progress, encoder: ArrayEncoder

@@ -133,6 +133,33 @@ class VersionRow(Record):
     b: str | None
 
 
+@dataclasses.dataclass(frozen=True)
+class BetweenRuns(Record):
+    """Several runs a side (``pipecheck diff`` of folders): each run's steady-state median
+    and the test of B's against A's that the step-time verdict rests on
+    (``analysis.between_runs``). ``relative``, ``ci_low`` and ``ci_high`` are changes of
+    B's geometric mean of run medians relative to A's (0.05 = 5% longer)."""
+
+    sources_a: tuple[str, ...]
+    sources_b: tuple[str, ...]
+    runs_a: tuple[float, ...]
+    """Each of A's runs' steady-state median step time (s), in ``sources_a``'s order (the
+    median over the level a run ended at, as ``analysis.diff.last_level`` keeps)."""
+    runs_b: tuple[float, ...]
+    spread_from: str = ""
+    """Whose runs measured the between-run spread: ``A and B`` (Welch's t), ``A`` or ``B``
+    (the other side has one run; that spread is taken for both); "" when untested."""
+    relative: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    df: float | None = None
+    """The t-test's degrees of freedom (Welch-Satterthwaite with runs on both sides)."""
+    significance: str = ""
+    """As the test finds it, before ``DiffResult.min_change``: "significant" (the interval
+    excludes 0 and p < 1 - confidence), "not significant", or "" (a run without a median)."""
+
+
 @register_kind
 @dataclasses.dataclass(frozen=True)
 class DiffResult(TopRecord):
@@ -152,11 +179,16 @@ class DiffResult(TopRecord):
     """Why the outcome is ``inconclusive`` (empty otherwise)."""
     min_change: float = 0.0
     """The smallest relative change of the median step time the verdict calls significant
-    (``analysis.diff.MIN_CHANGE`` unless ``--min-change``); 0 in records written before it."""
+    (``--min-change``; by default ``analysis.diff.MIN_CHANGE`` for one run a side, 0 with
+    several runs on a side); 0 in records written before it."""
     unchecked: tuple[str, ...] = ()
     """The comparability rules that could not be checked, each with the run lacking what it
     compares (``analysis.comparable.unchecked``): the verdict stands, but whether A and B
     differ there is unknown."""
+    between_runs: BetweenRuns | None = None
+    """With several runs on a side (folders): every run's median and the test the
+    step-time verdict rests on; ``a`` and ``b`` are then each side's first run, which the
+    other rows come from. None for one run a side, and in records written before it."""
 
     def row(self, name: str) -> DiffRow:
         for r in self.rows:

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipecheck.records.diff import DiffResult, DiffRow, RunSummary
+from pipecheck.records.diff import BetweenRuns, DiffResult, DiffRow, RunSummary
 from pipecheck.records.imported import ImportedRun, OutsideSteps, WallTime
 from pipecheck.report.anomalies import anomalies_part
 from pipecheck.report.blocks import Part, Table, render_text
@@ -116,20 +116,44 @@ def format_diff(result: DiffResult) -> str:
     return render_text(diff_parts(result))
 
 
+def sources_lines(result: DiffResult) -> list[str]:
+    """What A and B are: a run each, or with several runs a side, how many and the first."""
+    between = result.between_runs
+    out = []
+    for label, run in (("A", result.a), ("B", result.b)):
+        n = 1 if between is None else len(between.runs_a if label == "A" else between.runs_b)
+        head = f"{n} runs, the first " if n > 1 else ""
+        out.append(f"{label}: {head}{run.source} ({run.description})")
+    return out
+
+
+def run_medians_table(between: BetweenRuns) -> Table:
+    """Each run of each side: its number, median and file."""
+    rows = [[label, i, value_text("s", median), source]
+            for label, sources, medians in (("A", between.sources_a, between.runs_a),
+                                            ("B", between.sources_b, between.runs_b))
+            for i, (source, median) in enumerate(zip(sources, medians, strict=True), 1)]
+    return Table(rows, ["side", "run", "median", "source"])
+
+
 def diff_parts(result: DiffResult) -> list[Part]:
     """The diff report as parts (``report.blocks``)."""
     a, b = result.a, result.b
     early = [line for label, run in (("A", a), ("B", b))
              if (line := ended_early(run.incomplete, run.total_steps or len(run.steps),
                                      f"{label} ({run.source})"))]
+    between = result.between_runs
     parts: list[Part] = [
         *early,
         "pipecheck diff: B compared with A (step times over the steady state)",
-        f"A: {a.source} ({a.description})",
-        f"B: {b.source} ({b.description})",
+        *sources_lines(result),
         "",
         diff_rows_table(result.rows),
     ]
+    if between is not None:
+        parts += ["", "each run's steady-state median (the step-time median row and verdict "
+                      "test these; the other rows are each side's first run):",
+                  run_medians_table(between)]
     if result.versions:
         parts += ["", Table([[v.name, v.a or "-", v.b or "-",
                               "?" if v.a is None or v.b is None

@@ -348,3 +348,28 @@ def test_a_long_run_against_a_short_one_mixes_computed_and_drawn():
     lo, hi = np.quantile(mb - ma, [0.025, 0.975])
     assert d.ci_low == pytest.approx(lo, abs=0.1 * (hi - lo))
     assert d.ci_high == pytest.approx(hi, abs=0.1 * (hi - lo))
+
+
+# --- Student's t (the test of several runs a side) ------------------------------------
+
+
+@pytest.mark.parametrize(("df", "table"), [(1, 12.706), (2, 4.303), (10, 2.228),
+                                           (30, 2.042), (1e6, 1.960)])
+def test_t_quantile_matches_the_table(df, table):
+    assert stats.t_quantile(0.975, df) == pytest.approx(table, abs=5e-4)
+    assert stats.t_quantile(0.025, df) == pytest.approx(-table, abs=5e-4)
+
+
+@pytest.mark.parametrize(("t", "df", "p"), [(2.228, 10, 0.05), (12.706, 1, 0.05),
+                                            (3.169, 10, 0.01), (1.0, 1, 0.5), (0.0, 5, 1.0)])
+def test_t_two_sided_p_matches_the_table(t, df, p):
+    assert stats.t_two_sided_p(t, df) == pytest.approx(p, abs=5e-4)
+    assert stats.t_two_sided_p(-t, df) == stats.t_two_sided_p(t, df)
+
+
+def test_t_quantile_inverts_t_two_sided_p():
+    for df in (1.5, 3.96, 17.0):
+        t = stats.t_quantile(0.99, df)
+        assert stats.t_two_sided_p(t, df) == pytest.approx(0.02, rel=1e-9)
+    assert stats.t_quantile(0.5, 4) == 0.0
+    assert stats.t_two_sided_p(math.inf, 4) == 0.0
