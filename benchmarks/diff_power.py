@@ -11,8 +11,12 @@ chain ``1 + change`` times as long; detected is ``significant`` with B slower. T
 change detected in at least ``POWER`` of pairs is printed. Resampling recorded step times
 would miss the run-to-run part, the part a user's two runs differ by; so real runs are used.
 
+``--runs-per-side K`` makes each side of a pair K fresh runs, diffed as ``pipecheck diff``
+diffs two folders of runs (``analysis.diff.diff_sides``: the runs' medians tested against
+each other, the between-run spread measured rather than floored by ``--min-change``).
+
     python benchmarks/diff_power.py [--pairs 15] [--power-pairs 8] [--changes 0.03,0.05,0.1]
-        [--aa-workload calibrated|demo]
+        [--aa-workload calibrated|demo] [--runs-per-side 1]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 
-from pipecheck.analysis.diff import diff_runs, summary_from_record
+from pipecheck.analysis.diff import diff_sides, summary_from_record
 
 BASE_MS = 20.0
 POWER = 0.8
@@ -56,15 +60,22 @@ def sets_of(iters: int | None) -> list[str]:
                                                     f"chain_iters={iters}"]
 
 
-def outcome(a_iters: int | None, b_iters: int | None, d: pathlib.Path) -> tuple[str, float]:
-    """The default diff's outcome and relative change of B against A, each a fresh run;
-    printed with the cores other programs used during each run's steps."""
-    a = summary_from_record(run(sets_of(a_iters), d / "a.json"), "A")
-    b = summary_from_record(run(sets_of(b_iters), d / "b.json"), "B")
-    result = diff_runs(a, b)
-    rel = result.row("step time median").relative or 0.0
+def outcome(a_iters: int | None, b_iters: int | None, d: pathlib.Path, k: int = 1
+            ) -> tuple[str, float]:
+    """The default diff's outcome and relative change of B against A, each side ``k`` fresh
+    runs (alternated, A then B, so a drift of the machine falls on both); printed with the
+    cores other programs used during each run's steps."""
+    side_a, side_b = [], []
+    for i in range(k):
+        side_a.append(summary_from_record(run(sets_of(a_iters), d / f"a{i}.json"), f"A{i}"))
+        side_b.append(summary_from_record(run(sets_of(b_iters), d / f"b{i}.json"), f"B{i}"))
+    result = diff_sides(side_a, side_b)
+    between = result.between_runs
+    rel = (between.relative if between is not None
+           else result.row("step time median").relative) or 0.0
     print(f"  pair: {rel:+.1%} {result.outcome}; other programs' cores during A "
-          f"{_cores(a.other_cores)}, B {_cores(b.other_cores)}", flush=True)
+          f"{', '.join(_cores(s.other_cores) for s in side_a)}, B "
+          f"{', '.join(_cores(s.other_cores) for s in side_b)}", flush=True)
     return result.outcome, rel
 
 
@@ -79,6 +90,8 @@ def main() -> None:
     p.add_argument("--changes", default="0.03,0.05,0.1")
     p.add_argument("--aa-workload", choices=("calibrated", "demo"), default="calibrated",
                    help="the A/A pairs' workload (calibrated: a fixed chain; demo: a model)")
+    p.add_argument("--runs-per-side", type=int, default=1,
+                   help="fresh runs on each side of a pair (1: the diff of two runs)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         d = pathlib.Path(tmp)
@@ -86,15 +99,17 @@ def main() -> None:
         print(f"calibrated: a chain of {iters} iterations (sized once to {BASE_MS:g} ms), "
               "the same in every run")
         base = iters if args.aa_workload == "calibrated" else None
-        aa = [outcome(base, base, d) for _ in range(args.pairs)]
+        k = args.runs_per_side
+        aa = [outcome(base, base, d, k) for _ in range(args.pairs)]
         false = sum(o == "significant" for o, _ in aa)
         inconclusive = sum(o == "inconclusive" for o, _ in aa)
-        print(f"A/A ({args.aa_workload}): {false}/{len(aa)} pairs significant (false verdicts: "
+        print(f"A/A ({args.aa_workload}, {k} run(s) a side): {false}/{len(aa)} pairs "
+              f"significant (false verdicts: "
               f"{false / len(aa):.0%}); inconclusive {inconclusive}; |change| median "
               f"{sorted(abs(r) for _, r in aa)[len(aa) // 2]:.1%}")
         smallest = None
         for change in (float(c) for c in args.changes.split(",") if c):
-            got = [outcome(iters, round(iters * (1 + change)), d)
+            got = [outcome(iters, round(iters * (1 + change)), d, k)
                    for _ in range(args.power_pairs)]
             hit = sum(o == "significant" and r > 0 for o, r in got)
             print(f"change +{change:.0%}: detected {hit}/{len(got)} "
