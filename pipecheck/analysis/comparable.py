@@ -139,20 +139,25 @@ def _env_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotC
             + _keyed("versions", "version of", SOFTWARE_KEYS, a.env, b.env, allow))
 
 
-def _config_rules(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+def _config_rules(a: RunSummary, b: RunSummary, allow: frozenset[str],
+                  free: int = 1) -> list[NotComparable]:
     return (_keyed("batch", "batch size", BATCH_KEYS, a.config, b.config, allow)
             + _keyed("model", "model", MODEL_KEYS, a.config, b.config, allow)
-            + _config_rule(a, b, allow))
+            + _config_rule(a, b, allow, free))
+
+
+def _loader_rule(a: RunSummary, b: RunSummary, allow: frozenset[str]) -> list[NotComparable]:
+    return _keyed("loader", "loader setting", LOADER_KEYS, a.config, b.config, allow)
 
 
 CHECKS: tuple[Callable[[RunSummary, RunSummary, frozenset[str]], list[NotComparable]], ...] = (
-    _config_rules, _env_rules,
-    lambda a, b, allow: _keyed("loader", "loader setting", LOADER_KEYS, a.config, b.config,
-                               allow),
-    _load_rule, _steps_rule,
+    _config_rules, _env_rules, _loader_rule, _load_rule, _steps_rule,
 )
-"""Every rule's check, in ``RULES`` order (``within_side`` runs those from the devices to
-the machine's load, and the config ones its own way)."""
+"""Every rule's check, in ``RULES`` order."""
+
+SIDE_CHECKS = (_env_rules, _loader_rule, _load_rule)
+"""The checks ``within_side`` runs beside the config rules (with no config key free): the
+steady steps of a side's runs are checked apart, its first run's against the other side's."""
 
 
 def not_comparable(a: RunSummary, b: RunSummary,
@@ -193,12 +198,9 @@ def within_side(runs: Sequence[RunSummary], side: str,
     allowed = frozenset(r for r in allow if r in SIDE_ALLOWABLE_RULES)
     out: list[NotComparable] = []
     for i, run in enumerate(runs[1:], start=2):
-        found = [r for check in CHECKS[1:-1] for r in check(runs[0], run, allowed)
+        found = [r for check in SIDE_CHECKS for r in check(runs[0], run, allowed)
                  if r.rule not in allowed]
-        found += (_keyed("batch", "batch size", BATCH_KEYS, runs[0].config, run.config,
-                         allowed)
-                  + _keyed("model", "model", MODEL_KEYS, runs[0].config, run.config, allowed)
-                  + _config_rule(runs[0], run, allowed, free=0))
+        found += _config_rules(runs[0], run, allowed, free=0)
         out += [_within(r, side, i, runs)
                 for r in sorted(found, key=lambda r: RULES.index(r.rule))]
     for i, run in enumerate(runs[1:], start=2):  # the first's: A's first against B's
