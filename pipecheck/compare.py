@@ -2,8 +2,10 @@
 
 1. T, compute alone (``measure.target``); 2. D(W), the loader alone, its worker count
 searched (``measure.loader_search``); 3. R, real-data training at the chosen setting
-(``measure.real_run``); each read from a file instead when one is given. 4. T again, so a
-drift of the machine's speed is seen. 5. The verdict on T, D and R (``analysis.verdict``),
+(``measure.real_run``); each read from a file instead when one is given; then, when the
+search chose another setting than the first, R at the first one too (fewer steps), so what
+the chosen setting buys is measured. 4. T again, so a drift of the machine's speed is
+seen. 5. The verdict on T, D and R (``analysis.verdict``),
 the findings and the recommendation (``analysis.loader.findings``).
 
 What a framework does its own way comes from its workload kind (``workloads.WorkloadKind``):
@@ -62,6 +64,18 @@ from pipecheck.units import ms
 from pipecheck.workloads import WorkloadKind, build_workload, kind_of
 from pipecheck.workloads.base import Workload
 
+BASELINE_STEPS_SHARE = 0.5
+"""R at the first setting trains this share of the steps asked for R (at least
+``MIN_BASELINE_STEPS``): the first setting is the slow one, and its R only checks a gain."""
+
+MIN_BASELINE_STEPS = 20
+"""The fewest steps R at the first setting trains: enough steady steps for an interval."""
+
+
+def baseline_steps(steps: int) -> int:
+    """The steps R at the first setting trains, for ``steps`` asked for R (never more)."""
+    return min(steps, max(MIN_BASELINE_STEPS, int(steps * BASELINE_STEPS_SHARE)))
+
 
 @dataclasses.dataclass(frozen=True)
 class CompareOptions:
@@ -94,6 +108,10 @@ class CompareOptions:
     cold: bool = False
     """--cold: the data files are evicted from the page cache before each loader setting
     and before the real-data run."""
+    measure_gain: bool = True
+    """When the search chose another setting than the first it measured, train at the first
+    one too (``baseline_steps(steps)`` steps), so the chosen setting's gain is measured, not
+    modelled (--no-measure-gain: R at the chosen setting only)."""
 
 
 class AcrossHosts(Protocol):
@@ -223,15 +241,9 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     kind = kind_of(config.workload)
     workload = None if o.synthetic_file and o.real_file else stages.build_workload(config)
     parts = functools.cache(lambda: stages.loader_parts(config, workload))
-    fixed = config_settings(config) if not o.workers and o.search_threads else None
     ram_budget = o.ram_budget_mb or stages.ram_budget_mb()
     run_steps = int(config.get("run_steps") or 0)
-    search = ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
-                              o.hosts.agree if o.hosts else None,
-                              search_threads=o.search_threads, fixed=fixed,
-                              ram_budget_mb=ram_budget, run_steps=run_steps,
-                              max_workers_given=o.max_workers_given, search=o.search,
-                              cold=o.cold)
+    search = _search_options(config, o, ram_budget, run_steps)
     if not o.dataloader_file:  # an option the pipeline would ignore: refused before T
         ls.refuse_ignored(parts(), search)
     elif o.cold:  # only R reads the data: refused before T too
@@ -260,6 +272,11 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     real_dist = Distribution.of([s.time_s for s in steady_state(real.steps)])
     real_est = Estimate.median_of(real_dist)
     progress.say(f"      real-data step time R = {ms(real_est.value)}")
+    real_baseline = None
+    if o.measure_gain and not o.real_file and loader.baseline is not None:
+        assert workload is not None
+        real_baseline = _real_at_first(o, stages, kind, config, workload, parts,
+                                       loader.baseline, loads, progress, clock)
     t_samples, drift = target.result.step_time.samples_s, None
     if not o.synthetic_file and workload is not None:
         progress.say(f"[4/4] target step time again: {max(10, o.target_steps // 2)} steps")
@@ -268,8 +285,42 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                                                target, clock)
         t_samples += after
     result = _result(config, o, stages, target, loader, real, real_dist, real_est,
-                     t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()))
+                     t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()),
+                     real_baseline)
     return CompareRun(_finished(_the_kinds_way(kind, result), check), real)
+
+
+def _search_options(config: RunConfig, o: CompareOptions, ram_budget: float,
+                    run_steps: int) -> ls.SearchOptions:
+    """How the loader settings are searched, from compare's options (a saved config's Grain
+    settings fixed unless --workers or --threads were given)."""
+    fixed = config_settings(config) if not o.workers and o.search_threads else None
+    return ls.SearchOptions(o.batches, o.threads, o.max_workers, o.workers, o.timeout_s,
+                            o.hosts.agree if o.hosts else None,
+                            search_threads=o.search_threads, fixed=fixed,
+                            ram_budget_mb=ram_budget, run_steps=run_steps,
+                            max_workers_given=o.max_workers_given, search=o.search,
+                            cold=o.cold)
+
+
+def _real_at_first(o: CompareOptions, stages: Stages, kind: WorkloadKind, config: RunConfig,
+                   workload: Workload, parts: Callable[[], LoaderParts], first: LoaderSetting,
+                   loads: ml.PhaseLoads, progress: Progress, clock: Callable[[], float]
+                   ) -> Estimate:
+    """R at the first setting the search measured (``baseline_steps`` steps, with the
+    framework's own host work as R had it): what the chosen setting bought, measured."""
+    steps = baseline_steps(o.steps)
+    progress.say(f"      the chosen setting's gain: real-data training at the first setting "
+                 f"too, {steps} steps with {first.settings.label()} (--no-measure-gain: "
+                 "skip)")
+    if o.cold:
+        evict(parts().files)
+    with loads.phase("real_baseline"):
+        run = stages.real(_with_own_hooks(kind, config, workload, steps), parts, first, steps,
+                          o.timeout_s, NO_PROGRESS, clock, profile_dir=None)
+    est = Estimate.of([s.time_s for s in steady_state(run.steps)])
+    progress.say(f"      real-data step time at the first setting = {ms(est.value)}")
+    return est
 
 
 def _the_kinds_way(kind: WorkloadKind, result: CompareResult) -> CompareResult:
@@ -316,17 +367,20 @@ def _own_load_share(settings: GrainSettings, spans: Mapping[str, float],
 def _result(config: RunConfig, o: CompareOptions, stages: Stages, target: Target,
             loader: ls.LoaderChoice, real: RealRun, real_dist: Distribution,
             real_est: Estimate, t_samples: tuple[float, ...], drift: str | None,
-            ram_budget: float, run_steps: int, machine: MachineLoad | None) -> CompareResult:
+            ram_budget: float, run_steps: int, machine: MachineLoad | None,
+            real_baseline: Estimate | None = None) -> CompareResult:
     """The verdict on T, D and R, the findings and the recommendation, as the record."""
     chosen_d, baseline_d, host_warnings = _loader_times(loader, o.hosts)
     target_dist = Distribution.of(t_samples)
-    est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d)
+    est = Estimates(Estimate.median_of(target_dist), chosen_d, real_est, baseline_d,
+                    real_baseline)
     spans = host_span_means(real.steps)
     verdict = decide(est.target, est.loader, est.real, baseline=est.baseline,
                      sync_share=fnd.user_sync_share(real.sync_sites, real.n_steps, real_est.value),
                      own_load_share=None if o.real_file else
                      _own_load_share(loader.chosen.settings, spans, real_est),
-                     machine=machine, loader_cpu_s=loader.chosen.cpu_per_batch_s)
+                     machine=machine, loader_cpu_s=loader.chosen.cpu_per_batch_s,
+                     real_baseline=real_baseline)
     cores = stages.cores()
     findings = fnd.compare_findings((*target.result.compile.findings, *real.compile_findings),
                                     loader.settings, loader.chosen, loader.tuning, est, verdict,

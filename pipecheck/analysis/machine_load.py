@@ -75,7 +75,8 @@ def busier_during_real(load: MachineLoad | None, target_s: float,
     return BusierMachine(real, before, name, load.cores)
 
 
-PHASE_NAMES = (("target", "T"), ("loader", "D"), ("real", "R"), ("target_again", "T again"))
+PHASE_NAMES = (("target", "T"), ("loader", "D"), ("real", "R"),
+               ("real_baseline", "R at the first setting"), ("target_again", "T again"))
 """Each phase of ``MachineLoad`` as a report names it."""
 
 

@@ -163,7 +163,8 @@ def beyond_loader_cpu(target: float, loader: float, real: float,
 def decide(target: Estimate, loader: Estimate, real: Estimate,
            baseline: Estimate | None = None, sync_share: float | None = None,
            parts_of_real: bool = False, own_load_share: float | None = None,
-           machine: MachineLoad | None = None, loader_cpu_s: float | None = None) -> Verdict:
+           machine: MachineLoad | None = None, loader_cpu_s: float | None = None,
+           real_baseline: Estimate | None = None) -> Verdict:
     """Classify a run (see ``_decide``); flag a slowdown that no host sync explains.
     ``parts_of_real``: T and D were read off the same steps as R (a profiler capture), so
     their noise is judged against R's median, not their own (a 1 ms spread in a 5 ms
@@ -173,10 +174,12 @@ def decide(target: Estimate, loader: Estimate, real: Estimate,
     used during each phase; when they used clearly more during R than while the slower of
     T and D was timed, that, not loading, is said to explain the slowdown. ``loader_cpu_s``:
     the loader's CPU seconds per batch at the chosen setting (None: not measured); a
-    slowdown beyond what it could take from compute is not blamed on loading."""
+    slowdown beyond what it could take from compute is not blamed on loading.
+    ``real_baseline``: R at the first setting, when it was trained at too (the verdict of a
+    run fixed by tuning then names the step it fixed; it decides nothing)."""
     busier = busier_during_real(machine, target.value, loader.value)
     v = _decide(target, loader, real, baseline, sync_share, parts_of_real, own_load_share,
-                busier)
+                busier, real_baseline)
     usable = target.usable and loader.usable and real.usable
     beyond = slower_than_both(target, loader, real) or (
         busier is not None and _median_beyond_margin(target, loader, real))
@@ -224,7 +227,8 @@ def _unexplained(target: Estimate, loader: Estimate, real: Estimate,
 def _decide(target: Estimate, loader: Estimate, real: Estimate,
             baseline: Estimate | None = None, sync_share: float | None = None,
             parts_of_real: bool = False, own_load_share: float | None = None,
-            busier: BusierMachine | None = None) -> Verdict:
+            busier: BusierMachine | None = None,
+            real_baseline: Estimate | None = None) -> Verdict:
     """Classify a run from its target (T), loader (D, at the chosen setting) and real-data
     (R) step times. ``baseline`` is D at the first setting tried (fewest workers): when it is
     clearly slower than T and the chosen setting is not, the run is input-bound and the
@@ -253,7 +257,7 @@ def _decide(target: Estimate, loader: Estimate, real: Estimate,
             f"{cause}; run more steps (--steps, --batches) on a quieter machine",
             excess,
         )
-    v = _loader_or_compute(target, loader, real, baseline, excess)
+    v = _loader_or_compute(target, loader, real, baseline, excess, real_baseline)
     if not noisy:
         return v
     return dataclasses.replace(v, reason=(
@@ -310,7 +314,8 @@ def _apart_despite_noise(target: Estimate, loader: Estimate, real: Estimate) -> 
 
 
 def _loader_or_compute(target: Estimate, loader: Estimate, real: Estimate,
-                       baseline: Estimate | None, excess: float) -> Verdict:
+                       baseline: Estimate | None, excess: float,
+                       real_baseline: Estimate | None = None) -> Verdict:
     """No forced sync and usable numbers: input-bound (now, or before tuning),
     compute-bound, or too close to call."""
     if _clearly_slower(loader, target):
@@ -326,9 +331,11 @@ def _loader_or_compute(target: Estimate, loader: Estimate, real: Estimate,
             return Verdict(
                 INPUT_BOUND,
                 f"input-bound as loaded at first ({ms(baseline.value)} per batch "
-                f"against {ms(target.value)} of compute); the chosen setting gives "
-                f"{ms(loader.value)} and real-data steps then take "
-                f"{ms(real.value)}",
+                f"against {ms(target.value)} of compute"
+                + (f"; real-data steps took {ms(real_baseline.value)}"
+                   if real_baseline is not None and real_baseline.usable else "")
+                + f"); the chosen setting gives {ms(loader.value)} and real-data steps "
+                f"then take {ms(real.value)}",
                 excess,
                 fixed_by_tuning=True,
             )

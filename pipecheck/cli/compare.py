@@ -91,6 +91,11 @@ COMPARE_OPTIONS = (
              "loader setting and the real-data run, so every read comes from storage; "
              "refused on FUSE and network file systems, where it cannot work (see "
              "docs/storage.md)."), agreed=True),
+    OptionSpec("--measure-gain/--no-measure-gain", "measure_gain", dict(
+        default=True, show_default=True,
+        help="When the search chooses another setting than the first it measured, train at "
+             "the first one too (half the steps), so what the chosen setting buys is "
+             "measured, not modelled."), replaced_by="real_file", agreed=True),
     OptionSpec("--save-config", "save_config_path", dict(
         type=click.Path(dir_okay=False), metavar="FILE",
         help="Write the config with the chosen Grain settings as YAML, for --config or "

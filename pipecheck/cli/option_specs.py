@@ -69,6 +69,7 @@ class OptionSpec:
     """One option: its flag, the name the command's value goes by, click's declaration."""
 
     flag: str
+    """Its spelling, as click declares it (``--x/--no-x`` for an on-off switch)."""
     name: str
     """The parameter's name (for compare, the ``CompareOptions`` field it sets)."""
     declaration: Mapping[str, object]
@@ -85,7 +86,18 @@ class OptionSpec:
     def key(self) -> str:
         """The option as a key of the values compared across processes (``--max-workers``:
         ``max_workers``; ``measure.distributed.fingerprint`` writes it back as the flag)."""
-        return self.flag.removeprefix("--").replace("-", "_")
+        return self.switch.removeprefix("--").replace("-", "_")
+
+    @property
+    def switch(self) -> str:
+        """The flag as messages name it: an on-off switch by its first spelling."""
+        return self.flag.split("/")[0]
+
+    def spelled(self, value: object) -> str:
+        """The flag as the command line gave it: an on-off switch off by its second
+        spelling."""
+        on, _, off = self.flag.partition("/")
+        return off if off and value is False else on
 
 
 def declare(specs: Sequence[OptionSpec]) -> Callable[[F], F]:
@@ -106,9 +118,10 @@ def refuse_replaced(specs: Sequence[OptionSpec], given: Mapping[str, bool],
     """An option given for a measurement that a file replaces is a usage error, not ignored
     (``given``: whether the command line gave each option)."""
     files = {s.replaced_by for s in specs if s.replaced_by}
-    ignored = [s.flag for s in specs if s.replaced_by and given[s.name] and values[s.replaced_by]]
+    ignored = [s.spelled(values[s.name]) for s in specs
+               if s.replaced_by and given[s.name] and values[s.replaced_by]]
     if ignored:
-        named = ", ".join(s.flag for s in specs if s.name in files)
+        named = ", ".join(s.switch for s in specs if s.name in files)
         raise click.UsageError(f"{', '.join(ignored)} cannot be used with the file that "
                                f"replaces that measurement ({named})")
 

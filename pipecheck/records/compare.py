@@ -60,6 +60,9 @@ class Estimates(Record):
     real: Estimate
     baseline: Estimate | None = None
     """D at the first setting tried, when another one was chosen."""
+    real_baseline: Estimate | None = None
+    """R at the first setting tried, when another one was chosen and compare trained at
+    both (``--measure-gain``): the chosen setting's gain, measured."""
 
 
 @register_kind

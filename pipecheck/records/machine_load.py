@@ -45,6 +45,8 @@ class MachineLoad(Record):
     """R, the real-data run."""
     target_again: PhaseLoad | None = None
     """T again, after the real-data run."""
+    real_baseline: PhaseLoad | None = None
+    """R at the first setting tried (``--measure-gain``), after R at the chosen one."""
 
     @property
     def target_all(self) -> PhaseLoad | None:

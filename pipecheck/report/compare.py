@@ -41,6 +41,9 @@ def _evidence(r: CompareResult) -> list[Sequence[object]]:
          r.sources.get("real", "")],
         *([[f"real-data {WALL_PER_STEP_ROW}", "mean", ms(w.value), _ci(w), w.n,
             r.sources.get("real", "")]] if (w := r.wall_per_step_s) is not None else []),
+        *([[f"R at the first setting ({r.loader[0].workers} workers, "
+            f"{r.loader[0].threads} threads)", "median", ms(b.value), _ci(b), b.n,
+            "measured"]] if (b := r.estimates.real_baseline) is not None and r.loader else []),
     ]
 
 

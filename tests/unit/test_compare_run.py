@@ -76,19 +76,23 @@ def loader(*settings: LoaderSetting) -> compare.LoaderStage:
 
 
 class real:  # noqa: N801 (a stage, called like the functions beside it)
-    """The real-data stage: steps of ``ms``; ``sync_s`` per step blocked at SYNC_LINE;
-    ``ran``: the settings it ran at."""
+    """The real-data stage: steps of ``ms`` (``at``: of other step times at these worker
+    counts); ``sync_s`` per step blocked at SYNC_LINE; ``ran``: the settings it ran at and
+    ``steps``: the steps asked at each."""
 
-    def __init__(self, ms: list[float], sync_s: float = 0.0) -> None:
-        self.ms, self.sync_s = ms, sync_s
+    def __init__(self, ms: list[float], sync_s: float = 0.0,
+                 at: dict[int, list[float]] | None = None) -> None:
+        self.ms, self.sync_s, self.at = ms, sync_s, at or {}
         self.ran: list[GrainSettings] = []
+        self.steps: list[int] = []
 
     def __call__(self, workload: Workload, parts: Callable[[], LoaderParts],
                  chosen: LoaderSetting, steps: int, timeout_s: float | None,
                  progress: Progress, clock: Callable[[], float], /, *,
                  profile_dir: str | None = None) -> RealRun:
         self.ran.append(chosen.settings)
-        ms, sync_s = self.ms, self.sync_s
+        self.steps.append(steps)
+        ms, sync_s = self.at.get(chosen.settings.workers, self.ms), self.sync_s
         sites = (SyncSite(SYNC_LINE, "train", "float(loss)", sync_s * len(ms), len(ms),
                           False),) if sync_s else ()
         return RealRun(table(StepRecord(i, t) for i, t in enumerate(ms)), sites)
@@ -123,14 +127,36 @@ def test_compute_bound():
 
 
 def test_input_bound_fixed_by_tuning():
-    real_stage = real(around(52.0))
+    real_stage = real(around(52.0), at={0: around(83.0, 30)})
     result = run(50.0, loader(setting(0, 80.0), setting(4, 20.0)), real_stage)
     assert result.verdict == "input-bound", result.verdict_reason
-    assert result.verdict_reason.startswith("input-bound as loaded at first (80.0 ms per batch")
-    assert result.chosen_workers == 4 and real_stage.ran == [setting(4, 20.0).settings]
+    assert result.verdict_reason.startswith("input-bound as loaded at first (80.0 ms per batch "
+                                            "against 50.0 ms of compute; real-data steps took "
+                                            "83.0 ms)")
+    assert result.chosen_workers == 4
+    # R at the chosen setting, then at the first one with half the steps, for its gain
+    assert real_stage.ran == [setting(4, 20.0).settings, setting(0, 80.0).settings]
+    assert real_stage.steps == [compare.CompareOptions().steps, compare.baseline_steps(
+        compare.CompareOptions().steps)]
     assert result.estimates.baseline is not None
     assert result.estimates.baseline.value == pytest.approx(0.080, rel=0.01)
+    assert result.estimates.real_baseline is not None
+    assert result.estimates.real_baseline.value == pytest.approx(0.083, rel=0.01)
     assert "4 Grain workers" in result.recommendation
+    (gain,) = [g for g in result.gains if g.kind == "loader-setting"]
+    assert gain.how == "measured"
+    assert 0.029 < gain.gain_s.low <= gain.gain_s.high < 0.033  # 83 less 52 ms, +-1%
+
+
+def test_no_measure_gain_trains_at_the_chosen_setting_only():
+    real_stage = real(around(52.0), at={0: around(83.0, 30)})
+    result = compare.compare_run(CONFIG, compare.CompareOptions(measure_gain=False), stages=stages(
+        50.0, loader(setting(0, 80.0), setting(4, 20.0)), real_stage)).result
+    assert real_stage.ran == [setting(4, 20.0).settings]
+    assert result.estimates.real_baseline is None
+    assert "real-data steps took" not in result.verdict_reason
+    (gain,) = [g for g in result.gains if g.kind == "loader-setting"]
+    assert gain.how == "model"
 
 
 def test_forced_sync_names_the_line():

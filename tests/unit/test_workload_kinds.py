@@ -75,9 +75,11 @@ def test_r_runs_the_kinds_host_work_after_the_workloads_own(monkeypatch):
 
     s = dataclasses.replace(input_bound_fixed_by_tuning(), real=record)
     compare.compare_run(MAXTEXT, compare.CompareOptions(steps=12, profile_dir="cap"), stages=s)
-    [(trained, steps, timeout_s, profile_dir)] = ran
+    # at the chosen setting with the profile, then at the first setting for its gain
+    [(trained, steps, timeout_s, profile_dir), (first, first_steps, _, first_profile)] = ran
     assert trained.hooks == (hook, print) and steps == 12 and profile_dir == "cap"
-    assert asked == [(MAXTEXT, 12)]
+    assert first.hooks == (hook, print) and first_steps == 12 and first_profile is None
+    assert asked == [(MAXTEXT, 12), (MAXTEXT, 12)]
 
 
 def test_a_workload_without_host_work_of_its_own_is_trained_as_built():
@@ -88,7 +90,7 @@ def test_a_workload_without_host_work_of_its_own_is_trained_as_built():
         input_bound_fixed_by_tuning(lambda config: built),
         real=lambda w, *a, **k: ran.append(w) or real_stage(w, *a, **k))
     compare.compare_run(CONFIG, stages=s)
-    assert ran == [built] and ran[0] is built
+    assert ran == [built, built] and all(w is built for w in ran)  # chosen, then first setting
 
 
 def test_the_recommendation_is_written_the_kinds_way(monkeypatch):

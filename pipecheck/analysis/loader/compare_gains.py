@@ -6,9 +6,10 @@ estimates' intervals. Each gain (``records.gains.Gain``) is a range of seconds a
 R, the real-data median, and ranked by its high end:
 
 - ``loader-setting``: the setting the search chose against the first one it measured. R ran
-  at the chosen setting (its ``measured_step_s``); the first setting's step is predicted
-  from its D and T (the slower of the two, times the interference R / max(T, D) measured at
-  the chosen one): compare runs R at the chosen setting only, so the gain is ``model``.
+  at the chosen setting (its ``measured_step_s``); where compare trained at the first one
+  too (``estimates.real_baseline``), the gain is the two Rs' difference, ``measured``;
+  else the first setting's step is predicted from its D and T (the slower of the two, times
+  the interference R / max(T, D) measured at the chosen one), ``model``.
   Another setting the loader model predicts faster (``analysis.loader.whatif``): ``model``;
 - ``sync``: each sync site compare's sampler found in the user's code: at most its wait a
   step and R less the slower of T and D (the device still computes, the loader still
@@ -191,7 +192,8 @@ def _interval(e: Estimate) -> Interval:
 
 def _chosen_setting_gain(r: CompareResult) -> Gain | None:
     """The chosen setting against the first one measured (None: it was the first, or D at
-    the first is unknown)."""
+    the first is unknown): measured where compare trained at both, else the first setting's
+    step predicted."""
     est, first = r.estimates, (r.loader[0] if r.loader else None)
     if est.baseline is None or first is None or first.settings == r.tuning.chosen:
         return None
@@ -199,21 +201,29 @@ def _chosen_setting_gain(r: CompareResult) -> Gain | None:
     measured = r.sources.get("real") == "measured"
     # R at the chosen setting gives the interference; a loop's own R (--real) does not
     f = (interference(est.target, est.loader, est.real) or 1.0) if measured else 1.0
-    start, _ = lm.predict_step(_interval(est.baseline), target, f, "")
+    predicted, _ = lm.predict_step(_interval(est.baseline), target, f, "")
+    both = est.real_baseline is not None and est.real_baseline.usable and measured
+    start = _interval(est.real_baseline) if both and est.real_baseline else predicted
     chosen = real if measured else lm.predict_step(_interval(est.loader), target, 1.0, "")[0]
     gain = GainRange(max(0.0, start.low - chosen.high), max(0.0, start.high - chosen.low))
     if not _material(r, start.value - chosen.value):
         return None
     from_label = first.settings.short_label()
-    why = (f"R measured at it ({ms(real.value)}); the first setting's step predicted "
-           f"({ms(start.value)}) from its D ({ms(est.baseline.value)}) and T: compare runs R "
-           "at the chosen setting only" if measured else
-           "R is your loop's own (--real); both steps predicted from their D and T")
+    if both:
+        why = (f"R measured at both: {ms(start.value)} at the first setting, "
+               f"{ms(real.value)} at the chosen one (the loader model had predicted "
+               f"{ms(predicted.value)} at the first, from its D and T)")
+    elif measured:
+        why = (f"R measured at it ({ms(real.value)}); the first setting's step predicted "
+               f"({ms(start.value)}) from its D ({ms(est.baseline.value)}) and T: compare ran "
+               "R at the chosen setting only (--no-measure-gain)")
+    else:
+        why = "R is your loop's own (--real); both steps predicted from their D and T"
     return Gain(kind="loader-setting", change=f"{r.tuning.chosen.short_label()} (the chosen "
                 f"setting) instead of {from_label}",
                 predicted_step_s=StepInterval(chosen.value, chosen.low, chosen.high),
-                gain_s=gain, how="model", measured_step_s=real.value if measured else None,
-                why=why)
+                gain_s=gain, how="measured" if both else "model",
+                measured_step_s=real.value if measured else None, why=why)
 
 
 def _fitted(r: CompareResult) -> tuple[LoaderModelFit | None, str]:

@@ -111,11 +111,29 @@ def test_the_chosen_setting_is_measured_at_r_and_its_gain_is_the_model_s() -> No
     r = record(40.0, 30.0, 41.0, baseline=est(120.0))
     (chosen,) = [x for x in compare_gains(r).gains if x.kind == "loader-setting"]
     assert chosen.how == "model" and chosen.measured_step_s == 0.041
-    assert "compare runs R at the chosen setting only" in chosen.why
+    assert "compare ran R at the chosen setting only" in chosen.why
     assert chosen.gain_s.low > 0.07 and chosen.gain_s.high < 0.09  # about 120 less 41 ms
     from_file = dataclasses.replace(r, sources={**r.sources, "real": "run.json"})
     (chosen,) = [x for x in compare_gains(from_file).gains if x.kind == "loader-setting"]
     assert chosen.measured_step_s is None and "--real" in chosen.why
+
+
+def test_r_trained_at_both_settings_makes_the_chosen_settings_gain_measured() -> None:
+    r = record(40.0, 30.0, 41.0, baseline=est(120.0))
+    # trained at the first setting, steps took 100 ms, not the 120 ms its D predicts
+    both = dataclasses.replace(r, estimates=dataclasses.replace(
+        r.estimates, real_baseline=est(100.0, half_ms=2.0)))
+    (chosen,) = [x for x in compare_gains(both).gains if x.kind == "loader-setting"]
+    assert chosen.how == "measured" and chosen.measured_step_s == 0.041
+    # the two Rs' intervals: 98..102 less 40.5..41.5 ms
+    assert abs(chosen.gain_s.low - 0.0565) < 1e-9 and abs(chosen.gain_s.high - 0.0615) < 1e-9
+    assert "R measured at both: 100.0 ms at the first setting" in chosen.why
+    assert "had predicted 123.0 ms" in chosen.why  # 120 ms times the interference 41 / 40
+    # an R at the first setting too short for an interval leaves the gain modelled
+    few = dataclasses.replace(r, estimates=dataclasses.replace(
+        r.estimates, real_baseline=Estimate(0.1, 0.1, 0.1, 2)))
+    (chosen,) = [x for x in compare_gains(few).gains if x.kind == "loader-setting"]
+    assert chosen.how == "model"
 
 
 def test_a_record_without_the_numbers_gives_no_gains_and_says_why() -> None:

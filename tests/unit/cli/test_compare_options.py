@@ -17,8 +17,9 @@ REPLACED = {"--steps": ("--real", "10"), "--target-steps": ("--synthetic", "10")
             "--batches": ("--dataloader", "5"), "--workers": ("--dataloader", "4"),
             "--threads": ("--dataloader", "2"), "--max-workers": ("--dataloader", "4"),
             "--ram-budget-mb": ("--dataloader", "100"), "--search": ("--dataloader", "model"),
-            "--profile": ("--real", "cap")}
-"""Each option a file replaces: the file's option, and a value for it."""
+            "--profile": ("--real", "cap"), "--measure-gain": ("--real", None),
+            "--no-measure-gain": ("--real", None)}
+"""Each option a file replaces: the file's option, and a value for it (None: a switch)."""
 
 
 def parsed(*args: str) -> tuple[dict[str, bool], dict[str, object]]:
@@ -31,8 +32,9 @@ def parsed(*args: str) -> tuple[dict[str, bool], dict[str, object]]:
 
 
 def test_the_table_names_each_option_a_file_replaces():
-    assert {s.flag: s.replaced_by.replace("_file", "") for s in cli_compare.COMPARE_OPTIONS
-            if s.replaced_by} == {flag: file[2:] for flag, (file, _) in REPLACED.items()}
+    assert {s.switch: s.replaced_by.replace("_file", "") for s in cli_compare.COMPARE_OPTIONS
+            if s.replaced_by} == {flag: file[2:] for flag, (file, _) in REPLACED.items()
+                                  if not flag.startswith("--no-")}
 
 
 @pytest.mark.parametrize("flag", sorted(REPLACED))
@@ -40,7 +42,8 @@ def test_an_option_for_a_measurement_a_file_replaces_is_refused(flag, tmp_path, 
     file_option, value = REPLACED[flag]
     run = tmp_path / "run.json"
     run.write_text("{}")
-    assert main(["compare", file_option, str(run), flag, value, "--quiet"]) == 2
+    assert main(["compare", file_option, str(run), flag, *([value] if value else []),
+                 "--quiet"]) == 2
     err = capsys.readouterr().err
     assert f"{flag} cannot be used with the file that replaces that measurement " \
            "(--synthetic, --dataloader, --real)" in err, err
@@ -58,11 +61,12 @@ def test_the_processes_agree_on_the_options_given_and_the_files():
     agreed = cli_compare.agreed_values(cli_compare.COMPARE_OPTIONS, given, values)
     assert agreed == {"steps": 12, "target_steps": None, "batches": None, "workers": (2, 4),
                       "threads": None, "max_workers": None, "ram_budget_mb": None,
-                      "search": None, "cold": None, "synthetic": None, "dataloader": None,
-                      "real": None}
+                      "search": None, "cold": None, "measure_gain": None, "synthetic": None,
+                      "dataloader": None, "real": None}
     assert [k for k in fingerprint("compare", {}, agreed) if k != "command"] == [
         "--steps", "--target-steps", "--batches", "--workers", "--threads", "--max-workers",
-        "--ram-budget-mb", "--search", "--cold", "--synthetic", "--dataloader", "--real"]
+        "--ram-budget-mb", "--search", "--cold", "--measure-gain", "--synthetic", "--dataloader",
+        "--real"]
 
 
 def test_the_defaults_are_compares_and_each_option_sets_its_field():
