@@ -243,6 +243,30 @@ def unchecked(a: RunSummary, b: RunSummary, allow: Sequence[str] = ()) -> tuple[
     return tuple(out)
 
 
+def side_unchecked(runs: Sequence[RunSummary], side: str,
+                   allow: Sequence[str] = ()) -> tuple[str, ...]:
+    """Each keyed rule (not allowed) that could not be checked between the runs of one side
+    (``side``: "A" or "B"), naming the runs that lack its keys: ``"batch (within A: runs 2
+    and 3 hold no batch size)"``; empty for one run. Repeats of one setup are what the test
+    over the runs assumes; a folder of logs without config lines cannot show it."""
+    if len(runs) < 2:
+        return ()
+    out = []
+    for rule, where, what, keys in KEYED_RULES:
+        if rule in allow:
+            continue
+        held = [r.config if where == "config" else r.env for r in runs]
+        lacking = [i for i, h in enumerate(held, start=1) if all(h.get(k) is None for k in keys)]
+        if lacking:
+            named = (f"run {lacking[0]} holds" if len(lacking) == 1 else
+                     f"runs {', '.join(map(str, lacking[:-1]))} and {lacking[-1]} hold")
+            out.append(f"{rule} (within {side}: {named} no {what})")
+        elif any(not any(held[0].get(k) is not None and h.get(k) is not None for k in keys)
+                 for h in held[1:]):
+            out.append(f"{rule} (within {side}: its runs name their {what} by different keys)")
+    return tuple(out)
+
+
 def unchecked_line(items: Sequence[str]) -> str:
     """The line beside the verdict naming what could not be checked ("" when all was)."""
     if not items:

@@ -23,6 +23,7 @@ from pipecheck import stats
 from pipecheck.analysis import anomalies, between_runs
 from pipecheck.analysis.comparable import (
     not_comparable,
+    side_unchecked,
     unchecked,
     unchecked_line,
     within_side,
@@ -431,18 +432,22 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
 
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
               progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL,
-              allow: Sequence[str] = (), min_change: float = MIN_CHANGE) -> DiffResult:
+              allow: Sequence[str] = (), min_change: float = MIN_CHANGE,
+              median_test: bool = True) -> DiffResult:
     """Compare two runs: rows with B - A, relative change and significance, plus warnings.
     ``progress`` hears of each bootstrap (seconds each on million-step runs). ``encoder``:
     the one the record will be written with, given the runs' step columns first (a
     ``pipecheck.encoding.ParallelEncoder`` compresses them on another thread while they are
     compared). ``allow``: rules or config keys whose difference is the change under test
     (``analysis.comparable``). ``min_change``: the smallest relative change of the median
-    called significant (``MIN_CHANGE``)."""
+    called significant (``MIN_CHANGE``). ``median_test``: False leaves the steps' median
+    untested (its bootstrap is seconds on million-step runs), for a caller that tests the
+    runs' medians instead (``diff_sides``)."""
     encoder.compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
-    tested = _tested_row("step time median", "s", xa, xb, confidence, progress)
+    tested = (_tested_row("step time median", "s", xa, xb, confidence, progress) if median_test
+              else _plain_row("step time median", "s", _median(xa), _median(xb)))
     median_row = below_min_change(tested, min_change)
     rows = (
         _plain_row("parameters", "count", a.params, b.params),
@@ -566,8 +571,10 @@ def diff_sides(side_a: Sequence[RunSummary], side_b: Sequence[RunSummary],
         raise ValueError("diff_sides needs a run on each side")
     floor = (default_min_change(len(side_a), len(side_b)) if min_change is None
              else min_change)
-    first = diff_runs(side_a[0], side_b[0], confidence, progress, encoder, allow, floor)
-    if len(side_a) == 1 and len(side_b) == 1:
+    several = len(side_a) > 1 or len(side_b) > 1
+    first = diff_runs(side_a[0], side_b[0], confidence, progress, encoder, allow, floor,
+                      median_test=not several)
+    if not several:
         return first
     between = between_runs.compare_runs(
         [r.source for r in side_a], [run_median(r) for r in side_a],
@@ -576,9 +583,11 @@ def diff_sides(side_a: Sequence[RunSummary], side_b: Sequence[RunSummary],
     row = below_min_change(tested, floor)
     reasons = (first.not_comparable + within_side(side_a, "A", allow)
                + within_side(side_b, "B", allow))
+    blind = (first.unchecked + side_unchecked(side_a, "A", allow)
+             + side_unchecked(side_b, "B", allow))
     verdict = (inconclusive_verdict(reasons) if reasons else "\n".join(filter(None, (
-        runs_verdict(between, tested, confidence, floor), unchecked_line(first.unchecked)))))
+        runs_verdict(between, tested, confidence, floor), unchecked_line(blind)))))
     return dataclasses.replace(
         first, rows=tuple(row if r.name == "step time median" else r for r in first.rows),
         verdict=verdict, outcome=outcome_of(row, reasons), not_comparable=reasons,
-        between_runs=between)
+        between_runs=between, unchecked=blind)

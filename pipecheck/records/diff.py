@@ -183,8 +183,9 @@ class DiffResult(TopRecord):
     several runs on a side); 0 in records written before it."""
     unchecked: tuple[str, ...] = ()
     """The comparability rules that could not be checked, each with the run lacking what it
-    compares (``analysis.comparable.unchecked``): the verdict stands, but whether A and B
-    differ there is unknown."""
+    compares (``analysis.comparable.unchecked``; with several runs a side, also within each
+    side: ``side_unchecked``): the verdict stands, but whether the runs differ there is
+    unknown."""
     between_runs: BetweenRuns | None = None
     """With several runs on a side (folders): every run's median and the test the
     step-time verdict rests on; ``a`` and ``b`` are then each side's first run, which the

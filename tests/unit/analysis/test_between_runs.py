@@ -13,6 +13,7 @@ import pytest
 from pipecheck import stats
 from pipecheck.analysis import between_runs, comparable, diff
 from pipecheck.logs.runs import load_run
+from pipecheck.progress import Progress, Task
 from pipecheck.records import store
 from pipecheck.records.diff import BetweenRuns, DiffResult
 from pipecheck.report.blocks import render_text
@@ -118,6 +119,59 @@ def test_within_side_names_a_run_with_too_few_steady_steps():
     runs = [_named(summary(seed=0), "a1.json"), _named(summary(seed=1, n=8), "a2.json")]
     (reason,) = comparable.within_side(runs, "A")
     assert reason.rule == "steady-steps" and "a2.json" in reason.what
+
+
+def test_a_side_of_runs_without_their_config_says_what_it_could_not_check():
+    """Real logs that are not repeats of one setup (a maxdiffusion TPU log and a MaxText CPU
+    log, neither with MaxText's config lines): the side cannot be checked, and says so."""
+    real = DATA / "real"
+    a = load_run(str(real / "maxtext_gpu_gpt3_22b_1node.log"))
+    side = [load_run(str(real / "maxdiffusion_tpu_v5p8_wan.log")),
+            load_run(str(real / "maxtext_cpu_profiler_async_ckpt_eval.log"))]
+    within = comparable.side_unchecked(side, "B")
+    assert "batch (within B: runs 1 and 2 hold no batch size)" in within
+    assert "versions (within B: run 1 holds no JAX or pipecheck version)" in within
+    r = diff.diff_sides([a], side)
+    assert set(within) <= set(r.unchecked) and r.unchecked[0].startswith("batch (B holds")
+    assert comparable.side_unchecked(side[:1], "B") == ()  # one run: nothing within
+    assert "batch" not in " ".join(comparable.side_unchecked(side, "B", allow=["batch"]))
+
+
+def test_a_side_of_pipecheck_records_is_checked_within_and_its_verdict_says_nothing_more():
+    side_a = [_named(summary(seed=i), f"a{i}.json") for i in range(3)]
+    side_b = [_named(summary(seed=10 + i), f"b{i}.json") for i in range(3)]
+    assert comparable.side_unchecked(side_a, "A") == ()
+    r = diff.diff_sides(side_a, side_b)
+    assert r.unchecked == () and "comparability not checked" not in r.verdict
+    # one run without its config among them is named, beside the verdict
+    bare = _named(dataclasses.replace(side_b[2], config={}), "b2.json")
+    r = diff.diff_sides(side_a, [*side_b[:2], bare])
+    assert "batch (within B: run 3 holds no batch size)" in r.unchecked
+    assert "comparability not checked for batch (within B: run 3" in r.verdict
+
+
+class _Tasks(Progress):
+    """Progress that keeps the description of each task (each bootstrap says what it tests)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[str] = []
+
+    def task(self, description: str, total: int, unit: str = "") -> Task:
+        self.tasks.append(description)
+        return Task()
+
+
+def test_with_several_runs_a_side_the_steps_median_is_not_bootstrapped_for_nothing():
+    side_a = [_named(summary(seed=i), f"a{i}.json") for i in range(2)]
+    side_b = [_named(summary(seed=10 + i), f"b{i}.json") for i in range(2)]
+    one, several = _Tasks(), _Tasks()
+    diff.diff_sides(side_a[:1], side_b[:1], progress=one)
+    r = diff.diff_sides(side_a, side_b, progress=several)
+    assert any("step time median" in t for t in one.tasks), one.tasks
+    assert not any("step time median" in t for t in several.tasks), several.tasks
+    assert r.between_runs is not None
+    (row,) = [x for x in r.rows if x.name == "step time median"]
+    assert row.significance  # the row is the test over the runs' medians
 
 
 # --- diff_sides and its min-change rule --------------------------------------------------
