@@ -430,6 +430,14 @@ def last_level(run: RunSummary, label: str) -> tuple[Sequence[float], str | None
                      f"step {shift.step} on")
 
 
+def _median_row(xa: Sequence[float], xb: Sequence[float], confidence: float,
+                progress: Progress, tested: bool) -> DiffRow:
+    """The steady-state median row: the steps' own test, or (not ``tested``) the medians."""
+    if tested:
+        return _tested_row("step time median", "s", xa, xb, confidence, progress)
+    return _plain_row("step time median", "s", _median(xa), _median(xb))
+
+
 def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDENCE,
               progress: Progress = NO_PROGRESS, encoder: ArrayEncoder = SERIAL,
               allow: Sequence[str] = (), min_change: float = MIN_CHANGE,
@@ -446,8 +454,7 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
     encoder.compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
-    tested = (_tested_row("step time median", "s", xa, xb, confidence, progress) if median_test
-              else _plain_row("step time median", "s", _median(xa), _median(xb)))
+    tested = _median_row(xa, xb, confidence, progress, median_test)
     median_row = below_min_change(tested, min_change)
     rows = (
         _plain_row("parameters", "count", a.params, b.params),
