@@ -448,9 +448,8 @@ def diff_runs(a: RunSummary, b: RunSummary, confidence: float = DEFAULT_CONFIDEN
     ``pipecheck.encoding.ParallelEncoder`` compresses them on another thread while they are
     compared). ``allow``: rules or config keys whose difference is the change under test
     (``analysis.comparable``). ``min_change``: the smallest relative change of the median
-    called significant (``MIN_CHANGE``). ``median_test``: False leaves the steps' median
-    untested (its bootstrap is seconds on million-step runs), for a caller that tests the
-    runs' medians instead (``diff_sides``)."""
+    called significant (``MIN_CHANGE``). ``median_test``: False skips the steps' median
+    bootstrap, for ``diff_sides``, which tests the runs' medians instead."""
     encoder.compress_ahead([*a.per_step_arrays(), *b.per_step_arrays()])
     sa, sb = a.step_time.summary, b.step_time.summary
     (xa, note_a), (xb, note_b) = last_level(a, "A"), last_level(b, "B")
