@@ -109,9 +109,10 @@ class CompareOptions:
     """--cold: the data files are evicted from the page cache before each loader setting
     and before the real-data run."""
     measure_gain: bool = True
-    """When the search chose another setting than the first it measured, train at the first
-    one too (``baseline_steps(steps)`` steps), so the chosen setting's gain is measured, not
-    modelled (--no-measure-gain: R at the chosen setting only)."""
+    """When the search chose another setting than the first it measured and that first one
+    does not keep up with T, train at the first one too (``baseline_steps(steps)`` steps),
+    so the chosen setting's gain is measured, not modelled (--no-measure-gain: R at the
+    chosen setting only)."""
 
 
 class AcrossHosts(Protocol):
@@ -273,8 +274,9 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
     real_est = Estimate.median_of(real_dist)
     progress.say(f"      real-data step time R = {ms(real_est.value)}")
     real_baseline = None
-    if o.measure_gain and not o.real_file and loader.baseline is not None:
+    if o.measure_gain and not o.real_file and _first_falls_short(loader, target, o.hosts):
         assert workload is not None
+        assert loader.baseline is not None  # _first_falls_short: there is one
         real_baseline = _real_at_first(o, stages, kind, config, workload, parts,
                                        loader.baseline, loads, progress, clock)
     t_samples, drift = target.result.step_time.samples_s, None
@@ -288,6 +290,19 @@ def compare_run(config: RunConfig, o: CompareOptions = CompareOptions(), *,
                      t_samples, drift, ram_budget, run_steps, loads.record(stages.host_cores()),
                      real_baseline)
     return CompareRun(_finished(_the_kinds_way(kind, result), check), real)
+
+
+def _first_falls_short(loader: ls.LoaderChoice, target: Target,
+                       hosts: AcrossHosts | None) -> bool:
+    """The first setting measured was not chosen and does not keep up with T (its D over
+    the search's goal): what the chosen one buys over it is worth training at both. One
+    that keeps up buys about nothing more, and the model says so without a run. In a
+    multi-process run, any host's falling short trains every host at it (they step
+    together)."""
+    first = loader.baseline
+    short = first is not None and first.loader_time is not None and \
+        first.loader_time.value > target.result.step_time.summary.median * LOADER_HEADROOM
+    return (hosts.agree(float(short), "max") > 0) if hosts is not None else short
 
 
 def _search_options(config: RunConfig, o: CompareOptions, ram_budget: float,

@@ -61,6 +61,10 @@ class PipelineError(PipecheckError):
     exit_code = 4
 
 
+class PipelineExhaustedError(PipelineError):
+    """The input pipeline ran out of batches before the setting's batches were timed."""
+
+
 class UserCodeError(PipecheckError):
     """An exception raised by the user's own code: an entry point (init, batch, dataset),
     the train step, or the dataset's transforms (also inside Grain's worker processes)."""

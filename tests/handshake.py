@@ -87,6 +87,21 @@ def tell(line: str) -> None:
         os.write(int(fd), (line + "\n").encode())
 
 
+PARK_SLICE_S = 0.05
+"""The longest single sleep of ``park``."""
+
+
+def park(seconds: float) -> None:
+    """Sleep ``seconds`` in slices of ``PARK_SLICE_S``: a signal the test sends once it read
+    a handshake then always reaches its Python handler (a KeyboardInterrupt within a
+    slice). One long ``time.sleep`` would not: a signal that lands between the handshake's
+    write and the sleep's start is only flagged, and the sleep that begins next waits it
+    out (CPython runs Python handlers between bytecodes, not inside a sleep begun after)."""
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, PARK_SLICE_S))
+
+
 def read_handshakes(fd: int, count: int, what: str, timeout_s: float = WAIT_S) -> list[str]:
     """The first ``count`` lines written to the handshake pipe ``fd``; the pipe closing
     first (every writer ended) or ``timeout_s`` passing fails the test."""

@@ -56,7 +56,7 @@ from pipecheck.data.grain_pipeline import (
     read_elements_per_batch,
 )
 from pipecheck.data.per_setting import PerSetting, at_setting
-from pipecheck.errors import ConfigError, PipelineError
+from pipecheck.errors import ConfigError, PipelineExhaustedError
 from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.element_cost import timed_stage
 from pipecheck.measure.page_cache import (
@@ -385,7 +385,7 @@ def _failure(e: BaseException, label: str, waits: int, timeout_s: float | None
     if isinstance(e, KeyboardInterrupt):
         return KeyboardInterrupt()
     if isinstance(e, StopIteration):
-        return PipelineError(
+        return PipelineExhaustedError(
             f"the input pipeline ({label}) ran out of batches after {max(0, waits - 1)}; "
             "repeat the dataset or ask for fewer --batches")
     return pipeline_error(e, label)  # a worker's or transform's exception

@@ -13,6 +13,7 @@ import os
 import time
 from typing import Callable, Mapping, Sequence
 
+from pipecheck.analysis.loader.loader_model import same_to_model
 from pipecheck.analysis.loader.model_tuner import trial_of, tune_by_model
 from pipecheck.analysis.loader.tuner import (
     MIN_GAIN,
@@ -34,7 +35,7 @@ from pipecheck.data.grain_pipeline import (
     read_elements_per_batch,
 )
 from pipecheck.data.per_setting import at_setting
-from pipecheck.errors import ConfigError, ResultFormatError
+from pipecheck.errors import ConfigError, PipelineExhaustedError, ResultFormatError
 from pipecheck.host_cpus import usable_cores
 from pipecheck.measure.dataloader import (
     BUFFER_WARNING_FACTOR,
@@ -49,6 +50,7 @@ from pipecheck.records.dataloader import DataloaderResult, LoaderSetting
 from pipecheck.records.env import input_warnings
 from pipecheck.records.grain_settings import DEFAULT_PER_WORKER_BUFFER, GrainSettings
 from pipecheck.units import ms
+from pipecheck.workloads import kind_of
 
 DEFAULT_BATCHES = 30
 """Batches timed per loader setting (more with many workers, see ``batches_for``)."""
@@ -160,6 +162,10 @@ class SearchOptions:
     search follows the slowest host)."""
     cold: bool = False
     """--cold: the data files are evicted from the page cache before each setting."""
+    start: GrainSettings | None = None
+    """The setting the workload's own config asks for (MaxText's Grain keys): measured first,
+    as the run is loaded, when it is not the search's own first setting and no option or
+    saved config fixes the setting (None: the search's first is the baseline)."""
 
     def asked(self) -> list[Asked]:
         """The Grain knobs the user set, and where: what a pipeline that fixes a knob
@@ -231,6 +237,34 @@ def _tuning(own: OwnSettings, read: GrainSettings,
                 threads=read.threads, prefetch=read.prefetch, run_steps=opts.run_steps)
 
 
+def _own_start(own: OwnSettings, read: GrainSettings, opts: SearchOptions
+               ) -> GrainSettings | None:
+    """The config's own setting to measure first (``SearchOptions.start``), as the pipeline
+    runs it; None when there is none, when an option or saved config fixes the setting or
+    the pipeline its workers, or when the model cannot tell it from the search's first."""
+    if opts.start is None or own.workers is not None or opts.fixed is not None \
+            or opts.workers or not opts.search_threads:
+        return None
+    start = own.applied(opts.start)
+    return None if same_to_model(start, read) else start
+
+
+def _measured_start(start: GrainSettings | None, measure: Callable[[GrainSettings], Trial],
+                    progress: Progress) -> tuple[GrainSettings | None, str | None]:
+    """The config's own setting measured first (``_own_start``), or None and why not: a
+    data set too short for its buffers (MaxText's default read prefetch is 500 elements)
+    leaves the search's first setting as the loading at first."""
+    if start is None:
+        return None, None
+    progress.say(f"      first the config's own setting, as loaded: {start.label()}")
+    try:
+        measure(start)
+    except PipelineExhaustedError as e:
+        return None, (f"the config's own setting ({start.label()}) was not measured: {e}; "
+                      "the search's first setting stands for the loading at first")
+    return start, None
+
+
 def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
                   progress: Progress, clock: Callable[[], float] = time.perf_counter
                   ) -> LoaderChoice:
@@ -279,12 +313,16 @@ def search_loader(parts: LoaderParts, target_s: float, opts: SearchOptions, *,
         measure_settings(g)
         return measured[own.applied(g)][1]
 
+    start, start_note = _measured_start(_own_start(own, read, opts), measure_settings,
+                                        progress)
     ram_budget = agree(opts.ram_budget_mb or default_ram_budget_mb(), "min")
     tuning = _tuning(own, read, opts, measure_settings, target_s, cores, max_workers,
                      ram_budget, measure_loader)
     note = own.note()
-    settings = [measured[t.settings][1] for t in tuning.trials]
-    warnings = [*((note,) if note is not None else ()), *cache_warnings_of(settings)]
+    settings = [measured[k][1] for k in dict.fromkeys(
+        [*([start] if start is not None else []), *(t.settings for t in tuning.trials)])]
+    warnings = [*(n for n in (note, start_note) if n is not None),
+                *cache_warnings_of(settings)]
     return _choice(settings, tuning, warnings)
 
 
@@ -302,4 +340,6 @@ def loader_stage(config: RunConfig, path: str | None, parts: Callable[[], Loader
     if path:
         return read_loader(path, config.to_dict(), target_s, opts.run_steps)
     p = parts()
-    return search_loader(p, target_s, opts, progress=progress, clock=clock)
+    start = kind_of(config.workload).own_setting(config)  # measured first, as loaded
+    return search_loader(p, target_s, dataclasses.replace(opts, start=start),
+                         progress=progress, clock=clock)

@@ -15,11 +15,10 @@ import os
 import runpy
 import signal
 import sys
-import time
 from typing import Any
 
 from pipecheck.logs.maxtext import halves
-from tests.handshake import tell
+from tests.handshake import park, tell
 
 PARK_S = 300.0
 """How long a parked read waits for the test's signal: far past any test's wait."""
@@ -37,7 +36,7 @@ class _Parked:
         self.reads += 1
         if self.reads == 2:
             tell(f"parked {os.getpid()}")
-            time.sleep(PARK_S)
+            park(PARK_S)
         return self.stream.read(size)
 
     def readline(self, size: int = -1) -> bytes:

@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import sys
-import time
 import traceback
 from typing import Any
 
@@ -34,7 +33,7 @@ from pipecheck.errors import ResultFormatError
 from pipecheck.logs import side_by_side
 from pipecheck.logs.runs import load_run
 from pipecheck.report.diff import format_diff
-from tests.handshake import tell
+from tests.handshake import park, tell
 
 NEVER = 1 << 62
 """A ``SIDE_BY_SIDE_MIN_BYTES`` no file reaches: one after the other."""
@@ -89,7 +88,7 @@ def plant(fault: str) -> None:
     def faulty(path: Any, progress: Any = side_by_side.NO_PROGRESS) -> Any:
         if fault == "slow":
             tell(f"slow {os.getpid()}")  # the test's handshake: this read is under way
-            time.sleep(SLOW_S)
+            park(SLOW_S)
         elif os.getpid() != PARENT:
             _fault(fault)
         return load_run(path, progress)

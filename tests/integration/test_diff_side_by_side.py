@@ -157,7 +157,8 @@ def _start(module: str, *args: str, readers: int = 2) -> tuple[subprocess.Popen[
     handshakes, env = handshake_pipe()
     try:
         proc = subprocess.Popen(interruptible(module, *args), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=dict(_env(), **env),
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(_env(), PYTHONFAULTHANDLER="1", **env),
                                 cwd=REPO, start_new_session=True,
                                 pass_fds=[int(env[HANDSHAKE_FD])])
         close_write_end(env)
@@ -174,6 +175,18 @@ def _start(module: str, *args: str, readers: int = 2) -> tuple[subprocess.Popen[
     children = pids - {proc.pid}
     assert children <= {c.pid for c in psutil.Process(proc.pid).children()}, lines
     return proc, children
+
+
+def _ended(proc: subprocess.Popen[str], timeout_s: float = 60) -> tuple[str, str]:
+    """``proc``'s stdout and stderr once it ended; not within ``timeout_s``, it is sent
+    SIGABRT (faulthandler writes every thread's stack) and the test fails with them."""
+    try:
+        return proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"still running {timeout_s:g} s after the signal; its stacks:"
+                             f"\n{err[-6000:]}") from None
 
 
 @pytest.fixture
@@ -212,7 +225,7 @@ def test_ctrl_c_while_both_read_exits_130_and_leaves_no_child(big, group_cleanup
                             *map(str, big), readers=2 if usable_cores() <= 2 else 3)
     group_cleanup.append(proc.pid)
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = _ended(proc)
     assert proc.returncode == 130, err
     # click writes a newline first, as it always did on a Ctrl-C
     assert err == "\npipecheck: interrupted\n" and out == ""
@@ -226,7 +239,7 @@ def test_ctrl_c_in_a_slow_read_exits_130_and_leaves_no_child(generated, group_cl
                             *map(str, generated))
     group_cleanup.append(proc.pid)
     os.killpg(proc.pid, signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    out, err = _ended(proc)
     assert proc.returncode == 0, err
     (r,) = [json.loads(line) for line in out.splitlines()]
     assert r["side"]["code"] == 130 and r["side"]["stderr"] == "\npipecheck: interrupted\n"

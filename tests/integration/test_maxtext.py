@@ -293,6 +293,20 @@ def test_compute_bound_config_is_compute_bound(compute_run: dict) -> None:
 
 
 @needs_maxtext
+def test_the_configs_own_grain_keys_are_measured_first_or_why_not_is_said(
+        compute_run: dict) -> None:
+    # the compute config leaves MaxText's defaults (1 worker, 16 threads, a read prefetch of
+    # 500 elements): compare measures the run as loaded first, or, where its 800 records
+    # cannot fill that prefetch, says the setting was not measured and why
+    first = compute_run["loader"][0]["settings"]
+    if (first["workers"], first["threads"], first["prefetch"]) == (1, 16, 500):
+        return
+    [note] = [w for w in compute_run["warnings"] if "the config's own setting" in w]
+    assert "was not measured" in note and "ran out of batches" in note, note
+    assert "workers=1" in note and "threads=16" in note, note
+
+
+@needs_maxtext
 def test_r_runs_maxtexts_eval_at_its_interval_kept_out_of_the_steady_state(
         compute_run: dict) -> None:
     from pipecheck.records import store

@@ -148,6 +148,16 @@ def test_input_bound_fixed_by_tuning():
     assert 0.029 < gain.gain_s.low <= gain.gain_s.high < 0.033  # 83 less 52 ms, +-1%
 
 
+def test_a_first_setting_that_keeps_up_is_not_trained_at_again():
+    """The config's own setting measured first (4 workers) keeps up with compute; the search
+    chose a cheaper one that does too: nothing to buy over it, so no second real-data run."""
+    real_stage = real(around(51.0))
+    result = run(50.0, loader(setting(4, 20.0), setting(0, 30.0)), real_stage)
+    assert result.verdict == "compute-bound", result.verdict_reason
+    assert result.chosen_workers == 0 and real_stage.ran == [setting(0, 30.0).settings]
+    assert result.estimates.real_baseline is None
+
+
 def test_no_measure_gain_trains_at_the_chosen_setting_only():
     real_stage = real(around(52.0), at={0: around(83.0, 30)})
     result = compare.compare_run(CONFIG, compare.CompareOptions(measure_gain=False), stages=stages(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -168,3 +169,64 @@ def test_a_pipeline_with_its_own_workers_is_measured_as_it_is_and_nothing_search
     # asking for what the pipeline runs anyway is no conflict
     ls.refuse_ignored(parts, ls.SearchOptions(batches=5, threads=2, max_workers=4,
                                               workers=(2,), search_threads=False))
+
+
+def test_the_configs_own_setting_is_measured_first_as_loaded(monkeypatch):
+    """A config that asks for its own Grain setting (MaxText's keys: here 2 workers and 8
+    read threads) is measured first, before the search's own first setting, and is the
+    baseline the chosen setting is judged against; the search is as without it."""
+    import grain
+
+    from pipecheck.data.grain_pipeline import own_settings
+    from pipecheck.measure import loader_search as ls
+
+    dataset = grain.MapDataset.range(64)
+    own = GrainSettings(2, DEFAULT_PER_WORKER_BUFFER, 8, default_prefetch(8))
+    opts = ls.SearchOptions(batches=5, threads=1, max_workers=4, ram_budget_mb=1e6,
+                            search="joint")
+    plain: list = []
+    monkeypatch.setattr(ls, "measure_setting", _fake_measure(plain))
+    ls.search_loader(LoaderParts(dataset, lambda b: b, None), 0.001, opts,
+                     progress=NO_PROGRESS)
+    asked: list = []
+    monkeypatch.setattr(ls, "measure_setting", _fake_measure(asked))
+    choice = ls.search_loader(LoaderParts(dataset, lambda b: b, None), 0.001,
+                              dataclasses.replace(opts, start=own), progress=NO_PROGRESS)
+    assert asked[0] == own and asked[1:] == plain
+    assert choice.settings[0].settings == own
+    assert choice.baseline is not None and choice.baseline.settings == own
+    # the search's own first setting, an option or a saved config: nothing measured first
+    for start_opts in (dict(start=GrainSettings(0)), dict(start=own, workers=(1,)),
+                       dict(start=own, fixed=GrainSettings(1)),
+                       dict(start=own, threads=2, search_threads=False)):
+        assert ls._own_start(own_settings(dataset), GrainSettings(threads=1),
+                             dataclasses.replace(opts, **start_opts)) is None, start_opts
+
+
+def test_a_configs_own_setting_the_data_set_cannot_fill_leaves_the_search_as_it_is(
+        monkeypatch):
+    """MaxText's default read prefetch (500 elements) on a short data set: the config's own
+    setting runs out of batches; compare says so and searches as without it."""
+    import grain
+
+    from pipecheck.errors import PipelineExhaustedError
+    from pipecheck.measure import loader_search as ls
+
+    own = GrainSettings(1, 1, 16, 500)
+    asked: list = []
+    fake = _fake_measure(asked)
+
+    def measure(dataset, settings, n_batches, **kwargs):
+        if settings == own:
+            raise PipelineExhaustedError("the input pipeline (...) ran out of batches after 200")
+        return fake(dataset, settings, n_batches, **kwargs)
+
+    monkeypatch.setattr(ls, "measure_setting", measure)
+    choice = ls.search_loader(
+        LoaderParts(grain.MapDataset.range(64), lambda b: b, None), 0.001,
+        ls.SearchOptions(batches=5, threads=1, max_workers=2, ram_budget_mb=1e6,
+                         search="joint", start=own), progress=NO_PROGRESS)
+    assert own not in [s.settings for s in choice.settings]
+    assert choice.settings[0].settings == asked[0] == GrainSettings(0)
+    (note,) = [w for w in choice.warnings if "the config's own setting" in w]
+    assert "workers=1" in note and "ran out of batches after 200" in note
