@@ -29,7 +29,11 @@ from pipecheck.step_types import Batch, PyTree
 from pipecheck.workloads import build_workload
 from pipecheck.workloads.base import Workload
 
-DEFAULT_STEPS = 40
+DEFAULT_STEPS = 160
+"""Steps ``pipecheck synthetic`` times by default. Two runs of one workload differ less the
+longer they run (benchmarks/diff_power.py, docs/performance.md: the runs' medians spread
+2.7% between runs at 40 steps, 1.6% at 160, each median's own error 0.6% and 0.3%), so a
+diff of two default runs judges a 5% change: 40 steps could not."""
 
 
 def compiled_analysis(

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from pipecheck.analysis.diff import run_median
+from pipecheck.analysis.diff import MIN_CHANGE, run_median
 from pipecheck.logs.runs import load_run
 from tests.conftest import run_cli
 
@@ -74,7 +74,7 @@ def test_two_files_are_diffed_as_before(run_folders, tmp_path):
                 "--allow", "machine-load", "--json", str(out))
     assert r.returncode == 0, r.stderr
     data = json.loads(out.read_text())
-    assert data["between_runs"] is None and data["min_change"] == 0.05
+    assert data["between_runs"] is None and data["min_change"] == MIN_CHANGE
     assert "runs of A" not in r.stdout and "each run's steady-state median" not in r.stdout
 
 

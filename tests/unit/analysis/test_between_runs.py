@@ -178,7 +178,7 @@ def test_with_several_runs_a_side_the_steps_median_is_not_bootstrapped_for_nothi
 
 
 def test_default_min_change_is_the_floor_only_for_one_run_a_side():
-    assert diff.default_min_change(1, 1) == diff.MIN_CHANGE == 0.05
+    assert diff.default_min_change(1, 1) == diff.MIN_CHANGE == 0.04
     assert diff.default_min_change(3, 1) == diff.default_min_change(1, 2) == 0.0
     assert diff.default_min_change(3, 3) == 0.0
 

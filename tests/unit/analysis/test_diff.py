@@ -319,7 +319,7 @@ def test_an_import_to_save_has_its_columns_compressed_ahead_and_writes_the_same_
 
 
 @pytest.mark.parametrize(("change", "min_change", "outcome"), [
-    (0.03, diff.MIN_CHANGE, "not significant"),   # the steps' test finds it; under 5%
+    (0.03, diff.MIN_CHANGE, "not significant"),   # the steps' test finds it; under 4%
     (0.03, 0.0, "significant"),
     (0.10, diff.MIN_CHANGE, "significant"),
 ])
@@ -345,7 +345,7 @@ def test_cli_min_change_is_a_percent_and_bad_values_are_one_line(tmp_path, capsy
     assert main(["diff", str(a), str(b), "--min-change", "1", "--quiet"]) == 0
     assert "significant (steady-state median" in capsys.readouterr().out
     assert main(["diff", str(a), str(b), "--quiet"]) == 0
-    assert "under the 5% diff judges" in capsys.readouterr().out
+    assert "under the 4% diff judges" in capsys.readouterr().out
     assert main(["diff", str(a), str(b), "--min-change", "-1", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "--min-change" in err and len(err.strip().splitlines()) == 1
