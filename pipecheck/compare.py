@@ -300,7 +300,7 @@ def _first_falls_short(loader: ls.LoaderChoice, target: Target,
     multi-process run, any host's falling short trains every host at it (they step
     together)."""
     first = loader.baseline
-    short = first is not None and first.loader_time is not None and \
+    short = first is not None and \
         first.loader_time.value > target.result.step_time.summary.median * LOADER_HEADROOM
     return (hosts.agree(float(short), "max") > 0) if hosts is not None else short
 

@@ -63,8 +63,9 @@ significant. A difference smaller than this is reported, with the steps' test, a
 significant. benchmarks/diff_power.py on the shared 2-core machine (docs/performance.md),
 runs of synthetic's default 160 steps: identical runs 0 of 12 significant at 4% or 5%; a
 +5% step detected in 7 of 8 pairs at 4% and 5 of 8 at 5% (a floor at the change itself
-lets about half its pairs fall under it). With several runs on a side the between-run spread is
-measured (``analysis.between_runs``) and no floor is needed: ``default_min_change``."""
+lets about half its pairs fall under it). With several runs on a side the between-run
+spread is measured (``analysis.between_runs``) and no floor is needed:
+``default_min_change``."""
 
 
 def default_min_change(runs_a: int, runs_b: int) -> float:
